@@ -1,0 +1,23 @@
+#include "core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_message[1024];
+
+int m2_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *m2_last_error(void) { return last_message; }
+
+int m2_report(const char *prog, int code)
+{
+    fprintf(stderr, "%s: error: %s\n", prog, last_message[0] ? last_message : "unknown failure");
+    return code;
+}

@@ -1,0 +1,42 @@
+/* Checkpoints (FORMATS.md "Checkpoint"): one HDF5 file per checkpoint, written to a temporary name in the
+ * run folder, fsync'd and renamed, so a crash never leaves a half-written file under a real name. */
+#ifndef MAMBA2_CHECKPOINT_H
+#define MAMBA2_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/layout.h"
+#include "io/dataset.h"
+
+typedef struct {
+    m2_config cfg;                 /* the resolved config stored in the file */
+    m2_layout lay;                 /* built from cfg and the stored F, O */
+    int64_t step, tokens_seen;
+    int32_t world_size_at_save;
+    float *params;                 /* [lay.n_params] */
+    float *m, *v;                  /* Adam moments (NULL unless loaded with optimiser state) */
+    int64_t optim_step;
+    uint64_t data_seed;            /* sampler state: (seed, next step) is the whole state of the pure sampler */
+    int64_t data_step;
+    int n_features;
+    char feature_names[M2_MAX_FEATURES][32];
+    double mean[M2_MAX_FEATURES], std[M2_MAX_FEATURES];
+} m2_checkpoint;
+
+/* Writes DIR/ckpt_STEP.h5 atomically; returns the final path in out_path (may be NULL). */
+int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap);
+
+/* Reads a checkpoint (with_optim: also the Adam moments). Wrong schema, newer version, truncated file,
+ * missing tensor, wrong shape: one clear error naming the file. */
+int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim);
+
+void m2_checkpoint_free(m2_checkpoint *ck);
+
+/* Newest complete checkpoint in dir (by step); M2_EFAIL with a message when there is none. */
+int m2_checkpoint_find_latest(const char *dir, char *out_path, size_t out_cap);
+
+/* Deletes all but the newest `keep` checkpoints in dir. */
+int m2_checkpoint_prune(const char *dir, int keep);
+
+#endif
