@@ -33,6 +33,7 @@ static const key_spec KEYS[] = {
     {"model", "chunk_size", K_INT, F(model.chunk_size), 1, 4096, "64", NULL},
     {"model", "device", K_STR, F(model.device), 0, 0, "auto", "auto|cpu|cuda"},
     {"train", "steps", K_I64, F(train.steps), 0, 1e15, "1000", NULL},
+    {"train", "stop_at", K_I64, F(train.stop_at), 0, 1e15, "0", NULL},
     {"train", "micro_batch", K_INT, F(train.micro_batch), 1, 1 << 20, "8", NULL},
     {"train", "global_batch", K_INT, F(train.global_batch), 1, 1 << 24, "8", NULL},
     {"train", "seq_len", K_INT, F(train.seq_len), 1, 1 << 24, "512", NULL},

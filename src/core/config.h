@@ -17,6 +17,7 @@ typedef struct {
     } model;
     struct {
         int64_t steps;
+        int64_t stop_at;          /* stop (with a checkpoint) once this many steps are done; 0: at steps */
         int micro_batch, global_batch, seq_len, burn_in;
         double lr, lr_min, weight_decay, grad_clip;
         int64_t warmup;

@@ -3,6 +3,8 @@
 #ifndef MAMBA2_REAL_H
 #define MAMBA2_REAL_H
 
+#include <math.h>
+
 #ifdef MAMBA2_FP64
 typedef double m2_real;
 #define M2_GEMM cblas_dgemm

@@ -1,0 +1,484 @@
+#include "core/train.h"
+
+#include "core/error.h"
+#include "core/layout.h"
+#include "core/model.h"
+#include "dist/zero.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+void m2_train_request_stop(void) { stop_requested = 1; }
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+double m2_lr_at(const m2_config *cfg, int64_t step)
+{
+    double lr = cfg->train.lr, lr_min = cfg->train.lr_min;
+    int64_t warmup = cfg->train.warmup, total = cfg->train.steps;
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    if (total <= warmup) return lr;
+    double progress = (double)(step - warmup) / (double)(total - warmup);
+    if (progress > 1.0) progress = 1.0;
+    return lr_min + 0.5 * (lr - lr_min) * (1.0 + cos(M_PI * progress));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Everything one rank holds during training. */
+typedef struct {
+    const m2_config *cfg;
+    m2_dist *pg;
+    m2_dataset ds;
+    m2_sampler train_windows, val_windows;
+    m2_layout lay;
+    m2_model *model;
+    m2_zero *zero;
+    float *params, *grads;            /* padded flat buffers (m2_zero_padded_len) */
+    float *X, *Y;                     /* one micro-batch [B,T,F], [B,T,O] */
+    float *pred;                      /* [B,T,O] for validation */
+    int accum;                        /* micro-batches per rank per step */
+    int64_t step, tokens_seen;
+    uint64_t data_seed;
+    FILE *metrics;
+} trainer;
+
+/* ---- setup ---------------------------------------------------------------------------------------- */
+
+static int check_batch_rule(const m2_config *cfg, int world)
+{
+    int per_step = cfg->train.micro_batch * world;
+    if (cfg->train.global_batch % per_step != 0)
+        return m2_fail(M2_EUSAGE,
+                       "train.global_batch: %d is not a multiple of micro_batch %d x %d ranks (accumulation steps = "
+                       "global_batch / (micro_batch * ranks) must be a whole number)",
+                       cfg->train.global_batch, cfg->train.micro_batch, world);
+    return M2_OK;
+}
+
+static int make_run_dir(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return m2_fail(M2_EFAIL, "train.run_dir (%s): cannot create: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return m2_fail(M2_EFAIL, "train.run_dir (%s): cannot create: %s", path, strerror(errno));
+    return M2_OK;
+}
+
+/* A checkpoint can seed this run only if it describes the same parameter tensors. */
+static int check_same_shape(const m2_checkpoint *ck, const m2_layout *lay, const char *path)
+{
+    const m2_dims *a = &ck->lay.d, *b = &lay->d;
+    const struct { const char *key; int ck, cfg; } keys[] = {
+        {"model.d_model", a->D, b->D},    {"model.n_layers", a->L, b->L}, {"model.expand", a->E, b->E},
+        {"model.headdim", a->P, b->P},    {"model.d_state", a->N, b->N},  {"model.ngroups", a->G, b->G},
+        {"model.d_conv", a->K, b->K},     {"features (F)", a->F, b->F},   {"targets (O)", a->O, b->O},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (keys[i].ck != keys[i].cfg)
+            return m2_fail(M2_EUSAGE, "resume (%s): the checkpoint has %s = %d but this run has %d", path, keys[i].key,
+                           keys[i].ck, keys[i].cfg);
+    return M2_OK;
+}
+
+static int load_resume_point(trainer *t, const char *resume)
+{
+    const m2_config *cfg = t->cfg;
+    char path[4096];
+    if (strcmp(resume, "auto") == 0) {
+        if (m2_checkpoint_find_latest(cfg->train.run_dir, path, sizeof path) != M2_OK) {
+            if (t->pg->rank == 0) printf("resume: no checkpoint in %s, starting fresh\n", cfg->train.run_dir);
+            return M2_OK;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", resume);
+    }
+    m2_checkpoint ck;
+    int rc = m2_checkpoint_load(path, &ck, 1);
+    if (rc) return rc;
+    rc = check_same_shape(&ck, &t->lay, path);
+    if (!rc) {
+        memcpy(t->params, ck.params, t->lay.n_params * sizeof(float));
+        t->step = ck.step;
+        t->tokens_seen = ck.tokens_seen;
+        t->data_seed = ck.data_seed;
+        rc = m2_zero_load_moments(t->zero, ck.m, ck.v, ck.optim_step);
+        if (t->pg->rank == 0 && !rc)
+            printf("resume: %s (step %" PRId64 ", saved on %d ranks, now %d)\n", path, ck.step, ck.world_size_at_save,
+                   t->pg->world);
+    }
+    m2_checkpoint_free(&ck);
+    return rc;
+}
+
+static int setup(trainer *t, const char *resume)
+{
+    const m2_config *cfg = t->cfg;
+    int rc;
+    if ((rc = check_batch_rule(cfg, t->pg->world))) return rc;
+    t->accum = cfg->train.global_batch / (cfg->train.micro_batch * t->pg->world);
+    if ((rc = m2_dataset_read(cfg->data.path, &t->ds, 0))) return rc;
+    if ((rc = m2_sampler_init(&t->train_windows, &t->ds, M2_SPLIT_TRAIN, cfg->train.seq_len, cfg->train.burn_in)))
+        return rc;
+    if (t->train_windows.n_starts < cfg->train.global_batch)
+        return m2_fail(M2_EUSAGE, "data.path (%s): the train split has %" PRId64 " windows of %d ticks, fewer than "
+                       "train.global_batch %d", cfg->data.path, t->train_windows.n_starts, cfg->train.seq_len,
+                       cfg->train.global_batch);
+    if ((rc = m2_sampler_init(&t->val_windows, &t->ds, M2_SPLIT_VAL, cfg->train.seq_len, cfg->train.burn_in)))
+        return rc;
+    m2_dims d;
+    if ((rc = m2_dims_init(&d, cfg, t->ds.n_features, t->ds.n_targets))) return rc;
+    if ((rc = m2_layout_init(&t->lay, &d))) return rc;
+
+    unsigned char *mask = malloc(t->lay.n_params);
+    if (!mask) return m2_fail(M2_EFAIL, "train: out of memory");
+    m2_layout_decay_mask(&t->lay, mask);
+    rc = m2_zero_create(&t->zero, t->pg, t->lay.n_params, mask);
+    free(mask);
+    if (rc) return rc;
+    size_t padded = m2_zero_padded_len(t->zero);
+    t->params = calloc(padded, sizeof(float));
+    t->grads = calloc(padded, sizeof(float));
+    size_t B = (size_t)cfg->train.micro_batch, T = (size_t)cfg->train.seq_len;
+    t->X = malloc(B * T * (size_t)d.F * sizeof(float));
+    t->Y = malloc(B * T * (size_t)d.O * sizeof(float));
+    t->pred = malloc(B * T * (size_t)d.O * sizeof(float));
+    if (!t->params || !t->grads || !t->X || !t->Y || !t->pred) return m2_fail(M2_EFAIL, "train: out of memory");
+    if ((rc = m2_model_create(&t->model, &t->lay, cfg->train.micro_batch, cfg->train.seq_len))) return rc;
+
+    m2_params_init(&t->lay, t->params, cfg->train.seed);
+    t->data_seed = cfg->train.seed;
+    if (resume && (rc = load_resume_point(t, resume))) return rc;
+    if ((rc = make_run_dir(cfg->train.run_dir))) return rc;
+    if (t->pg->rank == 0) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->train.run_dir);
+        t->metrics = fopen(path, "a"); /* appended, never rewritten: a resumed run continues the log */
+        if (!t->metrics) return m2_fail(M2_EFAIL, "metrics log (%s): cannot open: %s", path, strerror(errno));
+    }
+    return M2_OK;
+}
+
+static void teardown(trainer *t)
+{
+    if (t->metrics) fclose(t->metrics);
+    m2_model_free(t->model);
+    m2_zero_free(t->zero);
+    free(t->params);
+    free(t->grads);
+    free(t->X);
+    free(t->Y);
+    free(t->pred);
+    m2_layout_free(&t->lay);
+    m2_sampler_free(&t->train_windows);
+    m2_sampler_free(&t->val_windows);
+    m2_dataset_free(&t->ds);
+}
+
+/* ---- one step ------------------------------------------------------------------------------------- */
+
+/* Fills X, Y with micro-batch `micro` of this rank's part of the global batch of `step`. Window indices are
+ * global (rank r takes [r * per_rank, (r+1) * per_rank)), so the global batch does not depend on the rank count. */
+static void load_micro_batch(trainer *t, const m2_sampler *s, uint64_t seed, int64_t step, int micro, int per_rank)
+{
+    const m2_dims *d = &t->lay.d;
+    int B = t->cfg->train.micro_batch, T = t->cfg->train.seq_len;
+    for (int b = 0; b < B; b++) {
+        int64_t index = (int64_t)t->pg->rank * per_rank + (int64_t)micro * B + b;
+        int64_t start = m2_sampler_start(s, seed, step, index);
+        m2_sampler_copy(s, start, t->X + (size_t)b * T * d->F, t->Y + (size_t)b * T * d->O);
+    }
+}
+
+typedef struct {
+    double loss, grad_norm, seconds;
+    int skipped;
+} step_result;
+
+static int train_step(trainer *t, step_result *out)
+{
+    const m2_config *cfg = t->cfg;
+    double t0 = now_s();
+    memset(t->grads, 0, t->lay.n_params * sizeof(float));
+    int per_rank = cfg->train.global_batch / t->pg->world;
+    double sse = 0;
+    int64_t count = 0;
+    m2_zero_hook hook = {.z = t->zero, .lay = &t->lay, .grads = t->grads};
+    for (int a = 0; a < t->accum; a++) {
+        load_micro_batch(t, &t->train_windows, t->data_seed, t->step, a, per_rank);
+        double s = 0;
+        int64_t c = 0;
+        int last = a == t->accum - 1; /* only the last micro-batch completes the gradient buckets */
+        int rc = m2_model_forward_backward(t->model, t->params, t->grads, t->X, t->Y, cfg->train.micro_batch,
+                                           cfg->train.seq_len, cfg->train.burn_in, &s, &c, NULL,
+                                           last ? m2_zero_on_bucket : NULL, last ? &hook : NULL);
+        if (rc) return rc;
+        if (hook.err) return hook.err;
+        sse += s;
+        count += c;
+    }
+    double lr = m2_lr_at(cfg, t->step);
+    int rc = m2_zero_step(t->zero, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
+                          (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
+    out->seconds = now_s() - t0;
+    return rc;
+}
+
+/* Mean squared error over the fixed validation windows (the same every evaluation), reduced over ranks. */
+static int validate(trainer *t, double *out)
+{
+    const m2_config *cfg = t->cfg;
+    const m2_dims *d = &t->lay.d;
+    *out = NAN;
+    if (cfg->train.eval_batches == 0 || t->val_windows.n_starts < cfg->train.global_batch) return M2_OK;
+    int B = cfg->train.micro_batch, T = cfg->train.seq_len, per_rank = cfg->train.global_batch / t->pg->world;
+    uint64_t seed = cfg->train.seed ^ 0x76616c6964617465ull; /* "validate": its own stream, fixed across the run */
+    double sums[2] = {0, 0};
+    for (int e = 0; e < cfg->train.eval_batches; e++) {
+        for (int a = 0; a < t->accum; a++) {
+            load_micro_batch(t, &t->val_windows, seed, e, a, per_rank);
+            int rc = m2_model_forward(t->model, t->params, t->X, B, T, t->pred);
+            if (rc) return rc;
+            for (int b = 0; b < B; b++)
+                for (int s = cfg->train.burn_in; s < T; s++)
+                    for (int o = 0; o < d->O; o++) {
+                        size_t i = ((size_t)b * T + s) * d->O + o;
+                        if (!isfinite(t->Y[i])) continue; /* horizon crosses the session end */
+                        double diff = (double)t->pred[i] - t->Y[i];
+                        sums[0] += diff * diff;
+                        sums[1] += 1;
+                    }
+        }
+    }
+    int rc = m2_dist_allreduce_sum_f64(t->pg, sums, 2);
+    if (rc) return rc;
+    *out = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    return M2_OK;
+}
+
+/* ---- checkpoints, logs ------------------------------------------------------------------------------ */
+
+static int save_checkpoint(trainer *t)
+{
+    const m2_config *cfg = t->cfg;
+    int rank0 = t->pg->rank == 0;
+    m2_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    if (rank0) {
+        ck.m = malloc(t->lay.n_params * sizeof(float));
+        ck.v = malloc(t->lay.n_params * sizeof(float));
+        if (!ck.m || !ck.v) {
+            free(ck.m);
+            free(ck.v);
+            return m2_fail(M2_EFAIL, "checkpoint: out of memory");
+        }
+    }
+    int rc = m2_zero_gather_moments(t->zero, ck.m, ck.v); /* collective: unsharded moments on rank 0 */
+    if (!rc && rank0) {
+        ck.cfg = *cfg;
+        ck.lay = t->lay;
+        ck.step = t->step;
+        ck.tokens_seen = t->tokens_seen;
+        ck.world_size_at_save = t->pg->world;
+        ck.params = t->params;
+        ck.optim_step = m2_zero_optim_step(t->zero);
+        ck.data_seed = t->data_seed;
+        ck.data_step = t->step;
+        ck.n_features = t->ds.n_features;
+        memcpy(ck.feature_names, t->ds.feature_names, sizeof ck.feature_names);
+        memcpy(ck.mean, t->ds.mean, sizeof ck.mean);
+        memcpy(ck.std, t->ds.std, sizeof ck.std);
+        char path[4096];
+        rc = m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);
+        if (!rc) rc = m2_checkpoint_prune(cfg->train.run_dir, cfg->checkpoint.keep);
+        if (!rc) printf("checkpoint: %s\n", path);
+    }
+    if (rank0) {
+        free(ck.m);
+        free(ck.v);
+    }
+    /* Every rank learns whether rank 0 managed, and no rank goes on before the rename is done. */
+    int64_t failed = rc != M2_OK;
+    int rc2 = m2_dist_allreduce_max_i64(t->pg, &failed, 1);
+    if (rc) return rc;
+    if (rc2) return rc2;
+    if (failed) return m2_fail(M2_EFAIL, "checkpoint (rank 0): writing the checkpoint failed");
+    return M2_OK;
+}
+
+static void format_duration(double s, char *buf, size_t cap)
+{
+    long total = (long)(s + 0.5);
+    if (total >= 3600) snprintf(buf, cap, "%ldh%02ldm", total / 3600, total % 3600 / 60);
+    else snprintf(buf, cap, "%ldm%02lds", total / 60, total % 60);
+}
+
+static void log_step(trainer *t, const step_result *r, double val, double lr, double elapsed, double avg_step_s)
+{
+    const m2_config *cfg = t->cfg;
+    double ticks = (double)cfg->train.global_batch * cfg->train.seq_len;
+    double tps = ticks / r->seconds;
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g", t->step + 1, r->loss);
+        if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
+        fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f, \"elapsed_s\": %.3f%s}\n",
+                r->grad_norm, lr, tps, elapsed, r->skipped ? ", \"skipped\": 1" : "");
+        fflush(t->metrics);
+    }
+    int last = t->step + 1 == cfg->train.steps;
+    int due = last || (t->step + 1) % cfg->train.log_every == 0 || isfinite(val) || r->skipped;
+    if (t->pg->rank != 0 || !due) return;
+    char val_text[32] = "", eta[32];
+    if (isfinite(val)) snprintf(val_text, sizeof val_text, " | val %.4f", val);
+    format_duration(avg_step_s * (double)(cfg->train.steps - t->step - 1), eta, sizeof eta);
+    printf("step %" PRId64 "/%" PRId64 " | loss %.4f%s | norm %.2f | lr %.2e | %.1f ms | %.1fk ticks/s | ETA %s%s\n",
+           t->step + 1, cfg->train.steps, r->loss, val_text, r->grad_norm, lr, 1e3 * r->seconds, tps / 1e3, eta,
+           r->skipped ? " | SKIPPED (non-finite)" : "");
+    fflush(stdout);
+}
+
+static void print_plan(const trainer *t)
+{
+    const m2_config *cfg = t->cfg;
+    const m2_dims *d = &t->lay.d;
+    if (t->pg->rank != 0) return;
+    size_t b, e;
+    m2_zero_shard(t->zero, 0, &b, &e);
+    printf("model: D=%d L=%d Di=%d H=%d P=%d N=%d G=%d K=%d Q=%d F=%d O=%d | %zu parameters (%.2f MB fp32)\n", d->D,
+           d->L, d->Di, d->H, d->P, d->N, d->G, d->K, d->Q, d->F, d->O, t->lay.n_params, 4e-6 * (double)t->lay.n_params);
+    printf("memory: activations %zu bytes/token/layer saved for the backward; Adam state %.2f MB on each rank "
+           "(ZeRO-1 shard of %zu of %zu parameters)\n",
+           m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_zero_state_bytes(t->zero), e - b,
+           t->lay.n_params);
+    printf("data: %s | %" PRId64 " train windows, %" PRId64 " val windows of %d ticks | global batch %d = %d ranks x "
+           "%d micro-batches x %d\n",
+           cfg->data.path, t->train_windows.n_starts, t->val_windows.n_starts, cfg->train.seq_len,
+           cfg->train.global_batch, t->pg->world, t->accum, cfg->train.micro_batch);
+    fflush(stdout);
+}
+
+/* ---- the loop --------------------------------------------------------------------------------------- */
+
+static int loop(trainer *t)
+{
+    const m2_config *cfg = t->cfg;
+    double start = now_s(), step_time_sum = 0;
+    int64_t timed_steps = 0;
+    int bad_in_row = 0;
+    int64_t first_step = t->step;
+    while (t->step < cfg->train.steps) {
+        if (cfg->dist.fail_rank == t->pg->rank && cfg->dist.fail_step == t->step)
+            return m2_fail(M2_EFAIL, "training (rank %d, step %" PRId64 "): failure injected by dist.fail_rank",
+                           t->pg->rank, t->step);
+        step_result r;
+        int rc = train_step(t, &r);
+        if (rc) return rc;
+        t->tokens_seen += (int64_t)cfg->train.global_batch * cfg->train.seq_len;
+        if (r.skipped) {
+            if (++bad_in_row >= cfg->train.max_bad_steps)
+                return m2_fail(M2_EFAIL, "training (step %" PRId64 "): loss or gradients not finite for %d steps in a "
+                               "row (train.max_bad_steps); lower train.lr or check the data", t->step + 1, bad_in_row);
+        } else {
+            bad_in_row = 0;
+        }
+        double val = NAN;
+        int last = t->step + 1 == cfg->train.steps;
+        if (cfg->train.eval_every > 0 && ((t->step + 1) % cfg->train.eval_every == 0 || last))
+            if ((rc = validate(t, &val))) return rc;
+        if (t->step > first_step) { /* the first step pays for warm-up: keep it out of the ETA */
+            step_time_sum += r.seconds;
+            timed_steps++;
+        }
+        log_step(t, &r, val, m2_lr_at(cfg, t->step), now_s() - start,
+                 timed_steps ? step_time_sum / (double)timed_steps : r.seconds);
+        t->step++;
+        int64_t stop = stop_requested;
+        if ((rc = m2_dist_allreduce_max_i64(t->pg, &stop, 1))) return rc; /* any rank signalled: all stop together */
+        /* stop_at ends this process early (time-sliced jobs, resume tests) with the schedule of train.steps. */
+        if (cfg->train.stop_at > 0 && t->step >= cfg->train.stop_at) stop = 1;
+        int periodic = cfg->checkpoint.every > 0 && t->step % cfg->checkpoint.every == 0;
+        if (periodic || last || stop)
+            if ((rc = save_checkpoint(t))) return rc;
+        if (stop) {
+            if (t->pg->rank == 0)
+                printf("stopping early (%s): checkpointed at step %" PRId64 "\n",
+                       stop_requested ? "signal" : "train.stop_at", t->step);
+            break;
+        }
+    }
+    return M2_OK;
+}
+
+static void set_threads(const m2_config *cfg, const m2_dist *pg)
+{
+    int threads = cfg->train.threads;
+    if (threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores / (pg->local_size > 0 ? pg->local_size : 1));
+        if (threads < 1) threads = 1;
+    }
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+}
+
+int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    pg->timeout_s = cfg->dist.timeout_s;
+    set_threads(cfg, pg);
+
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.pg = pg;
+    /* Setup problems (bad config, missing dataset) usually hit every rank alike: then rank 0 reports once and all
+     * return. A rank that fails alone, or any failure once steps run, aborts the whole job (no rank may be left
+     * waiting in a collective). */
+    int rc = setup(&t, resume);
+    int64_t failed = rc != M2_OK;
+    if (m2_dist_allreduce_sum_i64(pg, &failed, 1) != M2_OK) m2_dist_abort(pg, M2_EFAIL, m2_last_error());
+    if (failed > 0 && failed < pg->world && rc) m2_dist_abort(pg, rc, m2_last_error());
+    if (failed == 0) {
+        print_plan(&t);
+        rc = loop(&t);
+        if (rc && pg->world > 1) m2_dist_abort(pg, rc, m2_last_error());
+    } else if (!rc) {
+        rc = m2_fail(M2_EFAIL, "train: another rank failed to start");
+    }
+    teardown(&t);
+    return rc;
+}

@@ -1,0 +1,25 @@
+/* The training loop (CLI.md mamba2_train; MODEL.md §6): sample windows -> forward/backward over micro-batches with
+ * gradient accumulation up to the global batch -> the data-parallel step of dist/zero.h (reduce-scatter, global
+ * norm, clip, AdamW on this rank's shard, all-gather) -> LR schedule; validation, status lines, metrics.jsonl,
+ * atomic checkpoints, exact resume, SIGTERM/SIGINT handling. The same code runs on 1 and on R ranks. */
+#ifndef MAMBA2_TRAIN_H
+#define MAMBA2_TRAIN_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "dist/dist.h"
+
+/* Learning rate at `step` (0-based): linear warm-up over train.warmup steps, then cosine to lr_min at train.steps. */
+double m2_lr_at(const m2_config *cfg, int64_t step);
+
+/* Runs training as configured. resume: NULL (fresh run), "auto" (the newest complete checkpoint in run_dir, or a
+ * fresh run when there is none) or a checkpoint path. Collective over pg. Returns M2_OK (also after a SIGTERM/SIGINT,
+ * which finishes the step, checkpoints and stops), M2_EUSAGE for configuration problems found at start, M2_EFAIL
+ * otherwise; the message is in m2_last_error(). */
+int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg);
+
+/* Asks a running m2_train_run to stop after the current step (what the signal handler calls). */
+void m2_train_request_stop(void);
+
+#endif

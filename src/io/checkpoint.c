@@ -1,0 +1,294 @@
+#include "io/checkpoint.h"
+
+#include "core/error.h"
+#include "io/h5util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CKPT_SCHEMA "mamba2.checkpoint"
+#define CKPT_VERSION 1
+#define NAME_LEN 32 /* fixed-length feature names, as in the dataset */
+
+static int tensor_dims(const m2_tensor *t, int64_t *dims)
+{
+    for (int i = 0; i < t->ndim; i++) dims[i] = t->shape[i];
+    return t->ndim;
+}
+
+/* /model/<name>, /optim/m/<name> or /optim/v/<name> for every tensor of the layout. */
+static int write_tensors(hid_t file, const m2_layout *lay, const char *prefix, const float *buf)
+{
+    for (int i = 0; i < lay->n_tensors; i++) {
+        const m2_tensor *t = &lay->tensors[i];
+        char path[160];
+        int64_t dims[3];
+        snprintf(path, sizeof path, "%s/%s", prefix, t->name);
+        int rc = m2_h5_write(file, path, M2_H5_F32, tensor_dims(t, dims), dims, buf + t->offset, 0);
+        if (rc) return rc;
+    }
+    return M2_OK;
+}
+
+static int read_tensors(hid_t file, const m2_layout *lay, const char *prefix, float *buf)
+{
+    for (int i = 0; i < lay->n_tensors; i++) {
+        const m2_tensor *t = &lay->tensors[i];
+        char path[160];
+        int64_t dims[3];
+        snprintf(path, sizeof path, "%s/%s", prefix, t->name);
+        int rc = m2_h5_read(file, path, M2_H5_F32, tensor_dims(t, dims), dims, buf + t->offset);
+        if (rc) return rc;
+    }
+    return M2_OK;
+}
+
+/* /norm/names: a 1-D dataset of fixed-length strings (h5util keeps string arrays as attributes only). */
+static int write_names(hid_t file, const char *path, const m2_checkpoint *ck)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, NAME_LEN);
+    H5Tset_strpad(type, H5T_STR_NULLTERM);
+    hsize_t n = (hsize_t)ck->n_features;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t ds = H5Dcreate2(file, "norm/names", type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t st = ds < 0 ? -1 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
+    if (ds >= 0) H5Dclose(ds);
+    H5Pclose(lcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    return st < 0 ? m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "cannot write") : M2_OK;
+}
+
+static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
+{
+    hid_t ds = H5Dopen2(file, "norm/names", H5P_DEFAULT);
+    if (ds < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "missing");
+    hid_t space = H5Dget_space(ds);
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    herr_t st = -1;
+    if (n == ck->n_features) {
+        hid_t type = H5Tcopy(H5T_C_S1);
+        H5Tset_size(type, NAME_LEN);
+        H5Tset_strpad(type, H5T_STR_NULLTERM);
+        st = H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
+        H5Tclose(type);
+    }
+    H5Dclose(ds);
+    if (st < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "unreadable or wrong length");
+    return M2_OK;
+}
+
+static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
+{
+    hid_t f = w->file;
+    const m2_dims *d = &ck->lay.d;
+    char *config = m2_config_to_string(&ck->cfg);
+    if (!config) return m2_fail(M2_EFAIL, "checkpoint (%s): out of memory", w->path);
+    int rc = m2_h5_attr_put_str(f, "config", config);
+    free(config);
+    if (rc) return rc;
+    if ((rc = m2_h5_attr_put_i64(f, "step", ck->step)) || (rc = m2_h5_attr_put_i64(f, "tokens_seen", ck->tokens_seen)) ||
+        (rc = m2_h5_attr_put_i32(f, "world_size_at_save", ck->world_size_at_save)) ||
+        (rc = m2_h5_attr_put_str(f, "git_describe", MAMBA2_GIT_DESCRIBE)) ||
+        (rc = m2_h5_attr_put_i32(f, "n_features", d->F)) || (rc = m2_h5_attr_put_i32(f, "n_targets", d->O)))
+        return rc;
+    if ((rc = write_tensors(f, &ck->lay, "model", ck->params))) return rc;
+    if (ck->m && ck->v) {
+        if ((rc = write_tensors(f, &ck->lay, "optim/m", ck->m)) || (rc = write_tensors(f, &ck->lay, "optim/v", ck->v)))
+            return rc;
+        hid_t g = H5Gopen2(f, "optim", H5P_DEFAULT);
+        if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /optim", w->path, "cannot open group");
+        if (!(rc = m2_h5_attr_put_i64(g, "step", ck->optim_step)) && !(rc = m2_h5_attr_put_f64(g, "beta1", 0.9)) &&
+            !(rc = m2_h5_attr_put_f64(g, "beta2", 0.95)))
+            rc = m2_h5_attr_put_f64(g, "eps", 1e-8);
+        H5Gclose(g);
+        if (rc) return rc;
+    }
+    /* The sampler is a pure function of (seed, step): its whole state is the seed and the next step to draw. */
+    int64_t seed_bits;
+    memcpy(&seed_bits, &ck->data_seed, sizeof seed_bits);
+    hid_t g = H5Gcreate2(f, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /data", w->path, "cannot create group");
+    if (!(rc = m2_h5_attr_put_i64(g, "rng_seed", seed_bits))) rc = m2_h5_attr_put_i64(g, "cursor_step", ck->data_step);
+    H5Gclose(g);
+    if (rc) return rc;
+    int64_t nf = ck->n_features;
+    if ((rc = m2_h5_write(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean, 0)) ||
+        (rc = m2_h5_write(f, "norm/std", M2_H5_F64, 1, &nf, ck->std, 0)))
+        return rc;
+    return write_names(f, w->path, ck);
+}
+
+int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ckpt_%" PRId64 ".h5", dir, ck->step);
+    m2_h5_writer w;
+    int rc = m2_h5_create(&w, path, CKPT_SCHEMA, CKPT_VERSION);
+    if (rc) return rc;
+    rc = write_body(&w, ck);
+    if (rc) {
+        m2_h5_abort(&w);
+        return rc;
+    }
+    if ((rc = m2_h5_commit(&w))) return rc;
+    if (out_path) snprintf(out_path, out_cap, "%s", path);
+    return M2_OK;
+}
+
+static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_optim)
+{
+    char *config = malloc(1 << 16);
+    if (!config) return m2_fail(M2_EFAIL, "checkpoint (%s): out of memory", path);
+    int rc = m2_h5_attr_get_str(f, "config", config, 1 << 16);
+    if (!rc) {
+        m2_config_defaults(&ck->cfg);
+        rc = m2_config_load_string(&ck->cfg, config, path);
+    }
+    free(config);
+    if (rc) return rc;
+    int32_t F, O;
+    if ((rc = m2_h5_attr_get_i64(f, "step", &ck->step)) || (rc = m2_h5_attr_get_i64(f, "tokens_seen", &ck->tokens_seen)) ||
+        (rc = m2_h5_attr_get_i32(f, "world_size_at_save", &ck->world_size_at_save)) ||
+        (rc = m2_h5_attr_get_i32(f, "n_features", &F)) || (rc = m2_h5_attr_get_i32(f, "n_targets", &O)))
+        return rc;
+    if (F > M2_MAX_FEATURES)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): %d features is more than the supported %d", path, F, M2_MAX_FEATURES);
+    m2_dims d;
+    if ((rc = m2_dims_init(&d, &ck->cfg, F, O))) return m2_fail(rc, "checkpoint (%s): %s", path, m2_last_error());
+    if ((rc = m2_layout_init(&ck->lay, &d))) return rc;
+    ck->params = malloc(ck->lay.n_params * sizeof(float));
+    if (!ck->params) return m2_fail(M2_EFAIL, "checkpoint (%s): out of memory", path);
+    if ((rc = read_tensors(f, &ck->lay, "model", ck->params))) return rc;
+    if (with_optim) {
+        ck->m = malloc(ck->lay.n_params * sizeof(float));
+        ck->v = malloc(ck->lay.n_params * sizeof(float));
+        if (!ck->m || !ck->v) return m2_fail(M2_EFAIL, "checkpoint (%s): out of memory", path);
+        if ((rc = read_tensors(f, &ck->lay, "optim/m", ck->m)) || (rc = read_tensors(f, &ck->lay, "optim/v", ck->v)))
+            return rc;
+        hid_t g = H5Gopen2(f, "optim", H5P_DEFAULT);
+        if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /optim", path, "missing");
+        rc = m2_h5_attr_get_i64(g, "step", &ck->optim_step);
+        H5Gclose(g);
+        if (rc) return rc;
+    }
+    hid_t g = H5Gopen2(f, "data", H5P_DEFAULT);
+    if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /data", path, "missing");
+    int64_t seed_bits = 0;
+    if (!(rc = m2_h5_attr_get_i64(g, "rng_seed", &seed_bits))) rc = m2_h5_attr_get_i64(g, "cursor_step", &ck->data_step);
+    H5Gclose(g);
+    if (rc) return rc;
+    memcpy(&ck->data_seed, &seed_bits, sizeof seed_bits);
+    ck->n_features = F;
+    int64_t nf = F;
+    if ((rc = m2_h5_read(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean)) ||
+        (rc = m2_h5_read(f, "norm/std", M2_H5_F64, 1, &nf, ck->std)))
+        return rc;
+    return read_names(f, path, ck);
+}
+
+int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim)
+{
+    memset(ck, 0, sizeof *ck);
+    hid_t f;
+    int rc = m2_h5_open_read(path, CKPT_SCHEMA, CKPT_VERSION, &f, NULL);
+    if (rc) return rc;
+    rc = read_body(f, path, ck, with_optim);
+    H5Fclose(f);
+    if (rc) m2_checkpoint_free(ck);
+    return rc;
+}
+
+void m2_checkpoint_free(m2_checkpoint *ck)
+{
+    free(ck->params);
+    free(ck->m);
+    free(ck->v);
+    ck->params = ck->m = ck->v = NULL;
+    m2_layout_free(&ck->lay);
+}
+
+/* Steps of the files named ckpt_STEP.h5 in dir, descending. Temporary files (".ckpt_*.tmp.*") never match. */
+static int list_steps(const char *dir, int64_t **steps, int *n)
+{
+    *steps = NULL;
+    *n = 0;
+    DIR *dp = opendir(dir);
+    if (!dp) return m2_fail(M2_EFAIL, "checkpoints (%s): cannot open folder: %s", dir, strerror(errno));
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        long long step;
+        char tail[8];
+        if (sscanf(e->d_name, "ckpt_%lld%7s", &step, tail) != 2 || strcmp(tail, ".h5") != 0 || step < 0) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *grown = realloc(*steps, (size_t)cap * sizeof **steps);
+            if (!grown) {
+                closedir(dp);
+                return m2_fail(M2_EFAIL, "checkpoints (%s): out of memory", dir);
+            }
+            *steps = grown;
+        }
+        (*steps)[(*n)++] = step;
+    }
+    closedir(dp);
+    for (int i = 1; i < *n; i++) /* insertion sort, descending: a handful of files */
+        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+            int64_t t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    return M2_OK;
+}
+
+int m2_checkpoint_find_latest(const char *dir, char *out_path, size_t out_cap)
+{
+    int64_t *steps;
+    int n;
+    int rc = list_steps(dir, &steps, &n);
+    if (rc) return rc;
+    rc = m2_fail(M2_EFAIL, "resume (%s): no complete checkpoint in this folder", dir);
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt_%" PRId64 ".h5", dir, steps[i]);
+        hid_t f;
+        /* Renames are atomic, so a file under a real name is complete; still, check that it opens. */
+        if (m2_h5_open_read(path, CKPT_SCHEMA, CKPT_VERSION, &f, NULL) == M2_OK) {
+            H5Fclose(f);
+            snprintf(out_path, out_cap, "%s", path);
+            rc = M2_OK;
+            break;
+        }
+        fprintf(stderr, "warning: skipping unreadable checkpoint: %s\n", m2_last_error());
+    }
+    free(steps);
+    return rc;
+}
+
+int m2_checkpoint_prune(const char *dir, int keep)
+{
+    int64_t *steps;
+    int n;
+    int rc = list_steps(dir, &steps, &n);
+    if (rc) return rc;
+    for (int i = keep; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt_%" PRId64 ".h5", dir, steps[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            rc = m2_fail(M2_EFAIL, "checkpoint (%s): cannot delete: %s", path, strerror(errno));
+            break;
+        }
+    }
+    free(steps);
+    return rc;
+}

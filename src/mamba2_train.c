@@ -1,0 +1,98 @@
+/* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
+#include "core/config.h"
+#include "core/error.h"
+#include "core/train.h"
+#include "dist/dist.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "mamba2_train"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " --config FILE [--set SECTION.KEY=VALUE]... [--resume auto|FILE]\n"
+            "\n"
+            "  --config FILE        INI config (sections data, model, train, checkpoint, dist; see configs/)\n"
+            "  --set S.K=V          override one key (repeatable), e.g. --set train.steps=100\n"
+            "  --resume auto|FILE   continue from the newest complete checkpoint in train.run_dir (auto; a fresh run\n"
+            "                       when there is none) or from FILE (default: a fresh run)\n"
+            "  --print-config       print the resolved config and exit\n"
+            "  --help, --version\n"
+            "\n"
+            "Several ranks: mpirun -np R " PROG " ... (accumulation steps = global_batch / (micro_batch * R)).\n"
+            "SIGTERM/SIGINT: finish the current step, write a checkpoint, exit 0.\n"
+            "Exit status: 0 success, 2 bad usage or config, 1 any other failure.\n");
+}
+
+static void version(void)
+{
+    printf(PROG " %s (%s)\nbackends: cpu mpi"
+#ifdef MAMBA2_HAVE_CUDA
+           " cuda nccl"
+#endif
+           "\n",
+           MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
+}
+
+/* Parses the command line into cfg; returns -1 to exit 0 (help/version printed), else an M2_* code. */
+static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume, int *print_only, int rank)
+{
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
+                                         {"resume", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},      {"print-config", no_argument, 0, 'p'},
+                                         {0, 0, 0, 0}};
+    const char *config_path = NULL;
+    int n_sets = 0;
+    const char **sets = calloc((size_t)argc, sizeof *sets);
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config_path = optarg; break;
+        case 's': sets[n_sets++] = optarg; break;
+        case 'r': *resume = optarg; break;
+        case 'p': *print_only = 1; break;
+        case 'h': if (rank == 0) usage(stdout); free(sets); return -1;
+        case 'V': if (rank == 0) version(); free(sets); return -1;
+        default:
+            free(sets);
+            return m2_fail(M2_EUSAGE, "command line: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    int rc = M2_OK;
+    if (optind < argc) rc = m2_fail(M2_EUSAGE, "command line: unexpected argument '%s'", argv[optind]);
+    else if (!config_path) rc = m2_fail(M2_EUSAGE, "command line: --config FILE is required (see --help)");
+    if (!rc) rc = m2_config_load_file(cfg, config_path);
+    for (int i = 0; !rc && i < n_sets; i++) rc = m2_config_set(cfg, sets[i]);
+    if (!rc) rc = m2_config_validate(cfg, config_path);
+    free(sets);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    m2_dist pg;
+    if (m2_dist_init(&argc, &argv, &pg) != M2_OK) return m2_report(PROG, M2_EFAIL);
+    m2_config cfg;
+    m2_config_defaults(&cfg);
+    const char *resume = NULL;
+    int print_only = 0;
+    int rc = parse_args(argc, argv, &cfg, &resume, &print_only, pg.rank);
+    if (rc == 0 && pg.rank == 0) { /* the resolved config, printed at start (and stored in every checkpoint) */
+        char *text = m2_config_to_string(&cfg);
+        printf("%s%s\n", print_only ? "" : "# resolved config\n", text ? text : "");
+        free(text);
+        fflush(stdout);
+    }
+    if (rc == 0 && !print_only) {
+        if (m2_dist_print_table(&pg, stdout) != M2_OK) m2_dist_abort(&pg, M2_EFAIL, m2_last_error());
+        rc = m2_train_run(&cfg, resume, &pg);
+    }
+    if (rc > 0 && pg.rank == 0) m2_report(PROG, rc); /* every rank met the same error: report it once */
+    m2_dist_finalize(&pg);
+    return rc < 0 ? 0 : rc;
+}
