@@ -3,11 +3,11 @@
 #include "core/error.h"
 #include "core/layout.h"
 #include "core/model.h"
+#include "core/ops.h"
 #include "dist/zero.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -448,7 +448,7 @@ static void set_threads(const m2_config *cfg, const m2_dist *pg)
         if (threads < 1) threads = 1;
     }
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    m2_ops_cpu_set_threads(threads); /* the CPU ops split GEMMs across their own threads (ops.h) */
 }
 
 int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg)

@@ -275,8 +275,24 @@ int m2_checkpoint_find_latest(const char *dir, char *out_path, size_t out_cap)
     return rc;
 }
 
+/* A crash while writing leaves ".ckpt_STEP.h5.tmp.PID" behind (never under a real name); sweep those up. */
+static void remove_stale_temporaries(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (strncmp(e->d_name, ".ckpt_", 6) != 0 || !strstr(e->d_name, ".h5.tmp.")) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(dp);
+}
+
 int m2_checkpoint_prune(const char *dir, int keep)
 {
+    remove_stale_temporaries(dir); /* called right after our own file was committed, so no temporary is ours */
     int64_t *steps;
     int n;
     int rc = list_steps(dir, &steps, &n);

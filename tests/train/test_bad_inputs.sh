@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Bad inputs to mamba2_train: one clear line on stderr naming the file/key, and the CLI.md exit code.
+source "$(dirname "$0")/common.sh"
+make_dataset "$work/ticks.h5"
+train=("$bin/mamba2_train" --config "$src/configs/tiny.ini" --set data.path="$work/ticks.h5" "${fast_model[@]}"
+       --set train.run_dir="$work/run")
+
+expect_error 2 "config.*cannot open" "$bin/mamba2_train" --config "$work/missing.ini"
+expect_error 2 "required" "$bin/mamba2_train"
+expect_error 2 "unknown key 'stepz'" "${train[@]}" --set train.stepz=3
+expect_error 2 "train.lr.*cannot parse 'abc'" "${train[@]}" --set train.lr=abc
+printf '[train]\nsteps = 10\n[modle]\nd_model = 3\n' >"$work/bad.ini"
+expect_error 2 "bad.ini:3: unknown section \[modle\]" "$bin/mamba2_train" --config "$work/bad.ini"
+expect_error 1 "nothere.h5" "${train[@]}" --set data.path="$work/nothere.h5"
+head -c 5000 "$work/ticks.h5" >"$work/truncated.h5"
+expect_error 1 "truncated.h5" "${train[@]}" --set data.path="$work/truncated.h5"
+expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=12
+
+# A checkpoint of another model shape cannot seed this run.
+"${train[@]}" --set train.steps=2 --set train.eval_every=0 >/dev/null
+expect_error 2 "ckpt_2.h5.*model.d_model = 16 but this run has 32" "${train[@]}" --set model.d_model=32 \
+  --resume "$work/run/ckpt_2.h5"
+expect_error 1 "resume.*nothing.h5" "${train[@]}" --resume "$work/nothing.h5"
+echo "bad inputs: every case gave one line and the right exit code"
