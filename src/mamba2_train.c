@@ -89,6 +89,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (rc == 0 && !print_only) {
+        pg.device = -1; /* the CPU backend: ranks own cores, not GPUs (the CUDA path sets the local rank's GPU) */
         if (m2_dist_print_table(&pg, stdout) != M2_OK) m2_dist_abort(&pg, M2_EFAIL, m2_last_error());
         rc = m2_train_run(&cfg, resume, &pg);
     }

@@ -148,6 +148,7 @@ typedef struct {
     const char *text;   /* string source */
     FILE *file;         /* file source */
     int line;
+    int section_line;   /* line of the last [section] header, to name it when the section is unknown */
     int status;
 } parse_state;
 
@@ -169,6 +170,7 @@ static char *read_line(char *buf, int size, void *stream)
     /* inih notes a syntax error but carries on, handing later keys to the wrong section; stop at the first. */
     const char *p = buf;
     while (*p == ' ' || *p == '\t') p++;
+    if (*p == '[') st->section_line = st->line;
     int blank = *p == '\0' || *p == '\n' || *p == '\r' || *p == ';' || *p == '#';
     if (!blank && ((*p == '[' && !strchr(p, ']')) || (*p != '[' && !strchr(p, '=') && !strchr(p, ':')))) {
         st->status = m2_fail(M2_EUSAGE, "%s:%d: syntax error (expected [section] or key = value)", st->origin, st->line);
@@ -185,9 +187,12 @@ static int on_key(void *user, const char *section, const char *key, const char *
     snprintf(where, sizeof where, "%s:%d", st->origin, st->line);
     const key_spec *spec = find_key(section, key);
     if (!spec) {
-        st->status = section_exists(section)
-                         ? m2_fail(M2_EUSAGE, "%s: unknown key '%s' in section [%s]", where, key, section)
-                         : m2_fail(M2_EUSAGE, "%s: unknown section [%s]", where, section);
+        if (section_exists(section))
+            st->status = m2_fail(M2_EUSAGE, "%s: unknown key '%s' in section [%s]", where, key, section);
+        else if (section[0])
+            st->status = m2_fail(M2_EUSAGE, "%s:%d: unknown section [%s]", st->origin, st->section_line, section);
+        else
+            st->status = m2_fail(M2_EUSAGE, "%s: key '%s' outside any [section]", where, key);
         return 0;
     }
     st->status = assign(st->cfg, spec, value, where);

@@ -327,13 +327,10 @@ static int save_checkpoint(trainer *t)
         free(ck.m);
         free(ck.v);
     }
-    /* Every rank learns whether rank 0 managed, and no rank goes on before the rename is done. */
-    int64_t failed = rc != M2_OK;
-    int rc2 = m2_dist_allreduce_max_i64(t->pg, &failed, 1);
+    /* A failure on rank 0 returns at once and aborts the job with rank 0's own message; the other ranks wait here
+     * until the rename is done, so none reads or prunes a half-made checkpoint. */
     if (rc) return rc;
-    if (rc2) return rc2;
-    if (failed) return m2_fail(M2_EFAIL, "checkpoint (rank 0): writing the checkpoint failed");
-    return M2_OK;
+    return m2_dist_barrier(t->pg);
 }
 
 static void format_duration(double s, char *buf, size_t cap)

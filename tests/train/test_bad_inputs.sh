@@ -14,7 +14,7 @@ expect_error 2 "bad.ini:3: unknown section \[modle\]" "$bin/mamba2_train" --conf
 expect_error 1 "nothere.h5" "${train[@]}" --set data.path="$work/nothere.h5"
 head -c 5000 "$work/ticks.h5" >"$work/truncated.h5"
 expect_error 1 "truncated.h5" "${train[@]}" --set data.path="$work/truncated.h5"
-expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=12
+expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=10
 
 # A checkpoint of another model shape cannot seed this run.
 "${train[@]}" --set train.steps=2 --set train.eval_every=0 >/dev/null

@@ -67,7 +67,8 @@ static void expect_file_error(const char *text, int line, const char *fragment)
 
 static void test_file_errors(void **state)
 {
-    expect_file_error("[model]\nd_model = 64\n[bogus]\nx = 1\n", 4, "unknown section [bogus]");
+    expect_file_error("[model]\nd_model = 64\n[bogus]\nx = 1\n", 3, "unknown section [bogus]");
+    expect_file_error("steps = 4\n", 1, "key 'steps' outside any [section]");
     expect_file_error("[model]\nd_modle = 64\n", 2, "unknown key 'd_modle'");
     expect_file_error("[train]\n\nlr = fast\n", 3, "train.lr: cannot parse 'fast'");
     expect_file_error("[train]\nsteps = 12x\n", 2, "train.steps: cannot parse");

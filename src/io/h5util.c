@@ -1,0 +1,686 @@
+/* HDF5 helpers: quiet errors folded into one message, schema-checked opening, atomic creation, typed
+ * attributes and whole-array datasets. See h5util.h for the contract of each function. */
+#include "io/h5util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+/* ---- errors --------------------------------------------------------------------------------------- */
+
+void m2_h5_quiet(void)
+{
+    static int done;
+    if (!done) {
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        done = 1;
+    }
+}
+
+typedef struct {
+    char outer[160], inner[160];
+    int damaged;                   /* a signature/EOF problem somewhere in the stack */
+} stack_fold;
+
+static herr_t fold_entry(unsigned n, const H5E_error2_t *e, void *arg)
+{
+    stack_fold *f = arg;
+    char minor[160] = "";
+    H5Eget_msg(e->min_num, NULL, minor, sizeof minor);
+    const char *desc = e->desc && e->desc[0] ? e->desc : minor;
+    if (n == 0)
+        snprintf(f->outer, sizeof f->outer, "%s", desc);
+    snprintf(f->inner, sizeof f->inner, "%s", desc);
+    if (strstr(desc, "signature") || strstr(desc, "truncated") || strstr(desc, "eof") ||
+        strstr(minor, "signature") || strstr(minor, "truncated"))
+        f->damaged = 1;
+    return 0;
+}
+
+int m2_h5_fail(int code, const char *what, const char *file, const char *fallback)
+{
+    stack_fold f = { "", "", 0 };
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, fold_entry, &f);
+    H5Eclear2(H5E_DEFAULT);
+    const char *why = fallback ? fallback : "HDF5 call failed";
+    char buf[400];
+    if (f.damaged)
+        why = "not an HDF5 file or truncated";
+    else if (f.outer[0] && strcmp(f.outer, f.inner) != 0) {
+        snprintf(buf, sizeof buf, "%s: %s", f.outer, f.inner);
+        why = buf;
+    } else if (f.outer[0])
+        why = f.outer;
+    return m2_fail(code, "%s (%s): %s", what, file ? file : "?", why);
+}
+
+/* File name and object path of a location, for messages. */
+static void where(hid_t obj, char *file, size_t fcap, char *path, size_t pcap)
+{
+    if (H5Fget_name(obj, file, fcap) < 0)
+        snprintf(file, fcap, "?");
+    if (H5Iget_name(obj, path, pcap) <= 0)
+        snprintf(path, pcap, "/");
+    H5Eclear2(H5E_DEFAULT);
+}
+
+/* "<what> <name> of <object> (<file>): <why>" for an attribute or dataset problem. */
+static int fail_at(hid_t obj, const char *kind, const char *name, const char *why)
+{
+    char file[1024], path[512];
+    where(obj, file, sizeof file, path, sizeof path);
+    char what[800];
+    if (strcmp(path, "/") == 0 || (kind[0] == 'd' && name[0] == '/'))
+        snprintf(what, sizeof what, "%s %s", kind, name);
+    else
+        snprintf(what, sizeof what, "%s %s of %s", kind, name, path);
+    return m2_h5_fail(M2_EFAIL, what, file, why);
+}
+
+/* ---- types ---------------------------------------------------------------------------------------- */
+
+static hid_t mem_type(m2_h5_type t)
+{
+    switch (t) {
+    case M2_H5_F32: return H5T_NATIVE_FLOAT;
+    case M2_H5_F64: return H5T_NATIVE_DOUBLE;
+    case M2_H5_I64: return H5T_NATIVE_INT64;
+    case M2_H5_I32: return H5T_NATIVE_INT32;
+    case M2_H5_I8: return H5T_NATIVE_INT8;
+    }
+    return H5I_INVALID_HID;
+}
+
+/* Stored types are little-endian whatever the host (FORMATS.md). */
+static hid_t file_type(m2_h5_type t)
+{
+    switch (t) {
+    case M2_H5_F32: return H5T_IEEE_F32LE;
+    case M2_H5_F64: return H5T_IEEE_F64LE;
+    case M2_H5_I64: return H5T_STD_I64LE;
+    case M2_H5_I32: return H5T_STD_I32LE;
+    case M2_H5_I8: return H5T_STD_I8LE;
+    }
+    return H5I_INVALID_HID;
+}
+
+size_t m2_h5_type_size(m2_h5_type t)
+{
+    static const size_t size[] = { 4, 8, 8, 4, 1 };
+    return size[t];
+}
+
+static int is_float(m2_h5_type t) { return t == M2_H5_F32 || t == M2_H5_F64; }
+
+/* Refuses silent conversions between classes (a string or an integer where floats are expected). */
+static const char *class_mismatch(hid_t stored, m2_h5_type want)
+{
+    H5T_class_t c = H5Tget_class(stored);
+    if (is_float(want) && c != H5T_FLOAT)
+        return c == H5T_INTEGER ? "stored as integers, expected floating point" : "not a floating-point array";
+    if (!is_float(want) && c != H5T_INTEGER)
+        return c == H5T_FLOAT ? "stored as floating point, expected integers" : "not an integer array";
+    return NULL;
+}
+
+/* ---- files ---------------------------------------------------------------------------------------- */
+
+void m2_h5_utc_now(char *buf, size_t cap)
+{
+    time_t t = time(NULL);
+    const char *sde = getenv("SOURCE_DATE_EPOCH");
+    if (sde && *sde) {
+        char *end;
+        long long v = strtoll(sde, &end, 10);
+        if (*end == '\0' && v >= 0)
+            t = (time_t)v;
+    }
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int m2_h5_open_read(const char *path, const char *schema, int max_version, hid_t *file, int *version)
+{
+    m2_h5_quiet();
+    *file = H5I_INVALID_HID;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return m2_fail(M2_EFAIL, "open (%s): %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return m2_fail(M2_EFAIL, "open (%s): is a directory", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return m2_h5_fail(M2_EFAIL, "open", path, "not an HDF5 file or truncated");
+    char stored[128];
+    if (!m2_h5_attr_exists(f, "schema")) {
+        H5Fclose(f);
+        return m2_fail(M2_EFAIL, "open (%s): not a %s file (no schema attribute)", path, schema);
+    }
+    int32_t v = 0;
+    if (m2_h5_attr_get_str(f, "schema", stored, sizeof stored) != M2_OK)
+        snprintf(stored, sizeof stored, "?");
+    if (strcmp(stored, schema) != 0) {
+        H5Fclose(f);
+        return m2_fail(M2_EFAIL, "open (%s): not a %s file (schema is \"%.60s\")", path, schema, stored);
+    }
+    if (m2_h5_attr_get_i32(f, "schema_version", &v) != M2_OK) {
+        H5Fclose(f);
+        return m2_fail(M2_EFAIL, "open (%s): %s file without a valid schema_version", path, schema);
+    }
+    if (v > max_version || v < 1) {
+        H5Fclose(f);
+        if (v < 1)
+            return m2_fail(M2_EFAIL, "open (%s): invalid schema_version %d", path, (int)v);
+        return m2_fail(M2_EFAIL, "open (%s): schema_version %d is newer than supported %d", path, (int)v,
+                       max_version);
+    }
+    *file = f;
+    if (version)
+        *version = v;
+    return M2_OK;
+}
+
+static void split_dir(const char *path, char *dir, size_t dcap, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, dcap, ".");
+        *base = path;
+    } else if (slash == path) {
+        snprintf(dir, dcap, "/");
+        *base = slash + 1;
+    } else {
+        snprintf(dir, dcap, "%.*s", (int)(slash - path), path);
+        *base = slash + 1;
+    }
+}
+
+int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int version)
+{
+    m2_h5_quiet();
+    memset(w, 0, sizeof *w);
+    w->file = H5I_INVALID_HID;
+    char dir[4096];
+    const char *base;
+    split_dir(path, dir, sizeof dir, &base);
+    if (!*base)
+        return m2_fail(M2_EUSAGE, "create (%s): not a file name", path);
+    if (access(dir, W_OK) != 0)
+        return m2_fail(M2_EFAIL, "create (%s): folder %s: %s", path, dir, strerror(errno));
+    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
+        snprintf(w->tmp, sizeof w->tmp, "%s/.%s.tmp.%ld", dir, base, (long)getpid()) >= (int)sizeof w->tmp)
+        return m2_fail(M2_EUSAGE, "create (%.200s): path too long", path);
+
+    /* No object times and a close that releases everything: identical inputs give identical bytes, and
+     * the fsync in commit covers the whole file. */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_obj_track_times(fcpl, 0);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    if (w->file < 0)
+        return m2_h5_fail(M2_EFAIL, "create", w->tmp, "cannot create");
+    char utc[32];
+    m2_h5_utc_now(utc, sizeof utc);
+    if (m2_h5_attr_put_str(w->file, "schema", schema) || m2_h5_attr_put_i32(w->file, "schema_version", version) ||
+        m2_h5_attr_put_str(w->file, "created_utc", utc)) {
+        m2_h5_abort(w);
+        return M2_EFAIL;
+    }
+    return M2_OK;
+}
+
+static int fsync_path(const char *path, int flags)
+{
+    int fd = open(path, flags);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+int m2_h5_commit(m2_h5_writer *w)
+{
+    if (w->file < 0)
+        return m2_fail(M2_EFAIL, "write (%s): file is not open", w->path);
+    herr_t fl = H5Fflush(w->file, H5F_SCOPE_GLOBAL);
+    herr_t cl = H5Fclose(w->file);
+    w->file = H5I_INVALID_HID;
+    if (fl < 0 || cl < 0) {
+        int rc = m2_h5_fail(M2_EFAIL, "write", w->path, "flush/close failed (disk full?)");
+        unlink(w->tmp);
+        return rc;
+    }
+    if (fsync_path(w->tmp, O_RDONLY) != 0 || rename(w->tmp, w->path) != 0) {
+        int rc = m2_fail(M2_EFAIL, "write (%s): %s", w->path, strerror(errno));
+        unlink(w->tmp);
+        return rc;
+    }
+    char dir[4096];
+    const char *base;
+    split_dir(w->path, dir, sizeof dir, &base);
+    if (fsync_path(dir, O_RDONLY | O_DIRECTORY) != 0)
+        return m2_fail(M2_EFAIL, "write (%s): fsync of folder %s: %s", w->path, dir, strerror(errno));
+    return M2_OK;
+}
+
+void m2_h5_abort(m2_h5_writer *w)
+{
+    if (w->file >= 0)
+        H5Fclose(w->file);
+    w->file = H5I_INVALID_HID;
+    H5Eclear2(H5E_DEFAULT);
+    if (w->tmp[0])
+        unlink(w->tmp);
+}
+
+/* ---- attributes ----------------------------------------------------------------------------------- */
+
+int m2_h5_attr_exists(hid_t obj, const char *name)
+{
+    htri_t e = H5Aexists(obj, name);
+    H5Eclear2(H5E_DEFAULT);
+    return e > 0;
+}
+
+/* Creates (replacing any existing one) and writes an attribute. */
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space, const void *data)
+{
+    m2_h5_quiet();
+    if (m2_h5_attr_exists(obj, name))
+        H5Adelete(obj, name);
+    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, mtype, data);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(space);
+    return rc < 0 ? fail_at(obj, "writing attribute", name, "cannot write") : M2_OK;
+}
+
+static hid_t fixed_string_type(size_t size)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, size < 1 ? 1 : size);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    return t;
+}
+
+int m2_h5_attr_put_str(hid_t obj, const char *name, const char *value)
+{
+    hid_t t = fixed_string_type(strlen(value) + 1);
+    int rc = attr_write(obj, name, t, t, H5Screate(H5S_SCALAR), value);
+    H5Tclose(t);
+    return rc;
+}
+
+int m2_h5_attr_put_strs(hid_t obj, const char *name, const char *values, size_t stride, int n)
+{
+    size_t len = 1;
+    for (int i = 0; i < n; i++) {
+        size_t l = strnlen(values + (size_t)i * stride, stride);
+        if (l + 1 > len)
+            len = l + 1;
+    }
+    /* Repack at the stored width so each string is NUL-terminated even when it filled its slot. */
+    char *packed = calloc(n > 0 ? (size_t)n : 1, len);
+    if (!packed)
+        return m2_fail(M2_EFAIL, "attribute %s: out of memory", name);
+    for (int i = 0; i < n; i++)
+        memcpy(packed + (size_t)i * len, values + (size_t)i * stride, strnlen(values + (size_t)i * stride, stride));
+    hid_t t = fixed_string_type(len);
+    hsize_t dim = (hsize_t)n;
+    int rc = attr_write(obj, name, t, t, H5Screate_simple(1, &dim, NULL), packed);
+    H5Tclose(t);
+    free(packed);
+    return rc;
+}
+
+int m2_h5_attr_put_vec(hid_t obj, const char *name, m2_h5_type type, int64_t n, const void *values)
+{
+    hsize_t dim = (hsize_t)n;
+    return attr_write(obj, name, file_type(type), mem_type(type), H5Screate_simple(1, &dim, NULL), values);
+}
+
+static int put_scalar(hid_t obj, const char *name, m2_h5_type type, const void *v)
+{
+    return attr_write(obj, name, file_type(type), mem_type(type), H5Screate(H5S_SCALAR), v);
+}
+
+int m2_h5_attr_put_i32(hid_t obj, const char *name, int32_t v) { return put_scalar(obj, name, M2_H5_I32, &v); }
+int m2_h5_attr_put_i64(hid_t obj, const char *name, int64_t v) { return put_scalar(obj, name, M2_H5_I64, &v); }
+int m2_h5_attr_put_f64(hid_t obj, const char *name, double v) { return put_scalar(obj, name, M2_H5_F64, &v); }
+int m2_h5_attr_put_f32(hid_t obj, const char *name, float v) { return put_scalar(obj, name, M2_H5_F32, &v); }
+
+/* Opens an attribute and reports its element count (1 for a scalar); fails on a missing attribute or one
+ * that is not a scalar or a vector. */
+static int attr_open(hid_t obj, const char *name, hid_t *attr, hid_t *ftype, int64_t *count)
+{
+    m2_h5_quiet();
+    if (!m2_h5_attr_exists(obj, name))
+        return fail_at(obj, "attribute", name, "missing");
+    *attr = H5Aopen(obj, name, H5P_DEFAULT);
+    if (*attr < 0)
+        return fail_at(obj, "attribute", name, "cannot open");
+    hid_t space = H5Aget_space(*attr);
+    int rank = H5Sget_simple_extent_ndims(space);
+    *count = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    *ftype = H5Aget_type(*attr);
+    if (rank > 1) {
+        H5Tclose(*ftype);
+        H5Aclose(*attr);
+        return fail_at(obj, "attribute", name, "has more than one dimension");
+    }
+    return M2_OK;
+}
+
+int m2_h5_attr_get_vec(hid_t obj, const char *name, m2_h5_type type, int64_t cap, void *values, int64_t *n)
+{
+    hid_t a, ft;
+    int64_t count;
+    if (attr_open(obj, name, &a, &ft, &count))
+        return M2_EFAIL;
+    const char *why = class_mismatch(ft, type);
+    char buf[96];
+    if (!why && count > cap) {
+        snprintf(buf, sizeof buf, "has %lld values, at most %lld allowed", (long long)count, (long long)cap);
+        why = buf;
+    }
+    herr_t rc = why ? -1 : H5Aread(a, mem_type(type), values);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (rc < 0)
+        return fail_at(obj, "attribute", name, why ? why : "cannot read");
+    if (n)
+        *n = count;
+    return M2_OK;
+}
+
+static int get_scalar(hid_t obj, const char *name, m2_h5_type type, void *out)
+{
+    int64_t n = 0;
+    unsigned char tmp[8];
+    if (m2_h5_attr_get_vec(obj, name, type, 1, tmp, &n))
+        return M2_EFAIL;
+    if (n != 1)
+        return fail_at(obj, "attribute", name, "expected one value");
+    memcpy(out, tmp, m2_h5_type_size(type));
+    return M2_OK;
+}
+
+int m2_h5_attr_get_i32(hid_t obj, const char *name, int32_t *v) { return get_scalar(obj, name, M2_H5_I32, v); }
+int m2_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v) { return get_scalar(obj, name, M2_H5_I64, v); }
+int m2_h5_attr_get_f64(hid_t obj, const char *name, double *v) { return get_scalar(obj, name, M2_H5_F64, v); }
+int m2_h5_attr_get_f32(hid_t obj, const char *name, float *v) { return get_scalar(obj, name, M2_H5_F32, v); }
+
+/* Reads count strings (fixed-length or variable-length) into out at `stride` bytes each. */
+static int read_strings(hid_t obj, const char *name, hid_t a, hid_t ft, int64_t count, char *out, size_t stride)
+{
+    const char *why = NULL;
+    if (H5Tget_class(ft) != H5T_STRING)
+        return fail_at(obj, "attribute", name, "not a string");
+    if (H5Tis_variable_str(ft) > 0) {
+        char **ptrs = calloc((size_t)count + 1, sizeof *ptrs);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5Tget_cset(ft)); /* h5py writes UTF-8; HDF5 converts no character sets */
+        if (!ptrs || H5Aread(a, mt, ptrs) < 0)
+            why = "cannot read";
+        for (int64_t i = 0; i < count && !why; i++) {
+            const char *s = ptrs[i] ? ptrs[i] : "";
+            if (strlen(s) >= stride)
+                why = "string too long";
+            else
+                memcpy(out + i * stride, s, strlen(s) + 1);
+        }
+        for (int64_t i = 0; ptrs && i < count; i++)
+            H5free_memory(ptrs[i]);
+        free(ptrs);
+        H5Tclose(mt);
+    } else {
+        size_t size = H5Tget_size(ft);
+        char *buf = calloc((size_t)count + 1, size + 1);
+        hid_t mt = fixed_string_type(size + 1);
+        H5Tset_cset(mt, H5Tget_cset(ft));
+        if (!buf || H5Aread(a, mt, buf) < 0)
+            why = "cannot read";
+        for (int64_t i = 0; i < count && !why; i++) {
+            const char *s = buf + i * (size + 1);
+            if (strlen(s) >= stride)
+                why = "string too long";
+            else
+                memcpy(out + i * stride, s, strlen(s) + 1);
+        }
+        free(buf);
+        H5Tclose(mt);
+    }
+    return why ? fail_at(obj, "attribute", name, why) : M2_OK;
+}
+
+int m2_h5_attr_get_str(hid_t obj, const char *name, char *out, size_t cap)
+{
+    hid_t a, ft;
+    int64_t count;
+    if (cap)
+        out[0] = '\0';
+    if (attr_open(obj, name, &a, &ft, &count))
+        return M2_EFAIL;
+    int rc = count == 1 ? read_strings(obj, name, a, ft, 1, out, cap)
+                        : fail_at(obj, "attribute", name, "expected one string");
+    H5Tclose(ft);
+    H5Aclose(a);
+    return rc;
+}
+
+int m2_h5_attr_get_strs(hid_t obj, const char *name, char *out, size_t stride, int cap, int *n)
+{
+    hid_t a, ft;
+    int64_t count;
+    if (attr_open(obj, name, &a, &ft, &count))
+        return M2_EFAIL;
+    int rc;
+    if (count > cap) {
+        char why[96];
+        snprintf(why, sizeof why, "has %lld strings, at most %d allowed", (long long)count, cap);
+        rc = fail_at(obj, "attribute", name, why);
+    } else
+        rc = read_strings(obj, name, a, ft, count, out, stride);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (rc == M2_OK && n)
+        *n = (int)count;
+    return rc;
+}
+
+/* ---- datasets ------------------------------------------------------------------------------------- */
+
+int m2_h5_exists(hid_t loc, const char *path)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return 0;
+    /* H5Lexists requires every intermediate link to exist, so test prefix by prefix. */
+    for (char *p = buf + (buf[0] == '/'); ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            htri_t e = H5Lexists(loc, buf, H5P_DEFAULT);
+            H5Eclear2(H5E_DEFAULT);
+            if (e <= 0)
+                return 0;
+            if (saved == '\0')
+                return 1;
+            *p = saved;
+        }
+    }
+}
+
+/* Creates the missing groups above `path` (without object times, like every object we write). */
+static int make_parents(hid_t loc, const char *path)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return fail_at(loc, "dataset", path, "path too long");
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (!m2_h5_exists(loc, buf)) {
+            hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+            H5Pset_obj_track_times(gcpl, 0);
+            hid_t g = H5Gcreate2(loc, buf, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+            H5Pclose(gcpl);
+            if (g < 0)
+                return fail_at(loc, "group", buf, "cannot create");
+            H5Gclose(g);
+        }
+        *p = '/';
+    }
+    return M2_OK;
+}
+
+int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims,
+                const void *data, int compress)
+{
+    m2_h5_quiet();
+    if (rank < 1 || rank > M2_H5_MAX_RANK)
+        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (make_parents(loc, path))
+        return M2_EFAIL;
+    hsize_t d[M2_H5_MAX_RANK], chunk[M2_H5_MAX_RANK];
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        d[i] = (hsize_t)dims[i];
+        n *= (size_t)dims[i];
+    }
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    if (compress) {
+        /* About 256 KiB per chunk: large enough for deflate to work, small enough to stay cheap to audit. */
+        size_t row = 1;
+        for (int i = 1; i < rank; i++) {
+            chunk[i] = d[i] > 0 ? d[i] : 1; /* whole rows per chunk */
+            row *= (size_t)chunk[i];
+        }
+        size_t rows = (256u << 10) / (m2_h5_type_size(type) * row);
+        chunk[0] = rows < 1 ? 1 : rows;
+        if (d[0] > 0 && chunk[0] > d[0])
+            chunk[0] = d[0];
+        H5Pset_chunk(dcpl, rank, chunk);
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, 4);
+    }
+    hid_t space = H5Screate_simple(rank, d, NULL);
+    hid_t ds = H5Dcreate2(loc, path, file_type(type), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    herr_t rc = ds < 0 ? -1 : 0;
+    if (rc == 0 && n > 0 && data)
+        rc = H5Dwrite(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    return rc < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
+}
+
+static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t len = 0;
+    for (int i = 0; i < rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? "," : "[", (long long)dims[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+}
+
+int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims)
+{
+    m2_h5_quiet();
+    if (!m2_h5_exists(loc, path))
+        return fail_at(loc, "dataset", path, "missing");
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (ds < 0)
+        return fail_at(loc, "dataset", path, "cannot open (not a dataset?)");
+    hid_t space = H5Dget_space(ds), ft = H5Dget_type(ds);
+    int r = H5Sget_simple_extent_ndims(space);
+    hsize_t d[H5S_MAX_RANK];
+    H5Sget_simple_extent_dims(space, d, NULL);
+    H5T_class_t cls = H5Tget_class(ft);
+    H5Tclose(ft);
+    H5Sclose(space);
+    H5Dclose(ds);
+    char why[96];
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+        return fail_at(loc, "dataset", path, "not a numeric array");
+    if (r != rank) {
+        snprintf(why, sizeof why, "has %d dimensions, expected %d", r, rank);
+        return fail_at(loc, "dataset", path, why);
+    }
+    for (int i = 0; i < rank; i++)
+        dims[i] = (int64_t)d[i];
+    return M2_OK;
+}
+
+int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, void *data)
+{
+    int64_t got[M2_H5_MAX_RANK];
+    if (rank < 1 || rank > M2_H5_MAX_RANK)
+        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (m2_h5_shape(loc, path, rank, got))
+        return M2_EFAIL;
+    for (int i = 0; i < rank; i++)
+        if (got[i] != dims[i]) {
+            char a[64], b[64], why[160];
+            format_dims(a, sizeof a, rank, got);
+            format_dims(b, sizeof b, rank, dims);
+            snprintf(why, sizeof why, "shape %s, expected %s", a, b);
+            return fail_at(loc, "dataset", path, why);
+        }
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    hid_t ft = H5Dget_type(ds);
+    const char *why = class_mismatch(ft, type);
+    H5Tclose(ft);
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)dims[i];
+    herr_t rc = why ? -1 : n == 0 ? 0 : H5Dread(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    H5Dclose(ds);
+    if (rc < 0)
+        return fail_at(loc, "dataset", path, why ? why : "cannot read (file damaged?)");
+    return M2_OK;
+}
+
+int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int64_t *dims, void **data)
+{
+    *data = NULL;
+    int64_t got[M2_H5_MAX_RANK];
+    if (rank < 1 || rank > M2_H5_MAX_RANK)
+        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (m2_h5_shape(loc, path, rank, got))
+        return M2_EFAIL;
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            dims[i] = got[i];
+        n *= (size_t)dims[i];
+    }
+    void *buf = malloc(n ? n * m2_h5_type_size(type) : 1);
+    if (!buf)
+        return fail_at(loc, "dataset", path, "out of memory");
+    if (m2_h5_read(loc, path, type, rank, dims, buf)) {
+        free(buf);
+        return M2_EFAIL;
+    }
+    *data = buf;
+    return M2_OK;
+}
