@@ -42,7 +42,17 @@ int m2_dataset_read(const char *path, m2_dataset *ds, int load_raw);
 /* Writes crash-safely (temporary name in the same folder, fsync, rename). */
 int m2_dataset_write(const char *path, const m2_dataset *ds);
 
+/* m2_dataset_write plus extra content: `extra` (may be NULL) is called with the open HDF5 file (an hid_t) after
+ * the dataset is written and before the atomic commit; a non-zero return abandons the file. */
+int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx),
+                          void *ctx);
+
 void m2_dataset_free(m2_dataset *ds);
+
+/* Validates an in-memory dataset as the reader validates a file (`origin` names it in the message): F and O
+ * within M2_MAX_*, sessions from 0 to n_rows strictly increasing, splits inside the rows, in order and not
+ * overlapping, horizons positive, finite statistics with std > 0, clip > 0. */
+int m2_dataset_check(const m2_dataset *ds, const char *origin);
 
 /* Window sampler over one split. A window is T consecutive rows inside one session and inside the split,
  * and each of its loss positions (t >= burn_in) has at least one finite target. */

@@ -1,0 +1,306 @@
+/* Tick dataset reader/writer (FORMATS.md "Tick dataset"). The reader loads features, targets and the index
+ * into memory in one HDF5 call each and validates everything a sampler or trainer relies on. */
+#include "io/dataset.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "io/h5util.h"
+
+#define M2_TICKS_SCHEMA "mamba2.ticks"
+#define M2_TICKS_VERSION 1
+
+static const char *const split_names[3] = { "train", "val", "test" };
+
+int m2_split_from_name(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, split_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *m2_split_name(int split) { return split >= 0 && split < 3 ? split_names[split] : "?"; }
+
+void m2_dataset_free(m2_dataset *ds)
+{
+    void *owned[] = { ds->X, ds->y, ds->sessions, ds->ts_ns, ds->bid_px, ds->ask_px, ds->bid_sz,
+                      ds->ask_sz, ds->trade_px, ds->trade_sz, ds->side };
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        free(owned[i]);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* ---- validation ----------------------------------------------------------------------------------- */
+
+static int check_counts(const m2_dataset *ds, const char *origin)
+{
+    if (ds->n_rows < 1)
+        return m2_fail(M2_EFAIL, "/features/X (%s): no rows", origin);
+    if (ds->n_features < 1 || ds->n_features > M2_MAX_FEATURES)
+        return m2_fail(M2_EFAIL, "/features/X (%s): %d features, supported 1..%d", origin, ds->n_features,
+                       M2_MAX_FEATURES);
+    if (ds->n_targets < 1 || ds->n_targets > M2_MAX_TARGETS)
+        return m2_fail(M2_EFAIL, "/targets/y (%s): %d targets, supported 1..%d", origin, ds->n_targets,
+                       M2_MAX_TARGETS);
+    return M2_OK;
+}
+
+static int check_sessions(const m2_dataset *ds, const char *origin)
+{
+    const int64_t *s = ds->sessions;
+    if (ds->n_sessions < 1)
+        return m2_fail(M2_EFAIL, "/index/sessions (%s): no sessions", origin);
+    if (s[0] != 0 || s[ds->n_sessions] != ds->n_rows)
+        return m2_fail(M2_EFAIL, "/index/sessions (%s): offsets run from %lld to %lld, must cover rows 0 to %lld",
+                       origin, (long long)s[0], (long long)s[ds->n_sessions], (long long)ds->n_rows);
+    for (int64_t i = 1; i <= ds->n_sessions; i++)
+        if (s[i] <= s[i - 1])
+            return m2_fail(M2_EFAIL, "/index/sessions (%s): not increasing: offset[%lld] = %lld after %lld", origin,
+                           (long long)i, (long long)s[i], (long long)s[i - 1]);
+    return M2_OK;
+}
+
+static int check_splits(const m2_dataset *ds, const char *origin)
+{
+    for (int k = 0; k < 3; k++) {
+        int64_t b = ds->split[k][0], e = ds->split[k][1];
+        if (b < 0 || e < b || e > ds->n_rows)
+            return m2_fail(M2_EFAIL, "/index/%s (%s): rows [%lld, %lld) are not a range inside [0, %lld)",
+                           split_names[k], origin, (long long)b, (long long)e, (long long)ds->n_rows);
+        if (k > 0 && b < ds->split[k - 1][1])
+            return m2_fail(M2_EFAIL, "/index/%s (%s): begins at row %lld, before %s ends (%lld): splits must be in "
+                           "time order and not overlap", split_names[k], origin, (long long)b,
+                           split_names[k - 1], (long long)ds->split[k - 1][1]);
+    }
+    if (ds->split[M2_SPLIT_TRAIN][1] == ds->split[M2_SPLIT_TRAIN][0])
+        return m2_fail(M2_EFAIL, "/index/train (%s): empty", origin);
+    return M2_OK;
+}
+
+static int check_stats(const m2_dataset *ds, const char *origin)
+{
+    for (int k = 0; k < ds->n_targets; k++)
+        if (ds->horizons[k] < 1)
+            return m2_fail(M2_EFAIL, "/targets/y (%s): horizon %d is %d, must be >= 1", origin, k,
+                           (int)ds->horizons[k]);
+    for (int j = 0; j < ds->n_features; j++)
+        if (!isfinite(ds->mean[j]) || !isfinite(ds->std[j]) || !(ds->std[j] > 0))
+            return m2_fail(M2_EFAIL, "/features/X (%s): feature %s has mean %g, std %g (need finite, std > 0)",
+                           origin, ds->feature_names[j], ds->mean[j], ds->std[j]);
+    if (!(ds->clip > 0) || !isfinite(ds->clip))
+        return m2_fail(M2_EFAIL, "/features/X (%s): clip %g must be > 0", origin, (double)ds->clip);
+    return M2_OK;
+}
+
+int m2_dataset_check(const m2_dataset *ds, const char *origin)
+{
+    if (check_counts(ds, origin) || check_sessions(ds, origin) || check_splits(ds, origin) ||
+        check_stats(ds, origin))
+        return M2_EFAIL;
+    return M2_OK;
+}
+
+/* ---- writing -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    m2_h5_type type;
+    size_t offset;                 /* of the pointer inside m2_dataset */
+} raw_field;
+
+static const raw_field raw_fields[] = {
+    { "/raw/ts_ns", M2_H5_I64, offsetof(m2_dataset, ts_ns) },
+    { "/raw/bid_px", M2_H5_F64, offsetof(m2_dataset, bid_px) },
+    { "/raw/ask_px", M2_H5_F64, offsetof(m2_dataset, ask_px) },
+    { "/raw/bid_sz", M2_H5_F64, offsetof(m2_dataset, bid_sz) },
+    { "/raw/ask_sz", M2_H5_F64, offsetof(m2_dataset, ask_sz) },
+    { "/raw/trade_px", M2_H5_F64, offsetof(m2_dataset, trade_px) },
+    { "/raw/trade_sz", M2_H5_F64, offsetof(m2_dataset, trade_sz) },
+    { "/raw/side", M2_H5_I8, offsetof(m2_dataset, side) },
+};
+enum { N_RAW = sizeof raw_fields / sizeof raw_fields[0] };
+
+static void **raw_slot(const m2_dataset *ds, int i) { return (void **)((char *)ds + raw_fields[i].offset); }
+
+static int write_raw(hid_t f, const m2_dataset *ds)
+{
+    int present = 0;
+    for (int i = 0; i < N_RAW; i++)
+        present += *raw_slot(ds, i) != NULL;
+    if (present == 0)
+        return M2_OK;              /* a dataset made from arrays alone (tests) has no raw events */
+    if (present != N_RAW)
+        return m2_fail(M2_EFAIL, "/raw (dataset): some raw arrays are missing");
+    for (int i = 0; i < N_RAW; i++)
+        if (m2_h5_write(f, raw_fields[i].name, raw_fields[i].type, 1, &ds->n_rows, *raw_slot(ds, i), 1))
+            return M2_EFAIL;
+    return M2_OK;
+}
+
+static int write_arrays(hid_t f, const m2_dataset *ds)
+{
+    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
+    int64_t sd = ds->n_sessions + 1, two = 2;
+    if (m2_h5_write(f, "/features/X", M2_H5_F32, 2, xd, ds->X, 0) ||
+        m2_h5_write(f, "/targets/y", M2_H5_F32, 2, yd, ds->y, 0) ||
+        m2_h5_write(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions, 0))
+        return M2_EFAIL;
+    for (int k = 0; k < 3; k++) {
+        char path[32];
+        snprintf(path, sizeof path, "/index/%s", split_names[k]);
+        if (m2_h5_write(f, path, M2_H5_I64, 1, &two, ds->split[k], 0))
+            return M2_EFAIL;
+    }
+    return M2_OK;
+}
+
+static int write_attrs(hid_t f, const m2_dataset *ds)
+{
+    if (m2_h5_attr_put_str(f, "instrument", ds->instrument) || m2_h5_attr_put_str(f, "source", ds->source) ||
+        m2_h5_attr_put_f64(f, "tick_size", ds->tick_size))
+        return M2_EFAIL;
+    hid_t x = H5Dopen2(f, "/features/X", H5P_DEFAULT), y = H5Dopen2(f, "/targets/y", H5P_DEFAULT);
+    int rc = x < 0 || y < 0 ||
+             m2_h5_attr_put_strs(x, "names", ds->feature_names[0], sizeof ds->feature_names[0], ds->n_features) ||
+             m2_h5_attr_put_vec(x, "mean", M2_H5_F64, ds->n_features, ds->mean) ||
+             m2_h5_attr_put_vec(x, "std", M2_H5_F64, ds->n_features, ds->std) ||
+             m2_h5_attr_put_f32(x, "clip", ds->clip) ||
+             m2_h5_attr_put_vec(y, "horizons", M2_H5_I32, ds->n_targets, ds->horizons) ||
+             m2_h5_attr_put_str(y, "unit", "bp");
+    if (x >= 0)
+        H5Dclose(x);
+    if (y >= 0)
+        H5Dclose(y);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
+int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx),
+                          void *ctx)
+{
+    if (m2_dataset_check(ds, path))
+        return M2_EFAIL;
+    m2_h5_writer w;
+    if (m2_h5_create(&w, path, M2_TICKS_SCHEMA, M2_TICKS_VERSION))
+        return M2_EFAIL;
+    if (write_raw(w.file, ds) || write_arrays(w.file, ds) || write_attrs(w.file, ds) ||
+        (extra && extra(w.file, ctx))) {
+        m2_h5_abort(&w);
+        return M2_EFAIL;
+    }
+    return m2_h5_commit(&w);
+}
+
+int m2_dataset_write(const char *path, const m2_dataset *ds) { return m2_dataset_write_with(path, ds, NULL, NULL); }
+
+/* ---- reading -------------------------------------------------------------------------------------- */
+
+static int read_shapes(hid_t f, m2_dataset *ds, const char *path)
+{
+    int64_t xd[2], yd[2], sd[1];
+    if (m2_h5_shape(f, "/features/X", 2, xd) || m2_h5_shape(f, "/targets/y", 2, yd) ||
+        m2_h5_shape(f, "/index/sessions", 1, sd))
+        return M2_EFAIL;
+    if (yd[0] != xd[0])
+        return m2_fail(M2_EFAIL, "/targets/y (%s): %lld rows but /features/X has %lld: shapes disagree", path,
+                       (long long)yd[0], (long long)xd[0]);
+    if (sd[0] < 2)
+        return m2_fail(M2_EFAIL, "/index/sessions (%s): needs at least 2 offsets, has %lld", path, (long long)sd[0]);
+    if (xd[1] < 1 || xd[1] > M2_MAX_FEATURES)
+        return m2_fail(M2_EFAIL, "/features/X (%s): %lld features, supported 1..%d", path, (long long)xd[1],
+                       M2_MAX_FEATURES);
+    if (yd[1] < 1 || yd[1] > M2_MAX_TARGETS)
+        return m2_fail(M2_EFAIL, "/targets/y (%s): %lld targets, supported 1..%d", path, (long long)yd[1],
+                       M2_MAX_TARGETS);
+    ds->n_rows = xd[0];
+    ds->n_features = (int)xd[1];
+    ds->n_targets = (int)yd[1];
+    ds->n_sessions = sd[0] - 1;
+    return check_counts(ds, path);
+}
+
+static int read_attrs(hid_t f, m2_dataset *ds, const char *path)
+{
+    if (m2_h5_attr_get_str(f, "instrument", ds->instrument, sizeof ds->instrument) ||
+        m2_h5_attr_get_str(f, "source", ds->source, sizeof ds->source) ||
+        m2_h5_attr_get_f64(f, "tick_size", &ds->tick_size))
+        return M2_EFAIL;
+    hid_t x = H5Dopen2(f, "/features/X", H5P_DEFAULT), y = H5Dopen2(f, "/targets/y", H5P_DEFAULT);
+    int nn = 0;
+    int64_t nm = 0, ns = 0, nh = 0;
+    char unit[16];
+    int rc = m2_h5_attr_get_strs(x, "names", ds->feature_names[0], sizeof ds->feature_names[0], M2_MAX_FEATURES,
+                                 &nn) ||
+             m2_h5_attr_get_vec(x, "mean", M2_H5_F64, M2_MAX_FEATURES, ds->mean, &nm) ||
+             m2_h5_attr_get_vec(x, "std", M2_H5_F64, M2_MAX_FEATURES, ds->std, &ns) ||
+             m2_h5_attr_get_f32(x, "clip", &ds->clip) ||
+             m2_h5_attr_get_vec(y, "horizons", M2_H5_I32, M2_MAX_TARGETS, ds->horizons, &nh) ||
+             m2_h5_attr_get_str(y, "unit", unit, sizeof unit);
+    H5Dclose(x);
+    H5Dclose(y);
+    if (rc)
+        return M2_EFAIL;
+    if (nn != ds->n_features || nm != ds->n_features || ns != ds->n_features)
+        return m2_fail(M2_EFAIL, "/features/X (%s): %d features but %d names, %lld means, %lld stds", path,
+                       ds->n_features, nn, (long long)nm, (long long)ns);
+    if (nh != ds->n_targets)
+        return m2_fail(M2_EFAIL, "/targets/y (%s): %d targets but %lld horizons", path, ds->n_targets, (long long)nh);
+    if (strcmp(unit, "bp") != 0)
+        return m2_fail(M2_EFAIL, "/targets/y (%s): unit \"%s\", expected \"bp\"", path, unit);
+    return M2_OK;
+}
+
+static int read_index(hid_t f, m2_dataset *ds)
+{
+    int64_t sd = ds->n_sessions + 1, two = 2;
+    ds->sessions = malloc((size_t)sd * sizeof *ds->sessions);
+    if (!ds->sessions || m2_h5_read(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions))
+        return M2_EFAIL;
+    for (int k = 0; k < 3; k++) {
+        char p[32];
+        snprintf(p, sizeof p, "/index/%s", split_names[k]);
+        if (m2_h5_read(f, p, M2_H5_I64, 1, &two, ds->split[k]))
+            return M2_EFAIL;
+    }
+    return M2_OK;
+}
+
+static int read_raw(hid_t f, m2_dataset *ds)
+{
+    for (int i = 0; i < N_RAW; i++) {
+        int64_t n = ds->n_rows;
+        if (m2_h5_read_alloc(f, raw_fields[i].name, raw_fields[i].type, 1, &n, raw_slot(ds, i)))
+            return M2_EFAIL;
+    }
+    return M2_OK;
+}
+
+static int read_all(hid_t f, m2_dataset *ds, const char *path, int load_raw)
+{
+    if (read_shapes(f, ds, path) || read_attrs(f, ds, path) || read_index(f, ds))
+        return M2_EFAIL;
+    if (check_sessions(ds, path) || check_splits(ds, path) || check_stats(ds, path))
+        return M2_EFAIL;
+    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
+    if (m2_h5_read_alloc(f, "/features/X", M2_H5_F32, 2, xd, (void **)&ds->X) ||
+        m2_h5_read_alloc(f, "/targets/y", M2_H5_F32, 2, yd, (void **)&ds->y))
+        return M2_EFAIL;
+    return load_raw ? read_raw(f, ds) : M2_OK;
+}
+
+int m2_dataset_read(const char *path, m2_dataset *ds, int load_raw)
+{
+    memset(ds, 0, sizeof *ds);
+    hid_t f;
+    if (m2_h5_open_read(path, M2_TICKS_SCHEMA, M2_TICKS_VERSION, &f, NULL))
+        return M2_EFAIL;
+    int rc = read_all(f, ds, path, load_raw);
+    H5Fclose(f);
+    if (rc)
+        m2_dataset_free(ds);
+    return rc;
+}

@@ -1,0 +1,246 @@
+/* Features, targets, time splits and train-only z-scoring (see features.h). */
+#include "io/features.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+const char *const m2_feature_name[M2_N_FEATURES] = {
+    "mid_ret_bp", "spread_ticks", "queue_imb", "ofi", "trade_signed_log1p", "log1p_dt_s", "tod_sin", "tod_cos",
+};
+
+void m2_feature_opts_defaults(m2_feature_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_horizons = 3;
+    o->horizons[0] = 10;
+    o->horizons[1] = 50;
+    o->horizons[2] = 100;
+    o->split[0] = 0.8;
+    o->split[1] = 0.1;
+    o->split[2] = 0.1;
+    o->clip = 5.0f;
+}
+
+/* Splits "a,b,c" into doubles; returns the count or -1 on a malformed list. */
+static int parse_list(const char *text, double *out, int cap)
+{
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || n == cap)
+            return -1;
+        out[n++] = v;
+        while (*end == ' ')
+            end++;
+        if (*end == '\0')
+            return n;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+}
+
+int m2_parse_horizons(const char *text, const char *what, m2_feature_opts *o)
+{
+    double v[M2_MAX_TARGETS];
+    int n = parse_list(text, v, M2_MAX_TARGETS);
+    if (n < 1)
+        return m2_fail(M2_EUSAGE, "%s (%s): expected 1 to %d comma-separated positive integers", what, text,
+                       M2_MAX_TARGETS);
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 1 || v[i] > 1e9 || v[i] != floor(v[i]))
+            return m2_fail(M2_EUSAGE, "%s (%s): horizon %g is not a positive integer", what, text, v[i]);
+        for (int j = 0; j < i; j++)
+            if (v[j] == v[i])
+                return m2_fail(M2_EUSAGE, "%s (%s): horizon %g repeated", what, text, v[i]);
+        o->horizons[i] = (int32_t)v[i];
+    }
+    o->n_horizons = n;
+    return M2_OK;
+}
+
+int m2_parse_split(const char *text, const char *what, m2_feature_opts *o)
+{
+    double v[3];
+    if (parse_list(text, v, 3) != 3)
+        return m2_fail(M2_EUSAGE, "%s (%s): expected three fractions train,val,test", what, text);
+    if (v[0] <= 0 || v[1] < 0 || v[2] < 0 || fabs(v[0] + v[1] + v[2] - 1) > 1e-6)
+        return m2_fail(M2_EUSAGE, "%s (%s): fractions must be >= 0 (train > 0) and sum to 1", what, text);
+    memcpy(o->split, v, sizeof v);
+    return M2_OK;
+}
+
+/* ---- splits --------------------------------------------------------------------------------------- */
+
+/* Inserts a session boundary at row r (r strictly inside a session). */
+static int insert_boundary(m2_dataset *ds, int64_t r)
+{
+    int64_t *s = realloc(ds->sessions, (size_t)(ds->n_sessions + 2) * sizeof *s);
+    if (!s)
+        return m2_fail(M2_EFAIL, "split: out of memory");
+    ds->sessions = s;
+    int64_t i = ds->n_sessions;
+    while (s[i] > r) {
+        s[i + 1] = s[i];
+        i--;
+    }
+    s[i + 1] = r;
+    ds->n_sessions++;
+    return M2_OK;
+}
+
+/* Places one cut: snaps to the nearest session boundary within `tol` rows, else splits the session. */
+static int place_cut(m2_dataset *ds, int64_t target, double tol, int64_t *cut)
+{
+    if (target <= 0 || target >= ds->n_rows) {
+        *cut = target <= 0 ? 0 : ds->n_rows;
+        return M2_OK;
+    }
+    int64_t best = -1;
+    for (int64_t i = 1; i < ds->n_sessions; i++) {
+        int64_t b = ds->sessions[i];
+        if (best < 0 || llabs(b - target) < llabs(best - target))
+            best = b;
+    }
+    if (best >= 0 && (double)llabs(best - target) <= tol) {
+        *cut = best;
+        return M2_OK;
+    }
+    *cut = target;
+    for (int64_t i = 0; i <= ds->n_sessions; i++)
+        if (ds->sessions[i] == target)
+            return M2_OK;
+    return insert_boundary(ds, target);
+}
+
+int m2_features_split(m2_dataset *ds, const double f[3])
+{
+    double n = (double)ds->n_rows;
+    int64_t t1 = (int64_t)llround(n * f[0]), t2 = (int64_t)llround(n * (f[0] + f[1]));
+    double rows[3] = { n * f[0], n * f[1], n * f[2] };
+    int64_t c1, c2;
+    if (place_cut(ds, t1, 0.25 * fmin(rows[0], rows[1]), &c1) ||
+        place_cut(ds, t2, 0.25 * fmin(rows[1], rows[2]), &c2))
+        return M2_EFAIL;
+    if (c2 < c1)
+        c2 = c1;
+    int64_t cuts[4] = { 0, c1, c2, ds->n_rows };
+    for (int k = 0; k < 3; k++) {
+        ds->split[k][0] = cuts[k];
+        ds->split[k][1] = cuts[k + 1];
+    }
+    if (c1 == 0)
+        return m2_fail(M2_EUSAGE, "--split: the train split would be empty (%lld rows)", (long long)ds->n_rows);
+    return M2_OK;
+}
+
+/* ---- features and targets ------------------------------------------------------------------------- */
+
+static double mid_of(const m2_dataset *ds, int64_t i) { return 0.5 * (ds->bid_px[i] + ds->ask_px[i]); }
+
+static double slog1p(double v) { return v < 0 ? -log1p(-v) : log1p(v); }
+
+/* Cont, Kukanov & Stoikov (2014): the net order flow at the best quotes between two events. */
+static double ofi(const m2_dataset *ds, int64_t i)
+{
+    double e = 0;
+    if (ds->bid_px[i] >= ds->bid_px[i - 1])
+        e += ds->bid_sz[i];
+    if (ds->bid_px[i] <= ds->bid_px[i - 1])
+        e -= ds->bid_sz[i - 1];
+    if (ds->ask_px[i] <= ds->ask_px[i - 1])
+        e -= ds->ask_sz[i];
+    if (ds->ask_px[i] >= ds->ask_px[i - 1])
+        e += ds->ask_sz[i - 1];
+    return e;
+}
+
+static void row_features(const m2_dataset *ds, int64_t i, int first, float *x)
+{
+    const double day_ns = 86400e9, two_pi = 6.283185307179586;
+    double bs = ds->bid_sz[i], as = ds->ask_sz[i];
+    double tsz = isfinite(ds->trade_sz[i]) ? ds->trade_sz[i] : 0;
+    double tod = (double)(((ds->ts_ns[i] % (int64_t)day_ns) + (int64_t)day_ns) % (int64_t)day_ns) / day_ns;
+    x[M2_FEAT_MID_RET] = first ? 0.0f : (float)(1e4 * log(mid_of(ds, i) / mid_of(ds, i - 1)));
+    x[M2_FEAT_SPREAD] = (float)((ds->ask_px[i] - ds->bid_px[i]) / ds->tick_size);
+    x[M2_FEAT_QUEUE_IMB] = bs + as > 0 ? (float)((bs - as) / (bs + as)) : 0.0f;
+    x[M2_FEAT_OFI] = first ? 0.0f : (float)slog1p(ofi(ds, i));
+    x[M2_FEAT_TRADE] = (float)(ds->side[i] * log1p(tsz > 0 ? tsz : 0));
+    x[M2_FEAT_DT] = first ? 0.0f : (float)log1p((double)(ds->ts_ns[i] - ds->ts_ns[i - 1]) * 1e-9);
+    x[M2_FEAT_TOD_SIN] = (float)sin(two_pi * tod);
+    x[M2_FEAT_TOD_COS] = (float)cos(two_pi * tod);
+}
+
+int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
+{
+    const int F = M2_N_FEATURES, O = o->n_horizons;
+    if (!(ds->tick_size > 0))
+        return m2_fail(M2_EUSAGE, "tick size (%g): must be > 0", ds->tick_size);
+    free(ds->X);
+    free(ds->y);
+    ds->X = malloc((size_t)ds->n_rows * F * sizeof *ds->X);
+    ds->y = malloc((size_t)ds->n_rows * O * sizeof *ds->y);
+    if (!ds->X || !ds->y)
+        return m2_fail(M2_EFAIL, "features: out of memory for %lld rows", (long long)ds->n_rows);
+    ds->n_features = F;
+    ds->n_targets = O;
+    for (int j = 0; j < F; j++)
+        snprintf(ds->feature_names[j], sizeof ds->feature_names[j], "%s", m2_feature_name[j]);
+    memcpy(ds->horizons, o->horizons, (size_t)O * sizeof *o->horizons);
+    for (int64_t s = 0; s < ds->n_sessions; s++) {
+        int64_t b = ds->sessions[s], e = ds->sessions[s + 1];
+        for (int64_t i = b; i < e; i++) {
+            row_features(ds, i, i == b, ds->X + i * F);
+            double m0 = mid_of(ds, i);
+            for (int k = 0; k < O; k++) {
+                int64_t j = i + o->horizons[k];
+                ds->y[i * O + k] = j < e ? (float)(1e4 * log(mid_of(ds, j) / m0)) : NAN;
+            }
+        }
+    }
+    return M2_OK;
+}
+
+int m2_features_normalise(m2_dataset *ds, float clip)
+{
+    const int F = ds->n_features;
+    int64_t b = ds->split[M2_SPLIT_TRAIN][0], e = ds->split[M2_SPLIT_TRAIN][1];
+    if (e <= b)
+        return m2_fail(M2_EFAIL, "normalise: the train split is empty");
+    for (int j = 0; j < F; j++) {
+        /* Two passes in double: exact enough for millions of rows without a compensated sum. */
+        double sum = 0, ss = 0;
+        for (int64_t i = b; i < e; i++)
+            sum += ds->X[i * F + j];
+        double mean = sum / (double)(e - b);
+        for (int64_t i = b; i < e; i++) {
+            double d = ds->X[i * F + j] - mean;
+            ss += d * d;
+        }
+        double sd = sqrt(ss / (double)(e - b));
+        ds->mean[j] = mean;
+        ds->std[j] = sd > 1e-9 * fmax(1.0, fabs(mean)) ? sd : 1.0;
+    }
+    for (int64_t i = 0; i < ds->n_rows; i++)
+        for (int j = 0; j < F; j++) {
+            double z = (ds->X[i * F + j] - ds->mean[j]) / ds->std[j];
+            ds->X[i * F + j] = (float)(z > clip ? clip : z < -clip ? -clip : z);
+        }
+    ds->clip = clip;
+    return M2_OK;
+}
+
+int m2_features_build(m2_dataset *ds, const m2_feature_opts *o)
+{
+    if (m2_features_split(ds, o->split) || m2_features_compute(ds, o) || m2_features_normalise(ds, o->clip))
+        return M2_EFAIL;
+    return m2_dataset_check(ds, "features");
+}

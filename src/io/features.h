@@ -1,0 +1,57 @@
+/* From raw events to the training arrays (FORMATS.md "Tick dataset"): time splits, the default features,
+ * forward-return targets and train-only z-scoring. One code path for `synth` and `import`. */
+#ifndef MAMBA2_FEATURES_H
+#define MAMBA2_FEATURES_H
+
+#include <stdint.h>
+
+#include "io/dataset.h"
+
+/* The default features, in column order. */
+enum {
+    M2_FEAT_MID_RET,       /* 1e4 · log(mid_t / mid_{t-1}), 0 at a session's first row */
+    M2_FEAT_SPREAD,        /* (ask - bid) / tick_size */
+    M2_FEAT_QUEUE_IMB,     /* (bid_sz - ask_sz) / (bid_sz + ask_sz), 0 when both are unknown */
+    M2_FEAT_OFI,           /* Cont–Kukanov–Stoikov order-flow imbalance of the event, as sign · log1p(|e|) */
+    M2_FEAT_TRADE,         /* side · log1p(trade_sz), 0 without a trade */
+    M2_FEAT_DT,            /* log1p(seconds since the previous event), 0 at a session's first row */
+    M2_FEAT_TOD_SIN,       /* sin(2π · UTC time of day / 24 h) */
+    M2_FEAT_TOD_COS,       /* cos(2π · UTC time of day / 24 h) */
+    M2_N_FEATURES
+};
+
+extern const char *const m2_feature_name[M2_N_FEATURES];
+
+typedef struct {
+    int n_horizons;
+    int32_t horizons[M2_MAX_TARGETS];  /* in events (rows) */
+    double split[3];                   /* train, val, test fractions of the rows, summing to 1 */
+    float clip;                        /* |z| clip after z-scoring */
+} m2_feature_opts;
+
+/* horizons 10,50,100; split 0.8,0.1,0.1; clip 5. */
+void m2_feature_opts_defaults(m2_feature_opts *o);
+
+/* "10,50,100": positive, distinct, at most M2_MAX_TARGETS. M2_EUSAGE naming `what` on error. */
+int m2_parse_horizons(const char *text, const char *what, m2_feature_opts *o);
+
+/* "0.8,0.1,0.1": three non-negative fractions summing to 1, train > 0. */
+int m2_parse_split(const char *text, const char *what, m2_feature_opts *o);
+
+/* Sets ds->split from the fractions, cutting by time. A cut snaps to the nearest session boundary when that
+ * moves it by at most a quarter of the smaller neighbouring split; otherwise the session is cut in two there
+ * (ds->sessions grows), so that no window and no target ever crosses from one split into another. */
+int m2_features_split(m2_dataset *ds, const double fractions[3]);
+
+/* Computes the unnormalised features X [n_rows, M2_N_FEATURES] and targets y [n_rows, n_horizons] from the
+ * raw arrays, session by session (allocates ds->X and ds->y, sets names and horizons). */
+int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o);
+
+/* Mean and standard deviation of each feature over the TRAIN split only, then X ← clip((X - mean) / std).
+ * A constant feature gets std 1 (it stays 0 after centring). */
+int m2_features_normalise(m2_dataset *ds, float clip);
+
+/* split + compute + normalise: raw events and sessions in, a complete dataset out. */
+int m2_features_build(m2_dataset *ds, const m2_feature_opts *o);
+
+#endif

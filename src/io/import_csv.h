@@ -1,0 +1,54 @@
+/* CSV of quotes or trades → tick dataset (FORMATS.md "CSV import"; CLI.md `mamba2_ticks import`).
+ * The header names the columns (any order, case-insensitive; other columns are ignored):
+ *   quotes: ts, bid, ask [, bid_size, ask_size] [, price, size, side  (an optional trade on the same row)]
+ *   trades: ts, price [, size, side]       (bid = ask = price; side from the tick rule when not given)
+ * ts is an integer count of nanoseconds since the epoch or ISO-8601 ("2024-01-02T09:30:00.123456789Z",
+ * a space instead of T, optional fraction, Z or ±HH:MM / ±HHMM offset; no offset means UTC).
+ * Bad rows (too few fields, unparsable numbers or times, non-finite or non-positive prices, negative sizes,
+ * bid > ask, time going backwards) are skipped, counted and reported with their line numbers; with `strict`
+ * the first one is fatal. */
+#ifndef MAMBA2_IMPORT_CSV_H
+#define MAMBA2_IMPORT_CSV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/dataset.h"
+#include "io/features.h"
+
+typedef struct {
+    const char *instrument;        /* NULL: the CSV's file name without folder and extension */
+    double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
+    double session_gap_s;          /* a gap longer than this starts a new session */
+    int strict;
+    m2_feature_opts feat;
+} m2_import_opts;
+
+#define M2_IMPORT_LISTED 10
+
+typedef struct {
+    int64_t lines;                 /* data lines read (excluding the header and blank lines) */
+    int64_t rows;                  /* rows kept */
+    int64_t bad;                   /* rows skipped */
+    int n_listed;                  /* the first M2_IMPORT_LISTED bad rows: */
+    int64_t bad_line[M2_IMPORT_LISTED];
+    char bad_why[M2_IMPORT_LISTED][80];
+    int tick_inferred;             /* 1 if tick_size was inferred */
+} m2_import_report;
+
+/* instrument NULL, tick_size 0 (infer), session_gap_s 3600, not strict, default feature options. */
+void m2_import_defaults(m2_import_opts *o);
+
+/* Parses the CSV into raw events and sessions (no features yet). */
+int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);
+
+/* m2_import_csv_events + m2_features_build: the dataset `mamba2_ticks import` writes. */
+int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);
+
+/* "3 bad rows skipped: line 4 (bid > ask), line 7 (...), ... and 1 more" into buf; "" when none was bad. */
+void m2_import_report_text(const m2_import_report *rep, char *buf, size_t cap);
+
+/* Parses a timestamp (integer ns or ISO-8601) into ns since the epoch; M2_OK or M2_EFAIL (no message). */
+int m2_parse_timestamp(const char *text, int64_t *ns);
+
+#endif

@@ -1,0 +1,418 @@
+/* mamba2_ticks: make and inspect tick datasets (CLI.md).
+ *   synth   simulate a limit-order book with a planted signal and write a dataset
+ *   import  CSV of quotes or trades → dataset
+ *   info    readable summary of a dataset */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "io/dataset.h"
+#include "io/features.h"
+#include "io/h5util.h"
+#include "io/import_csv.h"
+#include "io/synth.h"
+
+static const char *const prog = "mamba2_ticks";
+
+static const char usage_synth[] =
+    "mamba2_ticks synth --out FILE [options]\n"
+    "  Simulates a zero-intelligence limit-order book and writes a tick dataset.\n"
+    "  --out FILE          dataset to write (required)\n"
+    "  --ticks N           rows (top-of-book changes and trades)       default 200000\n"
+    "  --sessions S        trading sessions (separated by overnight gaps)  default 10\n"
+    "  --seed S            random seed                                   default 1\n"
+    "  --signal MODE       none | linear | memory                        default memory\n"
+    "  --horizons H,...    target horizons in rows                       default 10,50,100\n"
+    "  --split A,B,C       train,val,test fractions (by time)           default 0.8,0.1,0.1\n"
+    "  --clip C            clip of the z-scored features                 default 5\n";
+
+static const char usage_import[] =
+    "mamba2_ticks import --csv FILE --out FILE [options]\n"
+    "  Converts a CSV of quotes (ts,bid,ask[,bid_size,ask_size]) or trades (ts,price[,size,side]) into a dataset.\n"
+    "  --csv FILE          input CSV with a header row (required)\n"
+    "  --out FILE          dataset to write (required)\n"
+    "  --instrument NAME   instrument name                   default: the CSV's file name\n"
+    "  --tick-size X       price tick                        default: smallest price change seen\n"
+    "  --horizons H,...    target horizons in rows           default 10,50,100\n"
+    "  --split A,B,C       train,val,test fractions          default 0.8,0.1,0.1\n"
+    "  --session-gap SEC   a longer gap starts a session     default 3600\n"
+    "  --clip C            clip of the z-scored features     default 5\n"
+    "  --strict            the first bad row is fatal        default: skip, count and report bad rows\n";
+
+static const char usage_info[] =
+    "mamba2_ticks info FILE\n"
+    "  Prints sessions, rows per split, feature names and statistics, target statistics and NaN counts.\n";
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "usage: mamba2_ticks COMMAND [options]   (mamba2_ticks COMMAND --help for one command)\n"
+                 "       mamba2_ticks --help | --version\n\n%s\n%s\n%s",
+            usage_synth, usage_import, usage_info);
+}
+
+static void print_version(void)
+{
+    printf("mamba2_ticks %s (%s)\nbackends: cpu mpi%s\n", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE,
+#ifdef MAMBA2_HAVE_CUDA
+           " cuda nccl"
+#else
+           ""
+#endif
+    );
+}
+
+/* ---- option values -------------------------------------------------------------------------------- */
+
+static int parse_i64(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end)
+        return m2_fail(M2_EUSAGE, "%s (%s): not an integer", opt, text);
+    if (v < lo || v > hi)
+        return m2_fail(M2_EUSAGE, "%s (%s): must be in [%lld, %lld]", opt, text, (long long)lo, (long long)hi);
+    *out = v;
+    return M2_OK;
+}
+
+static int parse_f64(const char *opt, const char *text, double lo, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v))
+        return m2_fail(M2_EUSAGE, "%s (%s): not a number", opt, text);
+    if (v <= lo)
+        return m2_fail(M2_EUSAGE, "%s (%s): must be > %g", opt, text, lo);
+    *out = v;
+    return M2_OK;
+}
+
+/* Options that synth and import share. */
+enum { OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
+       OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
+
+static int feature_option(int c, const char *arg, m2_feature_opts *f)
+{
+    double clip = 0;
+    switch (c) {
+    case OPT_HORIZONS: return m2_parse_horizons(arg, "--horizons", f);
+    case OPT_SPLIT: return m2_parse_split(arg, "--split", f);
+    case OPT_CLIP:
+        if (parse_f64("--clip", arg, 0, &clip))
+            return M2_EUSAGE;
+        f->clip = (float)clip;
+        return M2_OK;
+    }
+    return m2_fail(M2_EUSAGE, "option: unexpected");
+}
+
+/* getopt_long's own complaints would be a second line; report the bad argument ourselves. */
+static int unknown_option(const char *cmd, char **argv)
+{
+    return m2_fail(M2_EUSAGE, "%s (%s): unknown option or missing value (see mamba2_ticks %s --help)", cmd,
+                   argv[optind - 1], cmd);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void print_written(const char *out, const m2_dataset *ds, double seconds)
+{
+    printf("wrote %s: %lld rows, %lld sessions, %d features, %d targets; train/val/test rows %lld/%lld/%lld (%.2f s)\n",
+           out, (long long)ds->n_rows, (long long)ds->n_sessions, ds->n_features, ds->n_targets,
+           (long long)(ds->split[0][1] - ds->split[0][0]), (long long)(ds->split[1][1] - ds->split[1][0]),
+           (long long)(ds->split[2][1] - ds->split[2][0]), seconds);
+}
+
+/* ---- synth ---------------------------------------------------------------------------------------- */
+
+/* Also stores the planted variable as /synth/latent (an addition to FORMATS.md that readers ignore), so the
+ * planted structure can be audited from the file alone. */
+typedef struct {
+    const double *latent;
+    int64_t n;
+    int signal;
+} latent_ctx;
+
+static int write_latent(int64_t file, void *arg)
+{
+    const latent_ctx *c = arg;
+    if (m2_h5_write(file, "/synth/latent", M2_H5_F64, 1, &c->n, c->latent, 1))
+        return M2_EFAIL;
+    hid_t d = H5Dopen2(file, "/synth/latent", H5P_DEFAULT);
+    int rc = d < 0 ||
+             m2_h5_attr_put_str(d, "meaning", c->signal == M2_SIGNAL_LINEAR
+                                                  ? "L1 queue imbalance after the row (drives informed traders)"
+                                                  : "decayed sum of signed noise-trader trades (decay time tau rows)") ||
+             m2_h5_attr_put_f64(d, "tau", M2_SYNTH_MEMORY_TAU);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
+static int cmd_synth(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "out", required_argument, 0, OPT_OUT },       { "ticks", required_argument, 0, OPT_TICKS },
+        { "sessions", required_argument, 0, OPT_SESSIONS }, { "seed", required_argument, 0, OPT_SEED },
+        { "signal", required_argument, 0, OPT_SIGNAL }, { "horizons", required_argument, 0, OPT_HORIZONS },
+        { "split", required_argument, 0, OPT_SPLIT },   { "clip", required_argument, 0, OPT_CLIP },
+        { "help", no_argument, 0, OPT_HELP },           { 0, 0, 0, 0 }
+    };
+    m2_synth_opts o;
+    m2_synth_defaults(&o);
+    const char *out = NULL;
+    int c;
+    int64_t v;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int rc = M2_OK;
+        switch (c) {
+        case OPT_OUT: out = optarg; break;
+        case OPT_TICKS: rc = parse_i64("--ticks", optarg, 2, (int64_t)1 << 40, &o.ticks); break;
+        case OPT_SESSIONS:
+            rc = parse_i64("--sessions", optarg, 1, 1000000, &v);
+            o.sessions = (int)v;
+            break;
+        case OPT_SEED:
+            rc = parse_i64("--seed", optarg, 0, INT64_MAX, &v);
+            o.seed = (uint64_t)v;
+            break;
+        case OPT_SIGNAL:
+            if ((o.signal = m2_signal_from_name(optarg)) < 0)
+                rc = m2_fail(M2_EUSAGE, "--signal (%s): must be none, linear or memory", optarg);
+            break;
+        case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
+        case OPT_HELP: fputs(usage_synth, stdout); return M2_OK;
+        default: rc = unknown_option("synth", argv);
+        }
+        if (rc)
+            return m2_report(prog, rc);
+    }
+    if (optind < argc)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "synth (%s): unexpected argument", argv[optind]));
+    if (!out)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "synth: --out FILE is required"));
+    double t0 = now_s();
+    m2_dataset ds;
+    double *latent = NULL;
+    int rc = m2_synth_dataset(&o, &ds, &latent);
+    if (rc)
+        return m2_report(prog, rc);
+    latent_ctx lc = { latent, ds.n_rows, o.signal };
+    rc = m2_dataset_write_with(out, &ds, write_latent, &lc);
+    if (rc == M2_OK)
+        print_written(out, &ds, now_s() - t0);
+    free(latent);
+    m2_dataset_free(&ds);
+    return rc ? m2_report(prog, rc) : M2_OK;
+}
+
+/* ---- import --------------------------------------------------------------------------------------- */
+
+static int cmd_import(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "csv", required_argument, 0, OPT_CSV },           { "out", required_argument, 0, OPT_OUT },
+        { "instrument", required_argument, 0, OPT_INSTRUMENT }, { "tick-size", required_argument, 0, OPT_TICK_SIZE },
+        { "horizons", required_argument, 0, OPT_HORIZONS }, { "split", required_argument, 0, OPT_SPLIT },
+        { "clip", required_argument, 0, OPT_CLIP },         { "strict", no_argument, 0, OPT_STRICT },
+        { "session-gap", required_argument, 0, OPT_GAP },   { "help", no_argument, 0, OPT_HELP },
+        { 0, 0, 0, 0 }
+    };
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    const char *csv = NULL, *out = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int rc = M2_OK;
+        switch (c) {
+        case OPT_CSV: csv = optarg; break;
+        case OPT_OUT: out = optarg; break;
+        case OPT_INSTRUMENT:
+            if (strlen(optarg) >= sizeof ((m2_dataset *)0)->instrument)
+                rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
+            o.instrument = optarg;
+            break;
+        case OPT_TICK_SIZE: rc = parse_f64("--tick-size", optarg, 0, &o.tick_size); break;
+        case OPT_GAP: rc = parse_f64("--session-gap", optarg, 0, &o.session_gap_s); break;
+        case OPT_STRICT: o.strict = 1; break;
+        case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
+        case OPT_HELP: fputs(usage_import, stdout); return M2_OK;
+        default: rc = unknown_option("import", argv);
+        }
+        if (rc)
+            return m2_report(prog, rc);
+    }
+    if (optind < argc)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "import (%s): unexpected argument", argv[optind]));
+    if (!csv || !out)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "import: --csv FILE and --out FILE are required"));
+    double t0 = now_s();
+    m2_dataset ds;
+    m2_import_report rep;
+    int rc = m2_import_csv(csv, &o, &ds, &rep);
+    char bad[2048];
+    m2_import_report_text(&rep, bad, sizeof bad);
+    if (bad[0])
+        fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, csv);
+    if (rc)
+        return m2_report(prog, rc);
+    printf("read %s: %lld data lines, %lld rows kept, %lld bad; tick size %g%s\n", csv, (long long)rep.lines,
+           (long long)rep.rows, (long long)rep.bad, ds.tick_size, rep.tick_inferred ? " (inferred)" : "");
+    rc = m2_dataset_write(out, &ds);
+    if (rc == M2_OK)
+        print_written(out, &ds, now_s() - t0);
+    m2_dataset_free(&ds);
+    return rc ? m2_report(prog, rc) : M2_OK;
+}
+
+/* ---- info ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t n, nan;
+    double mean, sd;
+} col_stats;
+
+/* Mean and std of the finite values of column j of a row-major [rows, cols] array over rows [b, e). */
+static col_stats column_stats(const float *a, int cols, int j, int64_t b, int64_t e)
+{
+    col_stats s = { 0, 0, 0, 0 };
+    double sum = 0, ss = 0;
+    for (int64_t i = b; i < e; i++) {
+        double v = a[i * cols + j];
+        if (v != v) {
+            s.nan++;
+            continue;
+        }
+        s.n++;
+        sum += v;
+    }
+    s.mean = s.n ? sum / (double)s.n : NAN;
+    for (int64_t i = b; i < e; i++) {
+        double v = a[i * cols + j];
+        if (v == v)
+            ss += (v - s.mean) * (v - s.mean);
+    }
+    s.sd = s.n ? sqrt(ss / (double)s.n) : NAN;
+    return s;
+}
+
+static int64_t sessions_touching(const m2_dataset *ds, int64_t b, int64_t e)
+{
+    int64_t n = 0;
+    for (int64_t k = 0; k < ds->n_sessions; k++)
+        n += ds->sessions[k] < e && ds->sessions[k + 1] > b;
+    return n;
+}
+
+static void print_info(const char *path, const m2_dataset *ds, const char *created)
+{
+    printf("file        %s\ninstrument  %s\nsource      %s\ncreated     %s\ntick size   %g\n", path, ds->instrument,
+           ds->source, created, ds->tick_size);
+    int64_t shortest = INT64_MAX, longest = 0;
+    for (int64_t k = 0; k < ds->n_sessions; k++) {
+        int64_t len = ds->sessions[k + 1] - ds->sessions[k];
+        shortest = len < shortest ? len : shortest;
+        longest = len > longest ? len : longest;
+    }
+    printf("rows        %lld in %lld sessions (%lld to %lld rows each)\n", (long long)ds->n_rows,
+           (long long)ds->n_sessions, (long long)shortest, (long long)longest);
+    printf("features    %d, z-scored with train statistics, clipped to +-%g\n", ds->n_features, (double)ds->clip);
+    printf("targets     %d: forward mid log-return in bp at horizons", ds->n_targets);
+    for (int k = 0; k < ds->n_targets; k++)
+        printf("%s%d", k ? "," : " ", (int)ds->horizons[k]);
+    printf(" rows\n\n  %-6s %12s  %-26s %8s\n", "split", "rows", "range", "sessions");
+    for (int s = 0; s < 3; s++) {
+        char range[64];
+        snprintf(range, sizeof range, "[%lld, %lld)", (long long)ds->split[s][0], (long long)ds->split[s][1]);
+        printf("  %-6s %12lld  %-26s %8lld\n", m2_split_name(s), (long long)(ds->split[s][1] - ds->split[s][0]),
+               range, (long long)sessions_touching(ds, ds->split[s][0], ds->split[s][1]));
+    }
+    printf("\nfeatures: stored (train) mean/std in raw units; observed mean/std of the z-scored values per split\n");
+    printf("  %-20s %12s %12s   %-15s %-15s %-15s\n", "name", "mean", "std", "train", "val", "test");
+    for (int j = 0; j < ds->n_features; j++) {
+        printf("  %-20s %12.5g %12.5g  ", ds->feature_names[j], ds->mean[j], ds->std[j]);
+        for (int s = 0; s < 3; s++) {
+            col_stats c = column_stats(ds->X, ds->n_features, j, ds->split[s][0], ds->split[s][1]);
+            printf(" %7.3f/%-7.3f", c.mean, c.sd);
+        }
+        printf("\n");
+    }
+    printf("\ntargets (bp): mean/std of finite values, NaN count (horizon crosses a session end)\n");
+    printf("  %-8s %-26s %-26s %-26s\n", "horizon", " train", " val", " test");
+    for (int k = 0; k < ds->n_targets; k++) {
+        printf("  %-8d", (int)ds->horizons[k]);
+        for (int s = 0; s < 3; s++) {
+            col_stats c = column_stats(ds->y, ds->n_targets, k, ds->split[s][0], ds->split[s][1]);
+            printf(" %8.3f/%-8.3f NaN %-5lld", c.mean, c.sd, (long long)c.nan);
+        }
+        printf("\n");
+    }
+    int64_t bad_x = 0;
+    for (int64_t i = 0; i < ds->n_rows * ds->n_features; i++)
+        bad_x += !isfinite(ds->X[i]);
+    printf("\nnon-finite feature values: %lld\n", (long long)bad_x);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = { { "help", no_argument, 0, OPT_HELP }, { 0, 0, 0, 0 } };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == OPT_HELP) {
+            fputs(usage_info, stdout);
+            return M2_OK;
+        }
+        return m2_report(prog, unknown_option("info", argv));
+    }
+    if (argc - optind != 1)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "info: expected exactly one FILE (see mamba2_ticks info --help)"));
+    const char *path = argv[optind];
+    m2_dataset ds;
+    if (m2_dataset_read(path, &ds, 0))
+        return m2_report(prog, M2_EFAIL);
+    char created[64] = "?";
+    hid_t f;
+    if (m2_h5_open_read(path, "mamba2.ticks", 1, &f, NULL) == M2_OK) {
+        m2_h5_attr_get_str(f, "created_utc", created, sizeof created);
+        H5Fclose(f);
+    }
+    print_info(path, &ds, created);
+    m2_dataset_free(&ds);
+    return M2_OK;
+}
+
+int main(int argc, char **argv)
+{
+    opterr = 0;
+    m2_h5_quiet();
+    if (argc < 2) {
+        print_usage(stderr);
+        return M2_EUSAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        print_usage(stdout);
+        return M2_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        print_version();
+        return M2_OK;
+    }
+    /* Each command parses its own options, with argv[0] = the command. */
+    if (strcmp(cmd, "synth") == 0)
+        return cmd_synth(argc - 1, argv + 1);
+    if (strcmp(cmd, "import") == 0)
+        return cmd_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "info") == 0)
+        return cmd_info(argc - 1, argv + 1);
+    return m2_report(prog, m2_fail(M2_EUSAGE, "command (%s): unknown; expected synth, import or info", cmd));
+}

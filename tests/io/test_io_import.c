@@ -1,0 +1,236 @@
+/* CSV import: timestamps (ISO-8601 and integer ns), quotes and trades, every kind of bad row counted and
+ * reported with its line number and never kept, --strict, sessions at gaps, header errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/error.h"
+#include "io/import_csv.h"
+#include "io_test_util.h"
+
+#define NS INT64_C(1000000000)
+#define T0 (INT64_C(1704187800) * NS)   /* 2024-01-02T09:30:00Z */
+
+static void test_timestamps(void **state)
+{
+    int64_t t;
+    assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00Z", &t), M2_OK);
+    assert_true(t == T0);
+    assert_int_equal(m2_parse_timestamp("2024-01-02 09:30:00", &t), M2_OK);     /* no offset: UTC */
+    assert_true(t == T0);
+    assert_int_equal(m2_parse_timestamp("2024-01-02T10:30:00+01:00", &t), M2_OK);
+    assert_true(t == T0);
+    assert_int_equal(m2_parse_timestamp("2024-01-02T04:30:00-0500", &t), M2_OK);
+    assert_true(t == T0);
+    assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00.5Z", &t), M2_OK);
+    assert_true(t == T0 + NS / 2);
+    assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00.123456789123Z", &t), M2_OK);  /* sub-ns dropped */
+    assert_true(t == T0 + 123456789);
+    assert_int_equal(m2_parse_timestamp("1704187800000000001", &t), M2_OK);
+    assert_true(t == T0 + 1);
+    assert_int_equal(m2_parse_timestamp("1970-01-01T00:00:00Z", &t), M2_OK);
+    assert_true(t == 0);
+    assert_int_equal(m2_parse_timestamp("2000-02-29T00:00:00Z", &t), M2_OK);     /* leap day */
+    assert_true(t == INT64_C(951782400) * NS);
+    const char *bad[] = { "", "2024-01-02", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-01-02T24:00:00Z",
+                          "2024-01-02T09:30:00X", "2024-01-02T09:30:00.Z", "12abc", "-5", "2024-01-02T09:30" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (m2_parse_timestamp(bad[i], &t) == M2_OK)
+            fail_msg("accepted bad timestamp \"%s\"", bad[i]);
+}
+
+static const char quotes_csv[] =
+    "ts,bid,ask,bid_size,ask_size,venue\n"                       /* line 1; an extra column is ignored */
+    "2024-01-02T09:30:00Z,100.00,100.02,300,200,X\n"             /* 2 ok */
+    "2024-01-02T09:30:00.5Z,100.01,100.02,100,200,X\n"           /* 3 ok */
+    "1704187801000000000,100.01,100.03,100,200,X\n"              /* 4 ok (ns) */
+    "2024-01-02T09:30:02Z,abc,100.03,100,200,X\n"                /* 5 unparsable bid */
+    "2024-01-02T09:30:03Z,100.05,100.03,100,200,X\n"             /* 6 bid > ask */
+    "2024-01-02T09:29:00Z,100.01,100.03,100,200,X\n"             /* 7 time goes backwards */
+    "2024-01-02T09:30:04Z,-1,100.03,100,200,X\n"                 /* 8 non-positive */
+    "2024-01-02T09:30:05Z,100.02,inf,100,200,X\n"                /* 9 non-finite */
+    "\n"                                                         /* 10 blank: skipped, not bad */
+    "2024-01-02T09:30:06Z,100.02,100.04\n"                       /* 11 too few fields */
+    "2024-01-02T09:30:07Z,100.02,100.04,-5,200,X\n"              /* 12 negative size */
+    "not a time,100.02,100.04,100,200,X\n"                       /* 13 unparsable ts */
+    "\"2024-01-02T09:30:08Z\",\"100.02\",100.04,100,200,\"a, b\"\n" /* 14 ok (quoted fields) */
+    "2024-01-03T09:30:00Z,100.02,100.04,100,200,X\n"             /* 15 ok, next day: new session */
+    "2024-01-03T09:30:01Z,100.03,100.04,100,200,X\r\n"           /* 16 ok (CRLF) */
+    "2024-01-03T09:30:02Z,100.03,100.05,100,200,X\n";            /* 17 ok */
+
+static void test_quotes_good_and_bad_rows(void **state)
+{
+    const char *p = test_path("quotes.csv");
+    write_text(p, quotes_csv);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_OK);
+    assert_int_equal(rep.lines, 15);
+    assert_int_equal(rep.rows, 7);
+    assert_int_equal(rep.bad, 8);
+    int64_t lines[] = { 5, 6, 7, 8, 9, 11, 12, 13 };
+    const char *why[] = { "unparsable bid", "bid 100.05 > ask 100.03", "time goes backwards", "non-positive bid",
+                          "non-finite ask", "3 fields, expected 5", "negative bid_size", "unparsable ts" };
+    assert_int_equal(rep.n_listed, 8);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(rep.bad_line[i], lines[i]);
+        if (!strstr(rep.bad_why[i], why[i]))
+            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep.bad_why[i], why[i]);
+    }
+    /* Only good rows were kept, in order. */
+    assert_int_equal(ds.n_rows, 7);
+    assert_true(ds.ts_ns[0] == T0);
+    assert_true(ds.ts_ns[1] == T0 + NS / 2);
+    assert_true(ds.ts_ns[2] == T0 + NS);
+    assert_true(ds.bid_px[3] == 100.02 && ds.ask_px[3] == 100.04);
+    assert_true(ds.bid_sz[0] == 300 && ds.ask_sz[0] == 200);
+    assert_true(isnan(ds.trade_px[0]) && ds.side[0] == 0);
+    /* Sessions split at the overnight gap; tick size inferred; instrument from the file name. */
+    assert_int_equal(ds.n_sessions, 2);
+    assert_int_equal(ds.sessions[1], 4);
+    assert_true(fabs(ds.tick_size - 0.01) < 1e-12);
+    assert_int_equal(rep.tick_inferred, 1);
+    assert_string_equal(ds.instrument, "quotes");
+
+    char text[1024];
+    m2_import_report_text(&rep, text, sizeof text);
+    assert_non_null(strstr(text, "8 bad rows skipped: line 5 (unparsable bid"));
+    assert_non_null(strstr(text, "line 13 (unparsable ts"));
+    m2_dataset_free(&ds);
+
+    /* A shorter session gap also splits at the 7 s and 1 s gaps (not at the 0.5 s ones). */
+    o.session_gap_s = 0.75;
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_OK);
+    assert_int_equal(ds.n_sessions, 5);
+    m2_dataset_free(&ds);
+}
+
+static void test_strict_stops_at_first_bad_row(void **state)
+{
+    const char *p = test_path("quotes_strict.csv");
+    write_text(p, quotes_csv);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    o.strict = 1;
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "quotes_strict.csv:5"));
+    assert_non_null(strstr(m2_last_error(), "unparsable bid"));
+    assert_null(ds.ts_ns);
+}
+
+static void test_trades_with_and_without_side(void **state)
+{
+    const char *p = test_path("trades.csv");
+    write_text(p, "TS,Price,Size,Side\n"
+                  "1704187800000000000,50.5,10,buy\n"
+                  "1704187800100000000,50.25,5,S\n"
+                  "1704187800200000000,50.25,7,\n"                     /* no side: kept, tick rule keeps S */
+                  "1704187800300000000,50.5,,B\n"                     /* empty size counts as 1 */
+                  "1704187800400000000,50.5,3,sideways\n"              /* bad side */
+                  "1704187800500000000,0,3,B\n");                     /* bad price */
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    o.instrument = "XYZ";
+    o.tick_size = 0.25;
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_OK);
+    assert_int_equal(rep.rows, 4);
+    assert_int_equal(rep.bad, 2);
+    assert_int_equal(rep.bad_line[0], 6);
+    assert_int_equal(rep.bad_line[1], 7);
+    int8_t side[] = { 1, -1, -1, 1 };
+    assert_memory_equal(ds.side, side, 4);
+    assert_true(ds.trade_sz[3] == 1 && ds.trade_sz[0] == 10);
+    assert_true(ds.bid_px[1] == 50.25 && ds.ask_px[1] == 50.25 && ds.trade_px[1] == 50.25);
+    assert_string_equal(ds.instrument, "XYZ");
+    assert_true(ds.tick_size == 0.25 && rep.tick_inferred == 0);
+    m2_dataset_free(&ds);
+
+    /* Without a side column every direction comes from the tick rule (the first trade has none). */
+    write_text(p, "ts,price\n1,10\n2,10.5\n3,10.5\n4,10\n");
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_OK);
+    int8_t rule[] = { 0, 1, 1, -1 };
+    assert_memory_equal(ds.side, rule, 4);
+    assert_true(ds.trade_sz[0] == 1);
+    m2_dataset_free(&ds);
+}
+
+static void expect_import_error(const char *text, const char *fragment)
+{
+    const char *p = test_path("bad.csv");
+    write_text(p, text);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_EFAIL);
+    if (!strstr(m2_last_error(), fragment))
+        fail_msg("'%s' lacks '%s'", m2_last_error(), fragment);
+}
+
+static void test_file_level_errors(void **state)
+{
+    expect_import_error("time,bid,ask\n1,2,3\n", "bad.csv:1): no ts column");
+    expect_import_error("ts,bid\n1,2\n", "needs bid,ask (quotes) or price (trades)");
+    expect_import_error("ts,bid,ask,bid\n1,2,3,4\n", "column bid appears twice");
+    expect_import_error("", "empty file");
+    expect_import_error("ts,bid,ask\n1,2,1\n2,3,1\n", "0 valid rows");
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv_events(test_path("missing.csv"), &o, &ds, &rep), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "No such file"));
+}
+
+static void test_full_import_builds_features(void **state)
+{
+    /* 3 sessions of 200 quotes (one a second, 1 h apart): a complete dataset with features and splits. */
+    const char *p = test_path("full.csv");
+    FILE *f = fopen(p, "w");
+    fprintf(f, "ts,bid,ask,bid_size,ask_size\n");
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 200; i++) {
+            int64_t ts = T0 + (int64_t)s * 7200 * NS + (int64_t)i * NS;
+            double mid = 100 + 0.01 * ((i * 7 + s) % 13);
+            fprintf(f, "%lld,%.2f,%.2f,%d,%d\n", (long long)ts, mid - 0.01, mid + 0.01, 100 + i, 300 - i);
+        }
+    fclose(f);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_parse_split("0.6,0.2,0.2", "--split", &o.feat);
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv(p, &o, &ds, &rep), M2_OK);
+    assert_int_equal(ds.n_rows, 600);
+    /* 0.6·600 = 360 and 0.8·600 = 480 are 40 and 80 rows from a boundary, more than a quarter of the
+     * 120-row splits next to them: both sessions are cut there instead of snapping. */
+    assert_int_equal(ds.n_sessions, 5);
+    assert_int_equal(ds.split[0][1], 360);
+    assert_int_equal(ds.split[1][1], 480);
+    assert_int_equal(ds.n_features, 8);
+    assert_int_equal(m2_dataset_check(&ds, "import"), M2_OK);
+    m2_dataset_free(&ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timestamps),
+        cmocka_unit_test(test_quotes_good_and_bad_rows),
+        cmocka_unit_test(test_strict_stops_at_first_bad_row),
+        cmocka_unit_test(test_trades_with_and_without_side),
+        cmocka_unit_test(test_file_level_errors),
+        cmocka_unit_test(test_full_import_builds_features),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    remove_test_dir();
+    return rc;
+}
