@@ -13,6 +13,9 @@ enum { M2_OK = 0, M2_EFAIL = 1, M2_EUSAGE = 2 };
  *   if (bad) return m2_fail(M2_EUSAGE, "train.lr (%s): must be > 0", file); */
 int m2_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Puts context in front of the last message: "<context>: <last message>", and returns code. */
+int m2_fail_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The last message recorded on this thread ("" when none). */
 const char *m2_last_error(void);
 

@@ -1,0 +1,131 @@
+/* The narrow ops interface (DESIGN.md "One model, two backends"): every piece of arithmetic the model graph
+ * (model.c) needs, as a table of function pointers that a backend fills. The CPU backend (ops_cpu.c and
+ * ops_cpu_<concern>.c, OpenMP + OpenBLAS) is m2_ops_cpu(); a CUDA backend (the .cu files in kernels/) fills
+ * the same table with device pointers.
+ *
+ * Conventions, the same for every backend:
+ * - Every pointer argument is backend memory (device memory for CUDA) unless it says "host".
+ *   Workspace comes from alloc/free; to_device/to_host move bytes across.
+ * - Matrices are row-major. "[M,n] ld" means element (r, j) at p[r*ld + j]. Rows are tokens (M = B*T,
+ *   token (b,t) is row b*T + t) unless the op says otherwise.
+ * - Outputs marked ADDS accumulate (gradients of parameters, the residual stream's gradient); all other
+ *   outputs are overwritten. Reductions over tokens (parameter gradients) happen in a fixed order that does
+ *   not depend on the thread count, so a run is reproducible.
+ * - The functions run in order on one stream; results are visible to the host after sync (the CPU backend
+ *   is synchronous). Scalars returned to the host (the loss) imply a sync.
+ * - m2_real is float in the product and double in the fp64 test build (real.h); AdamW works on the fp32
+ *   master buffers in both. */
+#ifndef MAMBA2_OPS_H
+#define MAMBA2_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/real.h"
+#include "core/ssd.h"
+
+/* RMSNorm epsilon of MODEL.md §2 (both norms). */
+#define M2_NORM_EPS 1e-5
+/* softplus(v) = v above this (MODEL.md §2 step 3), as upstream. */
+#define M2_SOFTPLUS_THRESHOLD 20.0
+
+typedef struct m2_ops m2_ops;
+
+struct m2_ops {
+    const char *name; /* "cpu", "cuda" */
+    void *ctx;        /* backend state (threads; CUDA: stream, cuBLAS handle) */
+
+    /* ---- memory ---- */
+    void *(*alloc)(const m2_ops *o, size_t bytes); /* NULL when out of memory; contents undefined */
+    void (*free)(const m2_ops *o, void *p);        /* p may be NULL */
+    void (*memset0)(const m2_ops *o, void *p, size_t bytes);
+    void (*copy)(const m2_ops *o, void *dst, const void *src, size_t bytes);          /* backend to backend */
+    void (*to_device)(const m2_ops *o, void *dst, const void *host_src, size_t bytes); /* host to backend */
+    void (*to_host)(const m2_ops *o, void *host_dst, const void *src, size_t bytes);   /* backend to host */
+    void (*sync)(const m2_ops *o);                                                     /* wait for all work */
+
+    /* ---- dense ---- */
+    /* C [m,n] ldc = alpha * op(A) op(B) + beta * C, op(A) [m,k], op(B) [k,n]; trans_* != 0 means the stored
+     * matrix is the transpose (A stored [k,m] with lda, B stored [n,k] with ldb). */
+    void (*gemm)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const m2_real *A,
+                 int lda, const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc);
+    /* Y [rows,n] ldy += bias [n] on every row. */
+    void (*bias_add)(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n);
+    /* db [n] ADDS the column sums of dY [rows,n] ldy. */
+    void (*bias_grad)(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db);
+    /* y [n] += x [n] (the residual stream). */
+    void (*add)(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
+
+    /* ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w, per row of n (x, y, dx, dy [rows,n] contiguous) ---- */
+    void (*rmsnorm_fwd)(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
+    /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. */
+    void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
+                        m2_real *dx, m2_real *dw);
+
+    /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (MODEL.md §2.2) ----
+     * in [B*T,C] ld_in, w [C,K], b [C]; out [B*T,C] contiguous. Zero before each sequence's first tick. */
+    void (*conv_silu_fwd)(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
+                          int T, int C, int K, m2_real *out);
+    /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din is written; dw [C,K] and db [C] ADD. The
+     * pre-activation is recomputed from in (nothing but the conv input is kept). */
+    void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
+                          const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
+                          m2_real *db);
+
+    /* ---- dt = softplus(dt_raw + dt_bias) (MODEL.md §2.3); dt_raw [rows,H] ld, dt [rows,H] contiguous ---- */
+    void (*dt_fwd)(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+                   m2_real *dt);
+    /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld as dt_raw is written; ddt_bias [H] ADDS. */
+    void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
+                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+
+    /* ---- A = -exp(A_log) [H]; dA_log [H] ADDS dA * A ---- */
+    void (*a_fwd)(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
+    void (*a_bwd)(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
+
+    /* ---- chunked SSD (ssd.h: layouts, what ADDS); sizes in m2_reals for this backend's thread count ---- */
+    size_t (*ssd_saved_size)(const m2_ops *o, const m2_ssd_shape *s);
+    size_t (*ssd_scratch_size)(const m2_ops *o, const m2_ssd_shape *s);
+    void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                    m2_real *scratch);
+    void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+                    const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                    m2_real *dD, m2_real *scratch);
+
+    /* ---- gated RMSNorm in G groups (MODEL.md §2.5): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
+     * * w. y, out [rows,n] contiguous; z [rows,n] ld_z; w [n]; a group is n/G consecutive channels. ---- */
+    void (*gated_norm_fwd)(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
+                           int rows, int n, int G, m2_real *out);
+    /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. */
+    void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
+                           m2_real *dw);
+
+    /* ---- loss (MODEL.md §6): over tokens with t >= burn_in and finite targets, sum of squared errors and
+     * the number of terms (host scalars); dpred [B*T,O] = d(sse)/d(pred), exactly 0 where masked. ---- */
+    void (*mse_loss)(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
+                     m2_real *dpred, double *sse, int64_t *count);
+
+    /* ---- AdamW over n contiguous fp32 elements (adamw.h has the exact rule) ---- */
+    void (*adamw)(const m2_ops *o, float *params, const float *grads, float *m, float *v,
+                  const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int64_t step);
+
+    /* ---- how the model should drive this backend (may be NULL) ----
+     * NULL (a device backend): each op call covers the whole micro-batch. Otherwise the number of host
+     * threads ("lanes") the model may run at once, each taking whole sequences one at a time with its own
+     * workspace while the ops run single-threaded inside it (model.c says why this suits the CPU). */
+    int (*lanes)(const m2_ops *o);
+};
+
+/* The CPU backend (synchronous; host memory). Its thread count starts at omp_get_max_threads(). */
+const m2_ops *m2_ops_cpu(void);
+
+/* Threads for the CPU backend (the model's lanes, OpenMP regions, the partitioned GEMMs); n <= 0 means all
+ * cores. Also keeps OpenBLAS single-threaded and nested OpenMP regions off (ops_cpu.c says why). */
+void m2_ops_cpu_set_threads(int n);
+int m2_ops_cpu_threads(void);
+
+#endif

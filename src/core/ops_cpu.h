@@ -1,0 +1,76 @@
+/* Internals shared by the CPU ops files (ops_cpu.c, ops_cpu_<concern>.c); not part of the ops interface. */
+#ifndef MAMBA2_OPS_CPU_H
+#define MAMBA2_OPS_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ops.h"
+
+#include <math.h>
+
+/* Parameter gradients are sums over tokens. They are formed as partial sums over fixed blocks of rows,
+ * then added in block order, so the result is the same for every thread count (DESIGN.md: deterministic). */
+#define M2_CPU_ROW_BLOCK 64
+
+/* nblk * n zeroed reals for per-block partial sums. The ops have no error path, and these buffers are small
+ * (blocks x one gradient tensor), so running out of memory here aborts with a message. */
+m2_real *m2_cpu_partials(size_t nblk, size_t n);
+/* dst[j] ADDS sum over blocks (in block order) of part[blk * n + j]; frees part. */
+void m2_cpu_partials_reduce(m2_real *part, size_t nblk, size_t n, m2_real *dst);
+/* A malloc that aborts with a message on failure (same reason). */
+void *m2_cpu_xmalloc(size_t bytes);
+
+/* exp for the elementwise ops. glibc's expf is a scalar call that GCC does not vectorise (without
+ * -ffast-math), and the sigmoids of SiLU and the gate made the conv and norms slower than the GEMMs. In fp32
+ * this is Cephes' expf (Cody-Waite reduction by ln 2, degree-6 polynomial, about 1 ulp) written so that the
+ * loops around it vectorise; its input is clamped to [-87.3, 88.3] (results stay finite and normal, which
+ * is all a sigmoid needs). The fp64 test build keeps libm's exp so that finite differences stay exact. */
+#ifdef MAMBA2_FP64
+static inline m2_real m2_vexp(m2_real x) { return exp(x); }
+#else
+static inline float m2_vexp(float x)
+{
+    x = x < -87.3f ? -87.3f : x > 88.3f ? 88.3f : x;
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest, vectorises) */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
+}
+#endif
+
+static inline m2_real m2_sigmoid(m2_real a) { return (m2_real)1 / ((m2_real)1 + m2_vexp(-a)); }
+
+/* The ops, one file per concern. */
+void m2_cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
+void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
+                        m2_real *dx, m2_real *dw);
+void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
+                           int rows, int n, int G, m2_real *out);
+void m2_cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
+                           m2_real *dw);
+void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
+                          int B, int T, int C, int K, m2_real *out);
+void m2_cpu_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
+                          const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
+                          m2_real *db);
+void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+                   m2_real *dt);
+void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
+                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+void m2_cpu_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
+                     m2_real *dpred, double *sse, int64_t *count);
+
+#endif

@@ -1,0 +1,138 @@
+/* CPU ops: the causal depthwise conv1d + SiLU over the x, B, C channels (MODEL.md §2.2) and
+ * dt = softplus(dt_raw + dt_bias) (§2.3), forward and backward. */
+#include "core/ops_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The weights transposed to [K][C], so the inner loops run over contiguous channels. */
+static m2_real *transpose_w(const m2_real *w, int C, int K)
+{
+    m2_real *wT = m2_cpu_xmalloc((size_t)K * C * sizeof *wT);
+    for (int c = 0; c < C; c++)
+        for (int k = 0; k < K; k++) wT[(size_t)k * C + c] = w[(size_t)c * K + k];
+    return wT;
+}
+
+/* Pre-activation of row t of sequence `seq`: a[c] = b[c] + sum_k w[c,k] in[t-K+1+k, c] (zero before t=0). */
+static inline void conv_row(const m2_real *seq, int ld_in, const m2_real *wT, const m2_real *b, int t, int C, int K,
+                            m2_real *a)
+{
+    memcpy(a, b, (size_t)C * sizeof *a);
+    for (int k = 0; k < K; k++) {
+        int ts = t - K + 1 + k;
+        if (ts < 0) continue;
+        const m2_real *irow = seq + (size_t)ts * ld_in, *wk = wT + (size_t)k * C;
+        for (int c = 0; c < C; c++) a[c] += wk[c] * irow[c];
+    }
+}
+
+void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
+                          int B, int T, int C, int K, m2_real *out)
+{
+    m2_real *wT = transpose_w(w, C, K);
+    const int rows = B * T;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        m2_real *a = out + (size_t)r * C;
+        conv_row(in + (size_t)(r / T) * T * ld_in, ld_in, wT, b, r % T, C, K, a);
+        for (int c = 0; c < C; c++) a[c] *= m2_sigmoid(a[c]);
+    }
+    free(wT);
+}
+
+/* Work is cut into blocks of M2_CPU_ROW_BLOCK ticks of one sequence. A block needs d(pre-activation) of its
+ * ticks and of the K-1 ticks after it (din[t] gathers from t..t+K-1), so it recomputes those few rows rather
+ * than sharing them; its weight and bias gradients go to its own partial sums ([K][C] then [C]). */
+void m2_cpu_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
+                          const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
+                          m2_real *db)
+{
+    const int TB = M2_CPU_ROW_BLOCK;
+    const int nTB = (T + TB - 1) / TB;
+    const size_t nblk = (size_t)B * nTB, npart = (size_t)(K + 1) * C;
+    m2_real *wT = transpose_w(w, C, K);
+    m2_real *part = m2_cpu_partials(nblk, npart);
+#pragma omp parallel
+    {
+        m2_real *dpre = m2_cpu_xmalloc((size_t)(TB + K - 1) * C * sizeof *dpre);
+#pragma omp for schedule(static)
+        for (size_t blk = 0; blk < nblk; blk++) {
+            const int bb = (int)(blk / nTB), t0 = (int)(blk % nTB) * TB;
+            const int t1 = t0 + TB < T ? t0 + TB : T, te = t1 + K - 1 < T ? t1 + K - 1 : T;
+            const m2_real *seq = in + (size_t)bb * T * ld_in;
+            const m2_real *dseq = dout + (size_t)bb * T * C;
+            for (int t = t0; t < te; t++) {
+                m2_real *d = dpre + (size_t)(t - t0) * C;
+                conv_row(seq, ld_in, wT, b, t, C, K, d);
+                const m2_real *dor = dseq + (size_t)t * C;
+                for (int c = 0; c < C; c++) {
+                    m2_real a = d[c], s = m2_sigmoid(a);
+                    d[c] = dor[c] * s * ((m2_real)1 + a * ((m2_real)1 - s));
+                }
+            }
+            m2_real *pw = part + blk * npart, *pb = pw + (size_t)K * C;
+            for (int t = t0; t < t1; t++) {
+                m2_real *dir = din + ((size_t)bb * T + t) * ld_din;
+                const m2_real *dt_ = dpre + (size_t)(t - t0) * C;
+                memset(dir, 0, (size_t)C * sizeof *dir);
+                for (int k = 0; k < K; k++) {
+                    int tf = t + K - 1 - k; /* the output tick that saw input t through tap k */
+                    if (tf < te) {
+                        const m2_real *df = dpre + (size_t)(tf - t0) * C, *wk = wT + (size_t)k * C;
+                        for (int c = 0; c < C; c++) dir[c] += wk[c] * df[c];
+                    }
+                    int ts = t - K + 1 + k; /* the input tick tap k of output t saw */
+                    if (ts >= 0) {
+                        const m2_real *irow = seq + (size_t)ts * ld_in;
+                        m2_real *pk = pw + (size_t)k * C;
+                        for (int c = 0; c < C; c++) pk[c] += dt_[c] * irow[c];
+                    }
+                }
+                for (int c = 0; c < C; c++) pb[c] += dt_[c];
+            }
+        }
+        free(dpre);
+    }
+    m2_real *sum = m2_cpu_partials(1, npart);
+    m2_cpu_partials_reduce(part, nblk, npart, sum);
+    for (int c = 0; c < C; c++) {
+        for (int k = 0; k < K; k++) dw[(size_t)c * K + k] += sum[(size_t)k * C + c];
+        db[c] += sum[(size_t)K * C + c];
+    }
+    free(sum);
+    free(wT);
+}
+
+static inline m2_real softplus(m2_real v)
+{
+    return v > (m2_real)M2_SOFTPLUS_THRESHOLD ? v : M2_LOG1P(M2_EXP(v));
+}
+
+void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+                   m2_real *dt)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < H; h++) dt[(size_t)r * H + h] = softplus(dt_raw[(size_t)r * ld + h] + dt_bias[h]);
+}
+
+void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
+                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
+{
+    size_t nblk = ((size_t)rows + M2_CPU_ROW_BLOCK - 1) / M2_CPU_ROW_BLOCK;
+    m2_real *part = m2_cpu_partials(nblk, (size_t)H);
+#pragma omp parallel for schedule(static)
+    for (size_t blk = 0; blk < nblk; blk++) {
+        size_t r1 = (blk + 1) * M2_CPU_ROW_BLOCK < (size_t)rows ? (blk + 1) * M2_CPU_ROW_BLOCK : (size_t)rows;
+        for (size_t r = blk * M2_CPU_ROW_BLOCK; r < r1; r++)
+            for (int h = 0; h < H; h++) {
+                m2_real v = dt_raw[r * ld + h] + dt_bias[h];
+                /* softplus'(v) = sigmoid(v); exactly 1 where softplus is the identity */
+                m2_real g = ddt[r * H + h] * (v > (m2_real)M2_SOFTPLUS_THRESHOLD ? (m2_real)1 : m2_sigmoid(v));
+                ddt_raw[r * ld + h] = g;
+                part[blk * H + h] += g;
+            }
+    }
+    m2_cpu_partials_reduce(part, nblk, (size_t)H, ddt_bias);
+}

@@ -1,0 +1,13 @@
+# The model (issue 3): ops, graph, gradients, reference, stability. tests/ssd.cmake has the SSD's own tests.
+set(_m ${CMAKE_CURRENT_SOURCE_DIR}/model)
+set(_model_fixture ${_m}/model_fixture.c)
+mamba2_f64_test(test_model_grad SOURCES ${_m}/test_model_grad.c ${_model_fixture})
+mamba2_f64_test(test_model_reference_f64 SOURCES ${_m}/test_model_reference.c)
+mamba2_unit_test(test_model_reference SOURCES ${_m}/test_model_reference.c)
+mamba2_unit_test(test_model_causality SOURCES ${_m}/test_model_causality.c ${_model_fixture})
+mamba2_unit_test(test_model_loss SOURCES ${_m}/test_model_loss.c ${_model_fixture})
+mamba2_unit_test(test_model_stability SOURCES ${_m}/test_model_stability.c ${_model_fixture})
+mamba2_f64_test(test_model_chunks SOURCES ${_m}/test_model_chunks.c ${_model_fixture})
+mamba2_unit_test(test_model_api SOURCES ${_m}/test_model_api.c ${_model_fixture})
+mamba2_unit_test(test_ops SOURCES ${_m}/test_ops.c)
+mamba2_f64_test(test_ops_f64 SOURCES ${_m}/test_ops.c)
