@@ -125,7 +125,7 @@ static int load_resume_point(trainer *t, const char *resume)
     }
     m2_checkpoint ck;
     int rc = m2_checkpoint_load(path, &ck, 1);
-    if (rc) return rc;
+    if (rc) return m2_fail_context(rc, "resume");
     rc = check_same_shape(&ck, &t->lay, path);
     if (!rc) {
         memcpy(t->params, ck.params, t->lay.n_params * sizeof(float));
