@@ -26,13 +26,17 @@ typedef struct {
     int ld_x, ld_bc;
 } m2_ssd_shape;
 
-/* Scratch the forward saves for the backward (chunk-start states and in-chunk cumsums), in m2_reals. */
+/* What the forward saves for the backward (the chunk-start states, B*H*nchunks*P*N), in m2_reals. */
 size_t m2_ssd_saved_size(const m2_ssd_shape *s);
-/* Temporary scratch both passes need (per-thread buffers), in m2_reals. */
+/* Temporary scratch both passes need (per-thread buffers), in m2_reals. n_threads must be at least
+ * omp_get_max_threads() at the time of the forward/backward calls (each pass runs that many threads). */
 size_t m2_ssd_scratch_size(const m2_ssd_shape *s, int n_threads);
 
+/* GEMM FLOPs of one forward and one backward as executed (definition in ssd.c), for GFLOP/s figures. */
+void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd);
+
 /* y = SSD(x, dt, A, B, C) + D x. `saved` (may be NULL when no backward follows) receives what the
- * backward needs. Parallel over (b, h) with OpenMP. */
+ * backward needs. OpenMP over (batch, chunk, group) and (batch, head); see ssd_chunk.h. */
 void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
                     m2_real *scratch);

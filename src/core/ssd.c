@@ -1,0 +1,123 @@
+/* Chunked SSD: sizes, scratch layout, the in-chunk decay helpers and the FLOP count. The passes themselves
+ * are in ssd_forward.c and ssd_backward.c; ssd_chunk.h describes the decomposition. */
+#include "core/ssd.h"
+
+#include <string.h>
+
+#include "core/ssd_chunk.h"
+
+/* Sub-buffers start on 64-byte boundaries (when scratch does) so the vector loops and BLAS see aligned rows. */
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+void m2_ssd_plan_init(m2_ssd_plan *pl, const m2_ssd_shape *s)
+{
+    const size_t Q = (size_t)s->Q, Qr = round16(Q), wide = round16(Q * (size_t)(s->H / s->G) * s->P);
+    pl->s = *s;
+    pl->nc = (s->T + s->Q - 1) / s->Q;
+    pl->hpg = s->H / s->G;
+    pl->pn = (size_t)s->P * s->N;
+    pl->n_chunks = (size_t)s->B * pl->nc * s->H;
+    pl->n_states = pl->n_chunks * pl->pn;
+    pl->off_decay = 0;
+    pl->off_part = round16(pl->n_chunks);
+    pl->off_states = pl->off_part + round16(2 * pl->n_chunks);
+    pl->off_thread = pl->off_states + round16(pl->n_states);
+    pl->per_thread = 4 * pl->hpg * Qr + 7 * Qr + 5 * round16(Q * Q) + round16(Q * (size_t)s->N) + 2 * wide +
+                     round16(pl->pn);
+}
+
+void m2_ssd_tbuf_init(const m2_ssd_plan *pl, m2_real *scratch, int tid, m2_ssd_tbuf *tb)
+{
+    const size_t Q = (size_t)pl->s.Q, Qr = round16(Q), mq = round16(Q * Q);
+    const size_t wide = round16(Q * (size_t)pl->hpg * pl->s.P);
+    m2_real *p = scratch + pl->off_thread + (size_t)tid * pl->per_thread;
+    tb->Qr = Qr;
+    m2_real **per_head[] = {&tb->dtv, &tb->a, &tb->e, &tb->r};
+    for (size_t i = 0; i < 4; i++, p += pl->hpg * Qr) *per_head[i] = p;
+    m2_real **vecs[] = {&tb->run, &tb->w, &tb->v1, &tb->v2, &tb->v3, &tb->v4, &tb->v5};
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++, p += Qr) *vecs[i] = p;
+    m2_real **mats[] = {&tb->cb, &tb->m, &tb->g, &tb->dcb, &tb->tm};
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++, p += mq) *mats[i] = p;
+    memset(tb->m, 0, Q * Q * sizeof *tb->m); /* only lower triangles are ever written into m */
+    tb->p1 = p;
+    p += round16(Q * (size_t)pl->s.N);
+    tb->wide1 = p;
+    tb->wide2 = p + wide;
+    tb->st = p + 2 * wide;
+}
+
+size_t m2_ssd_saved_size(const m2_ssd_shape *s)
+{
+    m2_ssd_plan pl;
+    m2_ssd_plan_init(&pl, s);
+    return pl.n_states;
+}
+
+size_t m2_ssd_scratch_size(const m2_ssd_shape *s, int n_threads)
+{
+    m2_ssd_plan pl;
+    m2_ssd_plan_init(&pl, s);
+    return pl.off_thread + (size_t)(n_threads > 0 ? n_threads : 1) * pl.per_thread;
+}
+
+void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a)
+{
+    for (int l = 0; l < L; l++) {
+        dtv[l] = dt[(size_t)l * H];
+        a[l] = dtv[l] * A;
+    }
+}
+
+m2_real m2_ssd_start_decay(const m2_real *a, int L, m2_real *e)
+{
+    m2_real acc = 0;
+    for (int l = 0; l < L; l++) e[l] = acc += a[l];
+    m2_ssd_decay_row(e, L, e);
+    return e[L - 1];
+}
+
+void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r)
+{
+    m2_real acc = 0;
+    for (int s = L - 1; s >= 0; s--) {
+        r[s] = acc;
+        acc += a[s];
+    }
+    m2_ssd_decay_row(r, L, r);
+}
+
+void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A,
+                         size_t row, int g, int L, m2_real *E)
+{
+    const m2_ssd_shape *s = &pl->s;
+    for (int j = 0; j < pl->hpg; j++) {
+        const int h = g * pl->hpg + j;
+        const size_t o = j * tb->Qr;
+        m2_ssd_log_decay(dt + row * s->H + h, s->H, A[h], L, tb->dtv + o, tb->a + o);
+        const m2_real e_end = m2_ssd_start_decay(tb->a + o, L, tb->e + o);
+        if (E) E[j] = e_end;
+        m2_ssd_end_decay(tb->a + o, L, tb->r + o);
+    }
+}
+
+/* FLOPs of the GEMMs as executed (2 per multiply-add; the causal L×L blocks counted in full, as BLAS runs
+ * them), per chunk of length L, summed over batch and chunks; the O(L²) elementwise work (decays, masks) and
+ * the O(P·N) state passing are left out. Forward: C·Bᵀ once per group (L²N), per head the intra-chunk
+ * product (L²P), the chunk state (LPN, not for the last chunk) and the inter-chunk output (LPN, not for the
+ * first). Backward: per group C·Bᵀ again, dC and dB from the group's d(C·Bᵀ) (3·L²N); per head dY·Xᵀ and
+ * Mᵀ·dY (2·L²P), the state gradient term of dY (LPN, not for the first chunk), dY·S0 (LPN, not for the
+ * first), X·dS and the dS term of dX (2·LPN, not for the last). */
+void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd)
+{
+    const int nc = (s->T + s->Q - 1) / s->Q;
+    const double P = s->P, N = s->N, H = s->H, G = s->G;
+    double f = 0, b = 0;
+    for (int c = 0; c < nc; c++) {
+        const double L = m2_ssd_chunk_len(s, c);
+        const double first = c == 0, last = c == nc - 1;
+        f += G * L * L * N + H * (L * L * P + (2 - first - last) * L * P * N);
+        b += 3 * G * L * L * N + H * (2 * L * L * P + (1 - first) * 2 * L * P * N + (1 - last) * 2 * L * P * N);
+    }
+    *fwd = 2.0 * s->B * f;
+    *bwd = 2.0 * s->B * b;
+}

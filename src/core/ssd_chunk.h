@@ -1,0 +1,168 @@
+/* Internals of the chunked SSD shared by ssd.c, ssd_forward.c and ssd_backward.c (not a public API).
+ *
+ * Work decomposition (both passes), nc = ceil(T/Q) chunks per sequence:
+ *   1. chunk-local pass, parallel over tasks (b, chunk, group);
+ *   2. state passing across chunks, parallel over (b, h): nc small P×N axpys, sequential in c;
+ *   3. chunk-local pass that needs the passed states, parallel over (b, chunk, group).
+ * A task handles all heads of its group: the group's C·Bᵀ (and in the backward its gradient) is formed once
+ * for all of them, and the products with the states are done for all heads of the group in one GEMM
+ * (states are stored [b][c][h][P][N], so a group's states form one (heads·P)×N matrix), which makes a third
+ * fewer BLAS calls than one GEMM per head (the same speed at the default shape; less call overhead at small P).
+ * Measured at the default shape, ~70% of the time is in BLAS (OpenBLAS small-matrix kernels at 60-90 GFLOP/s
+ * on one core), the rest in the O(Q²) decay/mask loops and the row-wise scaling, all vectorised.
+ * Every task writes disjoint outputs, and the few reductions (dA, dD) go through per-(b, c, h) partials
+ * summed afterwards in a fixed order, so results are bitwise independent of the thread count.
+ *
+ * BLAS: each task calls M2_GEMM on matrices of at most max(Q, heads·P)×max(Q, N). OpenBLAS (pthread build)
+ * must be single-threaded in the process (openblas_set_num_threads(1), as ops_cpu.c does), otherwise each
+ * call inside the OpenMP region would start its own threads on top of OpenMP's. */
+#ifndef MAMBA2_SSD_CHUNK_H
+#define MAMBA2_SSD_CHUNK_H
+
+#include <cblas.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/ssd.h"
+
+typedef struct {
+    m2_ssd_shape s;
+    int nc;             /* chunks per sequence */
+    int hpg;            /* heads per group */
+    size_t pn;          /* P*N: one state */
+    size_t n_chunks;    /* B*nc*H */
+    size_t n_states;    /* B*nc*H*P*N: chunk-start states, or their gradients in the backward */
+    size_t off_decay;   /* scratch: chunk decays E (n_chunks) */
+    size_t off_part;    /* scratch: dA and dD partials (2*n_chunks) */
+    size_t off_states;  /* scratch: states (forward without `saved`) / state gradients (backward) */
+    size_t off_thread;  /* scratch: first per-thread block */
+    size_t per_thread;  /* size of one per-thread block */
+} m2_ssd_plan;
+
+/* Index of (b, c, h) in the per-chunk arrays (E, partials); times P*N: the state's offset. */
+static inline size_t m2_ssd_bch(const m2_ssd_plan *pl, int b, int c, int h)
+{
+    return ((size_t)b * pl->nc + c) * pl->s.H + h;
+}
+
+/* One thread's buffers. Per head j of the group (j < hpg, row stride Qr = Q rounded up): dtv, a, e, r.
+ * Vectors of Q: run, w, v1..v5. Q×Q matrices (row stride Q): cb, m, g, dcb, tm. Q×N panel (stride N): p1.
+ * Q×(hpg·P) panels (stride hpg·P): wide1, wide2. One state: st. */
+typedef struct {
+    size_t Qr;
+    m2_real *dtv, *a, *e, *r;
+    m2_real *run, *w, *v1, *v2, *v3, *v4, *v5;
+    m2_real *cb, *m, *g, *dcb, *tm;
+    m2_real *p1, *wide1, *wide2;
+    m2_real *st;
+} m2_ssd_tbuf;
+
+void m2_ssd_plan_init(m2_ssd_plan *pl, const m2_ssd_shape *s);
+void m2_ssd_tbuf_init(const m2_ssd_plan *pl, m2_real *scratch, int tid, m2_ssd_tbuf *tb);
+
+/* Chunk c of a sequence covers t in [c*Q, c*Q + len). */
+static inline int m2_ssd_chunk_len(const m2_ssd_shape *s, int c)
+{
+    int rest = s->T - c * s->Q;
+    return rest < s->Q ? rest : s->Q;
+}
+
+/* Decay factor of a log-decay that is mathematically <= 0: exp(min(d, 0)). The guard keeps a rounding
+ * excursion above 0 (or a caller's positive A) from ever producing a growth factor or an overflow.
+ *
+ * Written out (Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, Taylor polynomial of degree 7 (fp32) or 13
+ * (fp64) whose truncation error is below eps/2, scaled by 2^k built in the exponent bits) instead of calling
+ * libm, because the calls would keep the O(Q²) decay loops scalar: this form vectorises, and measured
+ * ~8x faster than expf per element. Accuracy: within 1 ulp of libm's exp (test_ssd checks 2 ulp). Results
+ * below the smallest normal number are flushed to 0 (their true value is below it; no denormal slow paths). */
+#ifdef MAMBA2_FP64
+#define M2_SSD_EXP_MIN (-708.3964185322641)  /* log(DBL_MIN) */
+typedef long long m2_ssd_ebits;
+#else
+#define M2_SSD_EXP_MIN (-87.33654475f) /* log(FLT_MIN) */
+typedef int m2_ssd_ebits;
+#endif
+static inline m2_real m2_ssd_decay(m2_real d)
+{
+    m2_real x = d < 0 ? d : (m2_real)0;
+    const int under = x < (m2_real)M2_SSD_EXP_MIN;
+    x = under ? (m2_real)0 : x;
+#ifdef MAMBA2_FP64
+    const double kf = (x * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0; /* round(x/ln2) */
+    const double r = (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
+    static const double c[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+                               1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
+                               1.0 / 6,          0.5,             1.0,            1.0};
+    const m2_ssd_ebits bits = ((m2_ssd_ebits)kf + 1023) << 52;
+#else
+    const float kf = (x * 1.44269504f + 12582912.f) - 12582912.f;
+    const float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f;
+    static const float c[] = {1.f / 5040, 1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 0.5f, 1.f, 1.f};
+    const m2_ssd_ebits bits = ((m2_ssd_ebits)kf + 127) << 23;
+#endif
+    m2_real p = c[0];
+    for (size_t i = 1; i < sizeof c / sizeof *c; i++) p = p * r + c[i];
+    m2_real scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return under ? (m2_real)0 : p * scale;
+}
+
+/* out[i] = m2_ssd_decay(d[i]) for i < n (vectorised; out may be d). */
+static inline void m2_ssd_decay_row(const m2_real *d, int n, m2_real *out)
+{
+    for (int i = 0; i < n; i++) out[i] = m2_ssd_decay(d[i]);
+}
+
+/* For each head j of group g in chunk c (rows row..row+L-1 of dt): dtv_j, a_j = dt·A, e_j (start decays; E[j]
+ * receives e_j[L-1] when E is not NULL) and r_j (end decays). */
+void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A,
+                         size_t row, int g, int L, m2_real *E);
+
+/* dtv_l = dt[l], a_l = dt_l*A for the L positions of one head in a chunk (dt has row stride H). */
+void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a);
+/* e_l = decay(sum_{k<=l} a_k), the decay from the chunk start through l; returns e_{L-1}. */
+m2_real m2_ssd_start_decay(const m2_real *a, int L, m2_real *e);
+/* r_s = decay(sum_{s<k<L} a_k), the decay from after s to the chunk end. */
+void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r);
+
+/* Moves the segment sums to row l: run[s] = sum_{s<k<=l} a_k for s < l, run[l] = 0. Each run[s] is a sum
+ * of the a's of its own segment only (never a difference of two cumulative sums), so its rounding error is
+ * relative to the segment itself. */
+static inline void m2_ssd_seg_advance(m2_real *run, m2_real a_l, int l)
+{
+    for (int s = 0; s < l; s++) run[s] += a_l;
+    run[l] = 0;
+}
+
+/* Small vector kernels for the per-row work (restrict + simd so they vectorise; the reduction order is fixed
+ * by the build, so results stay bitwise reproducible run to run and across thread counts). */
+static inline m2_real m2_ssd_dot(const m2_real *restrict a, const m2_real *restrict b, int n)
+{
+    m2_real acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int i = 0; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* y += alpha x */
+static inline void m2_ssd_axpy(m2_real alpha, const m2_real *restrict x, m2_real *restrict y, int n)
+{
+    for (int i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+/* y = alpha x */
+static inline void m2_ssd_scale(m2_real alpha, const m2_real *restrict x, m2_real *restrict y, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = alpha * x[i];
+}
+
+/* Row-major C = A·B (+ beta C), op() = transpose when ta/tb. */
+static inline void m2_ssd_gemm(int ta, int tb, int M, int N, int K, const m2_real *A, int lda, const m2_real *B,
+                               int ldb, m2_real beta, m2_real *C, int ldc)
+{
+    M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, (m2_real)1, A,
+            lda, B, ldb, beta, C, ldc);
+}
+
+#endif
