@@ -164,7 +164,7 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     if (F > M2_MAX_FEATURES)
         return m2_fail(M2_EFAIL, "checkpoint (%s): %d features is more than the supported %d", path, F, M2_MAX_FEATURES);
     m2_dims d;
-    if ((rc = m2_dims_init(&d, &ck->cfg, F, O))) return m2_fail(rc, "checkpoint (%s): %s", path, m2_last_error());
+    if ((rc = m2_dims_init(&d, &ck->cfg, F, O))) return m2_fail_context(rc, "checkpoint (%s)", path);
     if ((rc = m2_layout_init(&ck->lay, &d))) return rc;
     ck->params = malloc(ck->lay.n_params * sizeof(float));
     if (!ck->params) return m2_fail(M2_EFAIL, "checkpoint (%s): out of memory", path);

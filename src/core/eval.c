@@ -1,0 +1,298 @@
+#include "core/eval.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/model.h"
+
+int m2_eval_mode_from_name(const char *name)
+{
+    if (strcmp(name, "stream") == 0) return M2_EVAL_STREAM;
+    if (strcmp(name, "window") == 0) return M2_EVAL_WINDOW;
+    return -1;
+}
+
+const char *m2_eval_mode_name(int mode) { return mode == M2_EVAL_WINDOW ? "window" : "stream"; }
+
+/* Split names, local so that the core does not call into the io library (m2_split_name). */
+static const char *split_name(int split)
+{
+    static const char *names[] = {"train", "val", "test"};
+    return split >= 0 && split < 3 ? names[split] : "?";
+}
+
+/* ---- segments: the pieces the model runs on, each from a zero state --------------------------------- */
+
+/* Walks the parts (session ∩ split) in row order and cuts each into segments of at most seg_len rows
+ * (stream mode: seg_len = INT64_MAX, one segment per part). */
+typedef struct {
+    const m2_dataset *ds;
+    int64_t split_b, split_e, seg_len;
+    int64_t s, pos, part_e;
+} seg_iter;
+
+static seg_iter seg_begin(const m2_dataset *ds, int split, int64_t seg_len)
+{
+    return (seg_iter){.ds = ds, .split_b = ds->split[split][0], .split_e = ds->split[split][1],
+                      .seg_len = seg_len, .s = 0, .pos = 0, .part_e = 0};
+}
+
+static int seg_next(seg_iter *it, int64_t *begin, int64_t *len)
+{
+    while (it->pos >= it->part_e) {
+        if (it->s >= it->ds->n_sessions) return 0;
+        const int64_t *ses = it->ds->sessions;
+        int64_t b = ses[it->s] > it->split_b ? ses[it->s] : it->split_b;
+        int64_t e = ses[it->s + 1] < it->split_e ? ses[it->s + 1] : it->split_e;
+        it->s++;
+        if (b < e) {
+            it->pos = b;
+            it->part_e = e;
+        }
+    }
+    int64_t left = it->part_e - it->pos;
+    *begin = it->pos;
+    *len = left < it->seg_len ? left : it->seg_len;
+    it->pos += *len;
+    return 1;
+}
+
+/* ---- the model over segments ------------------------------------------------------------------------ */
+
+typedef struct {
+    const m2_layout *lay;
+    const m2_real *params;
+    m2_model *model;
+    m2_real *X, *P;                /* [max_T, F], [max_T, O]: the model's scalar type (fp64 in the test build) */
+} runner;
+
+static int runner_init(runner *r, const m2_layout *lay, const m2_real *params, int max_T)
+{
+    memset(r, 0, sizeof *r);
+    r->lay = lay;
+    r->params = params;
+    r->X = malloc(sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.F);
+    r->P = malloc(sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.O);
+    if (!r->X || !r->P) return m2_fail(M2_EFAIL, "eval: cannot allocate buffers for %d ticks", max_T);
+    int rc = m2_model_create(&r->model, lay, 1, max_T);
+    if (rc != M2_OK) return m2_fail_context(rc, "eval: model workspace for one sequence of %d ticks", max_T);
+    return M2_OK;
+}
+
+static void runner_free(runner *r)
+{
+    if (r->model) m2_model_free(r->model);
+    free(r->X);
+    free(r->P);
+}
+
+/* Predictions for rows [b, b+T) from a zero state into r->P [T, O]. */
+static int runner_run(runner *r, const m2_dataset *ds, int64_t b, int T)
+{
+    int F = r->lay->d.F;
+    const float *x = ds->X + b * F;
+    for (size_t i = 0; i < (size_t)T * (size_t)F; i++) r->X[i] = (m2_real)x[i];
+    return m2_model_forward(r->model, r->params, r->X, 1, T, r->P);
+}
+
+/* Rows kept from a segment of len rows: positions >= keep_from. */
+static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len - keep_from : 0; }
+
+static int plan(const m2_dataset *ds, int split, int64_t seg_len, int keep_from, int64_t *M, int64_t *max_T)
+{
+    seg_iter it = seg_begin(ds, split, seg_len);
+    int64_t b, len;
+    *M = 0;
+    *max_T = 0;
+    while (seg_next(&it, &b, &len)) {
+        *M += kept(len, keep_from);
+        if (len > *max_T) *max_T = len;
+    }
+    if (*max_T > INT_MAX) return m2_fail(M2_EFAIL, "eval: a session of %lld rows is too long for one forward", (long long)*max_T);
+    return M2_OK;
+}
+
+static int check_shapes(const m2_layout *lay, const m2_dataset *ds, int split)
+{
+    if (ds->n_features != lay->d.F || ds->n_targets != lay->d.O)
+        return m2_fail(M2_EFAIL, "eval: dataset has %d features and %d targets, the model expects %d and %d",
+                       ds->n_features, ds->n_targets, lay->d.F, lay->d.O);
+    if (split < 0 || split > 2) return m2_fail(M2_EUSAGE, "eval: unknown split %d", split);
+    if (ds->split[split][1] <= ds->split[split][0])
+        return m2_fail(M2_EFAIL, "eval: split %s is empty", split_name(split));
+    return M2_OK;
+}
+
+static int alloc_rows(m2_eval_rows *out, int64_t M, int O)
+{
+    out->M = 0;
+    out->O = O;
+    out->row = malloc(sizeof(int64_t) * (size_t)(M > 0 ? M : 1));
+    out->pred = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * (size_t)O);
+    out->target = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * (size_t)O);
+    if (!out->row || !out->pred || !out->target) return m2_fail(M2_EFAIL, "eval: cannot allocate %lld rows", (long long)M);
+    return M2_OK;
+}
+
+/* Appends rows [b + keep_from, b + len) with predictions r->P[keep_from..len). */
+static void append(m2_eval_rows *out, const runner *r, const m2_dataset *ds, int64_t b, int64_t len, int keep_from)
+{
+    int O = out->O;
+    for (int64_t t = keep_from; t < len; t++) {
+        int64_t m = out->M++;
+        out->row[m] = b + t;
+        for (int o = 0; o < O; o++) {
+            out->pred[m * O + o] = (float)r->P[t * O + o];
+            out->target[m * O + o] = ds->y[(b + t) * O + o];
+        }
+    }
+}
+
+int m2_eval_predict(const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split, int mode,
+                    int seq_len, int burn_in, m2_eval_rows *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = check_shapes(lay, ds, split);
+    if (rc != M2_OK) return rc;
+    if (mode == M2_EVAL_WINDOW && (seq_len < 1 || burn_in < 0 || burn_in >= seq_len))
+        return m2_fail(M2_EUSAGE, "eval: window mode needs 0 <= burn_in (%d) < seq_len (%d)", burn_in, seq_len);
+    int64_t seg_len = mode == M2_EVAL_WINDOW ? seq_len : INT64_MAX;
+    int keep_from = mode == M2_EVAL_WINDOW ? burn_in : 0;
+    int64_t M, max_T;
+    rc = plan(ds, split, seg_len, keep_from, &M, &max_T);
+    if (rc == M2_OK && M == 0)
+        rc = m2_fail(M2_EFAIL, "eval: split %s has no row past burn_in %d in any window", split_name(split), burn_in);
+    if (rc == M2_OK) rc = alloc_rows(out, M, lay->d.O);
+    runner r;
+    memset(&r, 0, sizeof r);
+    if (rc == M2_OK) rc = runner_init(&r, lay, params, (int)max_T);
+    seg_iter it = seg_begin(ds, split, seg_len);
+    int64_t b, len;
+    while (rc == M2_OK && seg_next(&it, &b, &len)) {
+        if (kept(len, keep_from) == 0) continue;
+        rc = runner_run(&r, ds, b, (int)len);
+        if (rc == M2_OK) append(out, &r, ds, b, len, keep_from);
+    }
+    runner_free(&r);
+    if (rc != M2_OK) m2_eval_rows_free(out);
+    return rc;
+}
+
+void m2_eval_rows_free(m2_eval_rows *r)
+{
+    free(r->row);
+    free(r->pred);
+    free(r->target);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- ridge baseline and metrics --------------------------------------------------------------------- */
+
+int m2_eval_ridge(const m2_dataset *ds, const m2_eval_rows *rows, m2_ridge *fit, float *pred)
+{
+    int F = ds->n_features, O = ds->n_targets;
+    int64_t b = ds->split[M2_SPLIT_TRAIN][0], e = ds->split[M2_SPLIT_TRAIN][1];
+    if (e <= b) return m2_fail(M2_EFAIL, "ridge baseline: the dataset's train split is empty");
+    int rc = m2_ridge_fit(fit, ds->X + b * F, ds->y + b * O, e - b, F, O, M2_RIDGE_LAMBDA);
+    if (rc != M2_OK) return rc;
+    for (int64_t i = 0; i < rows->M; i++)
+        for (int o = 0; o < O; o++) pred[i * O + o] = (float)m2_ridge_predict_one(fit, ds->X + rows->row[i] * F, o);
+    return M2_OK;
+}
+
+int m2_eval_metrics(const m2_eval_rows *rows, const float *ridge_pred, m2_eval_report *rep)
+{
+    rep->rows = rows->M;
+    rep->O = rows->O;
+    int rc = M2_OK;
+    for (int o = 0; o < rows->O && rc == M2_OK; o++) {
+        rc = m2_metrics_compute(rows->pred, rows->target, rows->M, rows->O, o, &rep->model[o]);
+        if (rc == M2_OK) rc = m2_metrics_compute(ridge_pred, rows->target, rows->M, rows->O, o, &rep->ridge[o]);
+    }
+    return rc;
+}
+
+/* ---- output ----------------------------------------------------------------------------------------- */
+
+static void table_line(FILE *f, int32_t horizon, const char *who, const m2_metrics *m)
+{
+    fprintf(f, "%8d  %-6s %10lld %10.4f %10.4f %9.4f %9.4f %9.4f %9.4f\n", (int)horizon, who, (long long)m->n,
+            m->mse, m->mse_zero, m->r2, m->ic, m->rank_ic, m->dir_acc);
+}
+
+void m2_eval_print_table(FILE *f, const m2_eval_report *rep)
+{
+    fprintf(f, "eval: checkpoint %s (step %lld), data %s, split %s, mode %s", rep->checkpoint, (long long)rep->step,
+            rep->data, rep->split, rep->mode);
+    if (strcmp(rep->mode, "window") == 0) fprintf(f, " (seq_len %d, burn_in %d)", rep->seq_len, rep->burn_in);
+    fprintf(f, ", %lld rows\n", (long long)rep->rows);
+    fprintf(f, "%8s  %-6s %10s %10s %10s %9s %9s %9s %9s\n", "horizon", "model", "n", "mse", "zero_mse", "r2", "ic",
+            "rank_ic", "dir_acc");
+    for (int o = 0; o < rep->O; o++) {
+        table_line(f, rep->horizons[o], "mamba2", &rep->model[o]);
+        table_line(f, rep->horizons[o], "ridge", &rep->ridge[o]);
+    }
+    fprintf(f, "ridge: current tick's features + intercept, fit on the train split, lambda %g x rows; "
+               "zero predictor: zero_mse; n: rows with a finite target\n", rep->ridge_lambda);
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fputs("null", f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_metrics(FILE *f, const m2_metrics *m)
+{
+    fprintf(f, "{\"n\":%lld,\"n_dir\":%lld,\"mse\":", (long long)m->n, (long long)m->n_dir);
+    json_num(f, m->mse);
+    fputs(",\"mse_zero\":", f);
+    json_num(f, m->mse_zero);
+    fputs(",\"r2\":", f);
+    json_num(f, m->r2);
+    fputs(",\"ic\":", f);
+    json_num(f, m->ic);
+    fputs(",\"rank_ic\":", f);
+    json_num(f, m->rank_ic);
+    fputs(",\"dir_acc\":", f);
+    json_num(f, m->dir_acc);
+}
+
+void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
+{
+    fputs("{\"checkpoint\":", f);
+    json_str(f, rep->checkpoint);
+    fprintf(f, ",\"step\":%lld,\"data\":", (long long)rep->step);
+    json_str(f, rep->data);
+    fputs(",\"split\":", f);
+    json_str(f, rep->split);
+    fputs(",\"mode\":", f);
+    json_str(f, rep->mode);
+    if (strcmp(rep->mode, "window") == 0) fprintf(f, ",\"seq_len\":%d,\"burn_in\":%d", rep->seq_len, rep->burn_in);
+    fprintf(f, ",\"rows\":%lld,\"ridge_lambda\":", (long long)rep->rows);
+    json_num(f, rep->ridge_lambda);
+    fputs(",\"horizons\":[", f);
+    for (int o = 0; o < rep->O; o++) {
+        fprintf(f, "%s{\"horizon\":%d,\"model\":", o ? "," : "", (int)rep->horizons[o]);
+        json_metrics(f, &rep->model[o]);
+        fputs("},\"ridge\":", f);
+        json_metrics(f, &rep->ridge[o]);
+        fprintf(f, ",\"train_rows\":%lld}}", (long long)rep->ridge_rows[o]);
+    }
+    fputs("]}\n", f);
+}

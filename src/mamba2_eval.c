@@ -1,0 +1,227 @@
+/* mamba2_eval: evaluates a checkpoint on a split of a tick dataset (CLI.md), against a ridge baseline fitted on
+ * the train split, and prints per-horizon metrics; optionally writes them as JSON and the predictions as a
+ * FORMATS.md predictions file. The work is in core/eval.c; this file is the command line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/eval.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "io/predictions.h"
+
+#define PROG "mamba2_eval"
+
+_Static_assert(sizeof(m2_real) == sizeof(float), "mamba2_eval runs the fp32 model on the checkpoint's fp32 parameters");
+
+typedef struct {
+    const char *checkpoint, *data, *json, *predictions;
+    int split, mode;
+    const char *split_name;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " --checkpoint FILE [--data FILE] [--split val|test] [--mode stream|window]\n"
+            "                   [--json OUT] [--predictions OUT]\n"
+            "\n"
+            "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
+            "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
+            "regression on the current tick's features fitted on the train split.\n"
+            "\n"
+            "  --checkpoint FILE   checkpoint to evaluate (required)\n"
+            "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
+            "  --split NAME        val | test (train is accepted too: in-sample) (default: test)\n"
+            "  --mode NAME         stream: state carried from each session's first tick in the split, every row\n"
+            "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
+            "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
+            "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
+            "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
+            "  --help              this text\n"
+            "  --version           version and built-in backends\n");
+}
+
+static void version(void)
+{
+    printf(PROG " %s (%s)\nbackends: cpu mpi", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
+#ifdef MAMBA2_HAVE_CUDA
+    printf(" cuda nccl");
+#endif
+    printf("\n");
+}
+
+enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
+
+/* "--name value" or "--name=value": returns the value and advances *i, or NULL if argv[*i] is not --name. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_choice(options *o, const char *key, const char *value)
+{
+    if (strcmp(key, "--split") == 0) {
+        o->split = m2_split_from_name(value);
+        o->split_name = value;
+        if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (val, test or train)", value);
+    } else {
+        o->mode = m2_eval_mode_from_name(value);
+        if (o->mode < 0) return m2_fail(M2_EUSAGE, "--mode %s: unknown mode (stream or window)", value);
+    }
+    return M2_OK;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){.split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test"};
+    static const char *names[] = {"--checkpoint", "--data", "--json", "--predictions", "--split", "--mode"};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return SHOW_HELP;
+        if (strcmp(argv[i], "--version") == 0) return SHOW_VERSION;
+        const char *v = NULL;
+        int k, missing = 0;
+        for (k = 0; k < 6 && !v && !missing; k++) v = option_value(argc, argv, &i, names[k], &missing);
+        k--;
+        if (missing) return m2_fail(M2_EUSAGE, "%s: needs a value (see --help)", names[k]);
+        if (!v) return m2_fail(M2_EUSAGE, "%s: unknown argument (see --help)", argv[i]);
+        const char **slot[] = {&o->checkpoint, &o->data, &o->json, &o->predictions};
+        if (k < 4) *slot[k] = v;
+        else if (parse_choice(o, names[k], v) != M2_OK) return M2_EUSAGE;
+    }
+    if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    return PARSED;
+}
+
+/* The dataset must be the one the model was trained for: same feature count, targets and feature names. */
+static int check_compatible(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data)
+{
+    if (ds->n_features != ck->lay.d.F)
+        return m2_fail(M2_EFAIL, "dataset (%s): %d features per tick, but the checkpoint (%s) was trained on %d", data,
+                       ds->n_features, ck_path, ck->lay.d.F);
+    if (ds->n_targets != ck->lay.d.O)
+        return m2_fail(M2_EFAIL, "dataset (%s): %d targets per tick, but the checkpoint (%s) predicts %d", data,
+                       ds->n_targets, ck_path, ck->lay.d.O);
+    for (int j = 0; j < ck->n_features && j < ds->n_features; j++)
+        if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
+            return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
+                           data, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
+    return M2_OK;
+}
+
+static int write_json(const char *path, const m2_eval_report *rep)
+{
+    if (strcmp(path, "-") == 0) {
+        m2_eval_write_json(stdout, rep);
+        return M2_OK;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return m2_fail(M2_EFAIL, "--json (%s): cannot create: %s", path, strerror(errno));
+    m2_eval_write_json(f, rep);
+    if (ferror(f) | (fclose(f) != 0)) return m2_fail(M2_EFAIL, "--json (%s): write failed", path);
+    return M2_OK;
+}
+
+static int write_predictions(const char *path, const m2_eval_rows *rows, const m2_eval_report *rep)
+{
+    m2_predictions p = {.M = rows->M, .O = rows->O, .row = rows->row, .pred = rows->pred, .target = rows->target,
+                        .step = rep->step};
+    snprintf(p.split, sizeof p.split, "%s", rep->split);
+    snprintf(p.mode, sizeof p.mode, "%s", rep->mode);
+    snprintf(p.checkpoint, sizeof p.checkpoint, "%s", rep->checkpoint);
+    memcpy(p.horizons, rep->horizons, sizeof p.horizons);
+    return m2_predictions_write(path, &p);
+}
+
+static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoint *ck, const m2_dataset *ds,
+                        const char *data)
+{
+    memset(rep, 0, sizeof *rep);
+    snprintf(rep->split, sizeof rep->split, "%s", o->split_name);
+    snprintf(rep->mode, sizeof rep->mode, "%s", m2_eval_mode_name(o->mode));
+    snprintf(rep->checkpoint, sizeof rep->checkpoint, "%s", o->checkpoint);
+    snprintf(rep->data, sizeof rep->data, "%s", data);
+    rep->step = ck->step;
+    rep->seq_len = ck->cfg.train.seq_len;
+    rep->burn_in = ck->cfg.train.burn_in;
+    rep->ridge_lambda = M2_RIDGE_LAMBDA;
+    memcpy(rep->horizons, ds->horizons, sizeof rep->horizons);
+}
+
+/* Model and ridge on the loaded inputs, then the outputs. */
+static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data)
+{
+    m2_eval_report rep;
+    fill_header(&rep, o, ck, ds, data);
+    m2_eval_rows rows;
+    int rc = m2_eval_predict(&ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &rows);
+    if (rc != M2_OK) return rc;
+    m2_ridge fit = {0};
+    float *ridge_pred = malloc(sizeof(float) * (size_t)rows.M * (size_t)rows.O);
+    rc = ridge_pred ? m2_eval_ridge(ds, &rows, &fit, ridge_pred) : m2_fail(M2_EFAIL, "eval: out of memory");
+    if (rc == M2_OK) {
+        for (int h = 0; h < rows.O; h++) rep.ridge_rows[h] = fit.n_fit[h];
+        rc = m2_eval_metrics(&rows, ridge_pred, &rep);
+    }
+    if (rc == M2_OK) m2_eval_print_table(stdout, &rep);
+    if (rc == M2_OK && o->json) rc = write_json(o->json, &rep);
+    if (rc == M2_OK && o->predictions) rc = write_predictions(o->predictions, &rows, &rep);
+    m2_ridge_free(&fit);
+    free(ridge_pred);
+    m2_eval_rows_free(&rows);
+    return rc;
+}
+
+/* Says which input a reader's message is about ("checkpoint open (x.h5): No such file or directory"),
+ * unless it already does. */
+static int with_role(int rc, const char *role, const char *note)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", m2_last_error());
+    if (strncmp(msg, role, strlen(role)) == 0) return m2_fail(rc, "%s%s", msg, note);
+    return m2_fail(rc, "%s %s%s", role, msg, note);
+}
+
+static int run(const options *o)
+{
+    m2_checkpoint ck;
+    int rc = m2_checkpoint_load(o->checkpoint, &ck, 0);
+    if (rc != M2_OK) return with_role(rc, "checkpoint", "");
+    const char *data = o->data ? o->data : ck.cfg.data.path;
+    m2_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    rc = m2_dataset_read(data, &ds, 0);
+    if (rc != M2_OK) rc = with_role(rc, "dataset", o->data ? "" : " (the checkpoint's [data] path; use --data FILE)");
+    if (rc == M2_OK) rc = check_compatible(&ck, o->checkpoint, &ds, data);
+    if (rc == M2_OK) rc = evaluate(o, &ck, &ds, data);
+    m2_dataset_free(&ds);
+    m2_checkpoint_free(&ck);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc == SHOW_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == SHOW_VERSION) {
+        version();
+        return 0;
+    }
+    if (rc == PARSED) rc = run(&o);
+    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+}

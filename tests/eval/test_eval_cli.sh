@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# mamba2_eval end to end on a fixture (eval_fixture: small dataset + checkpoint, no trainer needed):
+# - stream and window mode print the table, write valid JSON and a predictions file that agrees with the dataset;
+# - --help / --version;
+# - bad inputs (missing dataset (given, or the checkpoint's default), dataset with another feature count, corrupted / missing checkpoint, unknown split,
+#   unknown mode, unknown option, no checkpoint) give exactly one stderr line "mamba2_eval: error: ..." naming the
+#   problem, and exit 1 (runtime) or 2 (usage).
+# usage: test_eval_cli.sh PATH/TO/eval_fixture     (MAMBA2_BIN: build folder)
+set -u
+fixture=$1
+eval_bin=$MAMBA2_BIN/mamba2_eval
+py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
+ck=$dir/ckpt_7.h5
+
+# ---- success paths -------------------------------------------------------------------------------
+"$eval_bin" --checkpoint "$ck" --split val --json "$dir/stream.json" --predictions "$dir/stream.h5" \
+    >"$dir/out.txt" 2>"$dir/err.txt"
+rc=$?
+[ $rc -eq 0 ] || fail "stream eval exit $rc: $(cat "$dir/err.txt")"
+[ ! -s "$dir/err.txt" ] || fail "stream eval wrote to stderr: $(cat "$dir/err.txt")"
+[ "$(grep -c '^ *[0-9]*  mamba2 ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 model lines: $(cat "$dir/out.txt")"
+[ "$(grep -c '^ *[0-9]*  ridge ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 ridge lines"
+grep -q 'split val, mode stream' "$dir/out.txt" || fail "table header lacks split/mode"
+cat "$dir/out.txt"
+
+"$eval_bin" --checkpoint "$ck" --data "$dir/data.h5" --split=val --mode window --json "$dir/window.json" \
+    --predictions "$dir/window.h5" >/dev/null 2>"$dir/err.txt" || fail "window eval: $(cat "$dir/err.txt")"
+
+# JSON and predictions files against the dataset and each other (checked by an independent reader: h5py)
+"$py" - "$dir" <<'EOF' || fail "JSON / predictions check"
+import json, sys
+import h5py, numpy as np
+d = sys.argv[1]
+ds = h5py.File(f"{d}/data.h5", "r")
+y = ds["targets/y"][...]
+for mode in ("stream", "window"):
+    j = json.load(open(f"{d}/{mode}.json"))
+    p = h5py.File(f"{d}/{mode}.h5", "r")
+    assert p.attrs["schema"] in (b"mamba2.predictions", "mamba2.predictions"), p.attrs["schema"]
+    assert j["split"] == "val" and j["mode"] == mode and j["step"] == 7, j
+    assert [h["horizon"] for h in j["horizons"]] == [2, 5], j["horizons"]
+    row, pred, target = p["row"][...], p["pred"][...], p["target"][...]
+    assert pred.shape == target.shape == (len(row), 2) and j["rows"] == len(row)
+    assert np.array_equal(target, y[row], equal_nan=True), "targets are not the dataset's"
+    assert np.all(np.isfinite(pred))
+    if mode == "stream":
+        assert list(row) == list(range(400, 500)), row
+    else:  # windows of 32 from each part's start (sessions [330,470), [470,600) cut val [400,500)), burn_in 8
+        parts = [(400, 470), (470, 500)]
+        want = [r for b, e in parts for r in range(b, e) if (r - b) % 32 >= 8]
+        assert list(row) == want, (list(row), want)
+        assert j["seq_len"] == 32 and j["burn_in"] == 8
+    for o, h in enumerate(j["horizons"]):
+        ok = np.isfinite(target[:, o])
+        n = int(ok.sum())
+        assert h["model"]["n"] == n and h["ridge"]["n"] == n, (h, n)
+        mse = float(np.mean((pred[ok, o].astype(np.float64) - target[ok, o]) ** 2))
+        assert abs(h["model"]["mse"] - mse) <= 1e-6 * mse, (h["model"]["mse"], mse)
+        ic = float(np.corrcoef(pred[ok, o], target[ok, o])[0, 1])
+        assert abs(h["model"]["ic"] - ic) <= 1e-5, (h["model"]["ic"], ic)
+        assert h["ridge"]["train_rows"] > 0
+    # horizon 2's target is 2 x0 - x1 + noise(0.5): the ridge finds it out of sample
+    assert j["horizons"][0]["ridge"]["ic"] > 0.9, j["horizons"][0]["ridge"]
+# stream and window agree on the rows of each part's first window
+s, w = h5py.File(f"{d}/stream.h5", "r"), h5py.File(f"{d}/window.h5", "r")
+srow, wrow = list(s["row"][...]), list(w["row"][...])
+for i, r in enumerate(wrow):
+    if (400 <= r < 432) or (470 <= r < 502):
+        diff = np.abs(w["pred"][i] - s["pred"][srow.index(r)]).max()
+        assert diff < 1e-4, (r, diff)  # fp32 rounding only; see tests/eval/test_eval.c
+print("JSON and predictions OK")
+EOF
+
+"$eval_bin" --help >"$dir/help.txt" 2>&1 || fail "--help exit status"
+for opt in --checkpoint --data --split --mode --json --predictions --version; do
+    grep -q -- "$opt" "$dir/help.txt" || fail "--help lacks $opt"
+done
+"$eval_bin" --version >"$dir/version.txt" 2>&1 || fail "--version exit status"
+grep -q '^mamba2_eval [0-9]' "$dir/version.txt" && grep -q 'backends: cpu' "$dir/version.txt" ||
+    fail "--version: $(cat "$dir/version.txt")"
+
+# ---- bad inputs ----------------------------------------------------------------------------------
+# expect_error STATUS PATTERN ARGS...: one stderr line "mamba2_eval: error: ...PATTERN...", exit STATUS
+expect_error() {
+    local want=$1 pattern=$2
+    shift 2
+    "$eval_bin" "$@" >/dev/null 2>"$dir/err.txt"
+    local rc=$? lines
+    lines=$(wc -l <"$dir/err.txt")
+    if [ $rc -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q '^mamba2_eval: error: ' "$dir/err.txt" ||
+        ! grep -q -- "$pattern" "$dir/err.txt"; then
+        fail "$*: exit $rc (want $want), $lines stderr lines (want 1) matching '$pattern': $(cat "$dir/err.txt")"
+    else
+        echo "ok ($rc): $(cat "$dir/err.txt")"
+    fi
+}
+head -c 3000 "$ck" >"$dir/truncated.h5"
+head -c 4096 /dev/urandom >"$dir/garbage.h5"
+expect_error 1 "nope.h5" --checkpoint "$ck" --data "$dir/nope.h5"
+expect_error 1 "5 features" --checkpoint "$ck" --data "$dir/data_f5.h5"
+expect_error 1 "truncated.h5" --checkpoint "$dir/truncated.h5"
+expect_error 1 "garbage.h5" --checkpoint "$dir/garbage.h5"
+expect_error 1 "missing.h5" --checkpoint "$dir/missing.h5"
+expect_error 1 "checkpoint" --checkpoint "$dir/data.h5" # a dataset is not a checkpoint
+expect_error 2 "split foo" --checkpoint "$ck" --split foo
+expect_error 2 "mode batch" --checkpoint "$ck" --mode batch
+expect_error 2 "--bogus" --checkpoint "$ck" --bogus
+expect_error 2 "--checkpoint" --split val
+expect_error 2 "--json" --checkpoint "$ck" --json
+mv "$dir/data.h5" "$dir/moved.h5" # the default --data is the checkpoint's [data] path: the message says so
+expect_error 1 "data.h5.*the checkpoint's \[data\] path" --checkpoint "$ck"
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all mamba2_eval CLI checks passed"
