@@ -1,0 +1,186 @@
+/* Internals shared by the CUDA ops files (the .cu files in kernels/); not part of the ops interface.
+ *
+ * - the backend context (stream, cuBLAS handle, a growable workspace for temporaries);
+ * - error checks that abort with one line naming the op (the ops have no error path, ops.h);
+ * - deterministic reductions: a fixed-shape block sum, and column sums over rows formed as partial sums over
+ *   fixed blocks of rows, then added in block order (the figure depends only on the sizes, never on timing). */
+#ifndef MAMBA2_CUDA_COMMON_CUH
+#define MAMBA2_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "core/ops.h"
+}
+#include "ops_cuda.h"
+
+static_assert(sizeof(m2_real) == sizeof(float), "the CUDA backend computes in fp32: build without MAMBA2_FP64");
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws; /* cuBLAS workspace, set explicitly (reproducible GEMMs, ops on one stream) */
+    m2_cuda_gemm_precision gemm_prec;
+    void *ws;      /* workspace for the ops' temporaries (partial sums, row statistics) */
+    size_t ws_bytes;
+} m2_cuda_ctx;
+
+m2_cuda_ctx *m2_cuda_ctx_of(const m2_ops *o);
+
+/* Aborts with "mamba2: fatal: CUDA <what>: <reason>" when e is not cudaSuccess. */
+void m2_cuda_check(cudaError_t e, const char *what);
+void m2_cublas_check(cublasStatus_t s, const char *what);
+/* After a kernel launch: catches bad launch configurations at once (asynchronous faults surface at the next
+ * synchronising call, which checks too). */
+#define M2_CUDA_LAUNCHED(what) m2_cuda_check(cudaGetLastError(), what)
+
+/* Workspace of at least `bytes` (grown, never shrunk; growing waits for the stream first). The contents do not
+ * survive the next call: one op uses it at a time, in stream order. */
+void *m2_cuda_ws(m2_cuda_ctx *c, size_t bytes);
+/* Bytes rounded up to 256 so several arrays can be carved out of one workspace, each aligned. */
+static inline size_t m2_cuda_align(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+enum { M2_CUDA_THREADS = 256 };
+
+/* Blocks for a grid-stride loop over n elements: enough to fill a GPU, capped so indices stay cheap. */
+static inline unsigned m2_cuda_blocks(size_t n)
+{
+    size_t b = (n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS;
+    if (b > 65536) b = 65536;
+    return b ? (unsigned)b : 1u;
+}
+
+#define M2_GRID_STRIDE(i, n)                                                                                         \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float m2_sigmoidf(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+/* Sum of v over the block's M2_CUDA_THREADS threads in a fixed tree order (deterministic). Every thread of the
+ * block must call it; all get the sum. sh: M2_CUDA_THREADS elements of shared memory. */
+template <typename T>
+__device__ T m2_block_sum(T v, T *sh)
+{
+    const int tid = threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = M2_CUDA_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] += sh[tid + s];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* ---- deterministic column sums: out(j, sum over rows r of f(r, j)) for j < n ----
+ * Stage 1: partial sums over blocks of `per` consecutive rows (thread per column, coalesced over j).
+ * Stage 2: one thread per column adds the partials in block order and hands the total to `out`. */
+template <class F>
+__global__ void m2_colsum_partial_kernel(F f, int rows, int n, int per, float *part)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int blk = blockIdx.y;
+    if (j >= n) return;
+    const int r0 = blk * per, r1 = min(rows, r0 + per);
+    float s = 0.0f;
+    for (int r = r0; r < r1; r++) s += f(r, j);
+    part[(size_t)blk * n + j] = s;
+}
+
+template <class Out>
+__global__ void m2_colsum_final_kernel(const float *part, int nblk, int n, Out out)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float s = 0.0f;
+    for (int b = 0; b < nblk; b++) s += part[(size_t)b * n + j];
+    out(j, s);
+}
+
+/* Rows per partial block: 64, or more so that there are at most 4096 blocks (grid.y and the final loop). */
+static inline int m2_colsum_rows_per_block(int rows)
+{
+    int per = 64;
+    while ((rows + per - 1) / per > 4096) per *= 2;
+    return per;
+}
+
+/* Workspace bytes the column sum's partials take. */
+static inline size_t m2_colsum_ws_bytes(int rows, int n)
+{
+    const int per = m2_colsum_rows_per_block(rows > 0 ? rows : 1);
+    const size_t nblk = rows > 0 ? (size_t)(rows + per - 1) / per : 1;
+    return nblk * (size_t)(n > 0 ? n : 0) * sizeof(float);
+}
+
+/* The partials go to the workspace at byte offset ws_off (aligned): an op that keeps its own temporaries at the
+ * start of the workspace reserves m2_cuda_ws(c, ws_off + m2_colsum_ws_bytes(rows, n)) BEFORE writing them (a
+ * growing workspace does not keep its contents), then passes ws_off here. */
+template <class F, class Out>
+void m2_colsum(m2_cuda_ctx *c, size_t ws_off, int rows, int n, F f, Out out, const char *what)
+{
+    if (n <= 0) return;
+    const int per = m2_colsum_rows_per_block(rows > 0 ? rows : 1);
+    const int nblk = rows > 0 ? (rows + per - 1) / per : 1;
+    char *ws = (char *)m2_cuda_ws(c, ws_off + m2_colsum_ws_bytes(rows, n));
+    float *part = (float *)(ws + ws_off);
+    dim3 grid((n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
+    m2_colsum_partial_kernel<<<grid, M2_CUDA_THREADS, 0, c->stream>>>(f, rows, n, per, part);
+    M2_CUDA_LAUNCHED(what);
+    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(
+        part, nblk, n, out);
+    M2_CUDA_LAUNCHED(what);
+}
+
+/* The most common `out`: dst[j] += sum (a gradient that ADDS). */
+struct m2_add_to {
+    float *dst;
+    __device__ void operator()(int j, float s) const { dst[j] += s; }
+};
+
+/* The ops, one file per concern (names as in ops.h). */
+void m2_cuda_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A, int lda,
+                  const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc);
+void m2_cuda_bias_add(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n);
+void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db);
+void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
+void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
+void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
+void m2_cuda_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+                    m2_real *dt);
+void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
+                    int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
+void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
+                         m2_real *dx, m2_real *dw);
+void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
+                            int rows, int n, int G, m2_real *out);
+void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
+                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
+                            m2_real *dw);
+void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
+                           int B, int T, int C, int K, m2_real *out);
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
+                           const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
+                           m2_real *db);
+void m2_cuda_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
+                      m2_real *dpred, double *sse, int64_t *count);
+void m2_cuda_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,
+                   const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, int64_t step);
+size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s);
+size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s);
+void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                     m2_real *scratch);
+void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                     m2_real *dD, m2_real *scratch);
+
+#endif

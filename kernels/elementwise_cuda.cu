@@ -1,0 +1,128 @@
+/* CUDA ops: the small elementwise ops (bias, residual add, A = -exp(A_log), dt = softplus(dt_raw + dt_bias)) and
+ * their gradients. Gradients of parameters are deterministic column sums (cuda_common.cuh). */
+#include "cuda_common.cuh"
+
+/* ---- bias ---- */
+__global__ void bias_add_kernel(float *Y, int ldy, const float *bias, int rows, int n)
+{
+    M2_GRID_STRIDE(i, (size_t)rows * n)
+    {
+        const size_t r = i / n, j = i % n;
+        Y[r * ldy + j] += bias[j];
+    }
+}
+
+void m2_cuda_bias_add(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n)
+{
+    const size_t total = (size_t)rows * n;
+    if (!total) return;
+    bias_add_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(Y, ldy, bias, rows, n);
+    M2_CUDA_LAUNCHED("bias_add");
+}
+
+struct strided_value {
+    const float *p;
+    int ld;
+    __device__ float operator()(int r, int j) const { return p[(size_t)r * ld + j]; }
+};
+
+void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db)
+{
+    m2_colsum(m2_cuda_ctx_of(o), 0, rows, n, strided_value{dY, ldy}, m2_add_to{db}, "bias_grad");
+}
+
+/* ---- residual ---- */
+__global__ void add_kernel(float *y, const float *x, size_t n)
+{
+    M2_GRID_STRIDE(i, n) y[i] += x[i];
+}
+
+void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n)
+{
+    if (!n) return;
+    add_kernel<<<m2_cuda_blocks(n), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(y, x, n);
+    M2_CUDA_LAUNCHED("add");
+}
+
+/* ---- A = -exp(A_log); dA_log += dA * A ---- */
+__global__ void a_fwd_kernel(const float *A_log, int H, float *A)
+{
+    const int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h < H) A[h] = -expf(A_log[h]);
+}
+
+__global__ void a_bwd_kernel(const float *dA, const float *A_log, int H, float *dA_log)
+{
+    const int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h < H) dA_log[h] += dA[h] * -expf(A_log[h]);
+}
+
+void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A)
+{
+    if (H <= 0) return;
+    a_fwd_kernel<<<(H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(
+        A_log, H, A);
+    M2_CUDA_LAUNCHED("a_fwd");
+}
+
+void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log)
+{
+    if (H <= 0) return;
+    a_bwd_kernel<<<(H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(
+        dA, A_log, H, dA_log);
+    M2_CUDA_LAUNCHED("a_bwd");
+}
+
+/* ---- dt = softplus(dt_raw + dt_bias), softplus(v) = v above the threshold (MODEL.md §2.3) ---- */
+__device__ __forceinline__ float softplusf(float v)
+{
+    return v > (float)M2_SOFTPLUS_THRESHOLD ? v : log1pf(expf(v));
+}
+
+/* d softplus(v)/dv = sigmoid(v); exactly 1 where softplus is the identity. */
+__device__ __forceinline__ float softplus_grad(float v)
+{
+    return v > (float)M2_SOFTPLUS_THRESHOLD ? 1.0f : m2_sigmoidf(v);
+}
+
+__global__ void dt_fwd_kernel(const float *dt_raw, int ld, const float *dt_bias, int rows, int H, float *dt)
+{
+    M2_GRID_STRIDE(i, (size_t)rows * H)
+    {
+        const size_t r = i / H, h = i % H;
+        dt[i] = softplusf(dt_raw[r * ld + h] + dt_bias[h]);
+    }
+}
+
+__global__ void dt_bwd_kernel(const float *ddt, const float *dt_raw, int ld, const float *dt_bias, int rows, int H,
+                              float *ddt_raw)
+{
+    M2_GRID_STRIDE(i, (size_t)rows * H)
+    {
+        const size_t r = i / H, h = i % H;
+        ddt_raw[r * ld + h] = ddt[i] * softplus_grad(dt_raw[r * ld + h] + dt_bias[h]);
+    }
+}
+
+void m2_cuda_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+                    m2_real *dt)
+{
+    const size_t total = (size_t)rows * H;
+    if (!total) return;
+    dt_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(dt_raw, ld, dt_bias,
+                                                                                              rows, H, dt);
+    M2_CUDA_LAUNCHED("dt_fwd");
+}
+
+/* ddt_bias[h] sums ddt_raw[:, h], which the elementwise kernel just wrote: read it back (it has stride ld). */
+void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
+                    int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
+{
+    const size_t total = (size_t)rows * H;
+    if (!total) return;
+    m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    dt_bwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, dt_raw, ld, dt_bias, rows, H,
+                                                                            ddt_raw);
+    M2_CUDA_LAUNCHED("dt_bwd");
+    m2_colsum(c, 0, rows, H, strided_value{ddt_raw, ld}, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
+}

@@ -1,0 +1,142 @@
+/* The chunked SSD on the GPU, forward (definitions in ssd_cuda.cuh). Stages, in stream order:
+ *   1. acs: chunk-local cumsums of dt*A, one thread per (b, c, h), sequential along the chunk (fp32)
+ *   2. CB = C B^T per (b, c, g)
+ *   3. st_c per (b, c < nc-1, h), written straight into the state slot S[c+1]
+ *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry
+ *   5. y = [e^{a_l} C_l | masked, decayed CB row times dt] . [S_c^T ; x] + D x: one product per (b, c, h) whose
+ *      reduction runs over the N state entries, then over the positions s <= l. */
+#include "ssd_cuda.cuh"
+
+size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
+size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).scratch_total; }
+
+/* ---- 1. cumsums ---- */
+__global__ void ssd_cumsum_kernel(ssd_args s)
+{
+    const int zh = blockIdx.x * blockDim.x + threadIdx.x;
+    if (zh >= s.B * s.nc * s.H) return;
+    const int bc = zh / s.H, h = zh % s.H, L = s.len(bc);
+    const float A = s.A[h];
+    float *acs = s.acs + (size_t)zh * s.Q;
+    float run = 0.0f;
+    for (int l = 0; l < L; l++) {
+        run += s.dtv(bc, l, h) * A;
+        acs[l] = run;
+    }
+    for (int l = L; l < s.Q; l++) acs[l] = run; /* padding: a_last sits at Q-1 for every chunk */
+}
+
+/* ---- 3. chunk states: S[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
+struct ssd_states_op {
+    ssd_args s;
+    static constexpr bool a_kfast = false, b_jfast = true;
+    /* batch entry z = (b*(nc-1) + c)*H + h over the chunks that have a successor */
+    __device__ int zh_of(int z) const
+    {
+        const int h = z % s.H, bcc = z / s.H, b = bcc / (s.nc - 1), c = bcc % (s.nc - 1);
+        return (b * s.nc + c) * s.H + h;
+    }
+    __device__ void dims(int z, int &m, int &n, int &k) const
+    {
+        m = s.P;
+        n = s.N;
+        k = s.len(zh_of(z) / s.H);
+    }
+    __device__ void krange(int z, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.Q;
+    }
+    __device__ float a(int z, int p, int l) const
+    {
+        const int zh = zh_of(z);
+        return s.xv(zh / s.H, l, zh % s.H, p);
+    }
+    __device__ float b(int z, int l, int n) const
+    {
+        const int zh = zh_of(z), bc = zh / s.H, h = zh % s.H;
+        return s.dexp(s.a_last(zh) - s.a_at(zh, l)) * s.dtv(bc, l, h) * s.Bv(bc, l, h / s.hpg, n);
+    }
+    __device__ void store(int z, int p, int n, float acc) const
+    {
+        s.S_of(zh_of(z) + s.H)[(size_t)p * s.N + n] = acc; /* slot c+1 of the same (b, h) */
+    }
+};
+
+/* ---- 4. state passing ---- */
+__global__ void ssd_pass_kernel(ssd_args s)
+{
+    const size_t PN = (size_t)s.P * s.N;
+    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
+    {
+        const size_t pn = i % PN;
+        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
+        int zh = (b * s.nc) * s.H + h;
+        float prev = 0.0f;
+        s.S_of(zh)[pn] = 0.0f;
+        for (int c = 1; c < s.nc; c++) {
+            const float decay = s.dexp(s.a_last(zh)); /* of the chunk before */
+            zh += s.H;
+            prev = decay * prev + s.S_of(zh)[pn];
+            s.S_of(zh)[pn] = prev;
+        }
+    }
+}
+
+/* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ---- */
+struct ssd_y_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = true;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = s.len(zh / s.H);
+        n = s.P;
+        k = s.N + m;
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.N + i1; /* s <= l < i1 */
+    }
+    __device__ float a(int zh, int l, int k) const
+    {
+        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
+        const float al = s.a_at(zh, l);
+        if (k < s.N) return s.dexp(al) * s.Cv(bc, l, g, k);
+        const int j = k - s.N;
+        if (j > l) return 0.0f;
+        return s.QQ(s.CB, bc * s.G + g)[(size_t)l * s.Q + j] * s.dexp(al - s.a_at(zh, j)) * s.dtv(bc, j, h);
+    }
+    __device__ float b(int zh, int k, int p) const
+    {
+        if (k < s.N) return s.S_of(zh)[(size_t)p * s.N + k];
+        return s.xv(zh / s.H, k - s.N, zh % s.H, p);
+    }
+    __device__ void store(int zh, int l, int p, float acc) const
+    {
+        const int bc = zh / s.H, h = zh % s.H;
+        s.y[s.row(bc, l) * ((size_t)s.H * s.P) + (size_t)h * s.P + p] = acc + s.Dsk[h] * s.xv(bc, l, h, p);
+    }
+};
+
+void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                     m2_real *scratch)
+{
+    if (sh->B <= 0 || sh->T <= 0) return;
+    cudaStream_t st = m2_cuda_ctx_of(o)->stream;
+    const ssd_layout L = ssd_layout_of(sh);
+    ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
+    ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
+    a.y = y;
+    const int heads = a.B * a.nc * a.H;
+
+    ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_fwd (cumsum)");
+    ssd_compute_cb(st, a);
+    m2_tile_gemm(st, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, "ssd_fwd (chunk states)");
+    const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
+    ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_fwd (state passing)");
+    m2_tile_gemm(st, ssd_y_op{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+}

@@ -1,0 +1,155 @@
+/* The chunked SSD on the GPU (MODEL.md §2 step 4, §3): shared definitions of ssd_cuda.cu (forward) and
+ * ssd_cuda_bwd.cu (backward).
+ *
+ * Per batch b, chunk c (positions c*Q .. c*Q+Lc-1, Lc = min(Q, T - c*Q): the tail chunk is simply shorter, which
+ * is the same as dt = 0 past T), head h with group g = h / (H/G), in-chunk positions l, s:
+ *   a_l   = sum_{k<=l} dt_k A                     chunk-local cumsum, fp32 ("acs", saved)
+ *   CB    = C B^T                   [Lc,Lc]       per group
+ *   y_l   = sum_{s<=l} CB[l,s] e^{a_l-a_s} dt_s x_s  +  e^{a_l} S_c C_l  +  D x_l
+ *   st_c  = sum_s e^{a_last-a_s} dt_s x_s B_s^T   [P,N]
+ *   S_0 = 0,  S_{c+1} = e^{a_last(c)} S_c + st_c   chunk-start states (saved)
+ * Every exponent is of a quantity that is <= 0 mathematically and is computed as exp(min(delta, 0)); every mask
+ * is applied by not reading (or zeroing) the masked term before any product. Everything is fp32.
+ *
+ * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
+ *
+ * Buffers (floats, each region rounded up to 64 floats):
+ *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
+ *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
+ *            CB [B*nc*G][Q][Q],  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],  dS [B*nc*H][P][N],
+ *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H]
+ * ssd_cuda_bwd.cu says what the backward's buffers hold. */
+#ifndef MAMBA2_SSD_CUDA_CUH
+#define MAMBA2_SSD_CUDA_CUH
+
+#include <string.h>
+
+#include "tile_gemm.cuh"
+
+typedef struct {
+    size_t acs, S, saved_total;                                            /* in the saved buffer */
+    size_t fwd_saved, CB, E, dCBw, dS, dCoff, dBst, pA, pD, scratch_total; /* in the scratch buffer */
+} ssd_layout;
+
+static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
+
+static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
+{
+    const size_t nc = (size_t)(s->T + s->Q - 1) / s->Q, bc = (size_t)s->B * nc;
+    const size_t heads = bc * s->H, groups = bc * s->G, Q = s->Q, PN = (size_t)s->P * s->N;
+    ssd_layout L;
+    L.acs = 0;
+    L.S = L.acs + ssd_round(heads * Q);
+    L.saved_total = L.S + ssd_round(heads * PN);
+    L.fwd_saved = 0;
+    L.CB = L.fwd_saved + L.saved_total;
+    L.E = L.CB + ssd_round(groups * Q * Q);
+    L.dCBw = L.E + ssd_round(heads * Q * Q);
+    L.dS = L.dCBw + ssd_round(groups * Q * Q);
+    L.dCoff = L.dS + ssd_round(heads * PN);
+    L.dBst = L.dCoff + ssd_round(heads * Q * s->N);
+    L.pA = L.dBst + ssd_round(heads * Q * s->N);
+    L.pD = L.pA + ssd_round(heads);
+    L.scratch_total = L.pD + ssd_round(heads);
+    return L;
+}
+
+/* Everything a kernel needs, passed by value. */
+struct ssd_args {
+    int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
+    const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
+    float *y, *dx, *ddt, *dBm, *dCm;
+    float *acs, *S, *CB, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD;
+
+    __device__ int chunk_of(int bc) const { return bc % nc; }
+    __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
+    /* token row of position l of chunk bc */
+    __device__ size_t row(int bc, int l) const
+    {
+        return (size_t)(bc / nc) * T + (size_t)chunk_of(bc) * Q + l;
+    }
+    __device__ float a_at(int zh, int l) const { return acs[(size_t)zh * Q + l]; }
+    __device__ float a_last(int zh) const { return acs[(size_t)zh * Q + Q - 1]; }
+    /* exp of a quantity that is <= 0 mathematically (MODEL.md §3) */
+    __device__ static float dexp(float d) { return expf(fminf(d, 0.0f)); }
+    __device__ float xv(int bc, int l, int h, int p) const { return x[row(bc, l) * ld_x + (size_t)h * P + p]; }
+    __device__ float dyv(int bc, int l, int h, int p) const
+    {
+        return dy[row(bc, l) * ((size_t)H * P) + (size_t)h * P + p];
+    }
+    __device__ float dtv(int bc, int l, int h) const { return dt[row(bc, l) * H + h]; }
+    __device__ float Bv(int bc, int l, int g, int n) const { return Bm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
+    __device__ float Cv(int bc, int l, int g, int n) const { return Cm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
+    __device__ float *S_of(int zh) const { return S + (size_t)zh * P * N; }
+    __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
+    __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
+    __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
+};
+
+/* Fills the shape and the input pointers; the caller sets the buffers it uses. */
+static inline ssd_args ssd_args_of(const m2_ssd_shape *s, const float *x, const float *dt, const float *A,
+                                   const float *Bm, const float *Cm, const float *Dsk)
+{
+    ssd_args a;
+    memset(&a, 0, sizeof a);
+    a.B = s->B;
+    a.T = s->T;
+    a.H = s->H;
+    a.P = s->P;
+    a.G = s->G;
+    a.N = s->N;
+    a.Q = s->Q;
+    a.nc = (s->T + s->Q - 1) / s->Q;
+    a.hpg = s->H / s->G;
+    a.ld_x = s->ld_x;
+    a.ld_bc = s->ld_bc;
+    a.x = x;
+    a.dt = dt;
+    a.A = A;
+    a.Bm = Bm;
+    a.Cm = Cm;
+    a.Dsk = Dsk;
+    return a;
+}
+
+/* Points acs/S at the saved buffer and the work arrays at the scratch buffer. */
+static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *saved, float *scratch)
+{
+    a->acs = saved + L->acs;
+    a->S = saved + L->S;
+    a->CB = scratch + L->CB;
+    a->E = scratch + L->E;
+    a->dCBw = scratch + L->dCBw;
+    a->dS = scratch + L->dS;
+    a->dCoff = scratch + L->dCoff;
+    a->dBst = scratch + L->dBst;
+    a->pA = scratch + L->pA;
+    a->pD = scratch + L->pD;
+}
+
+/* CB[zg] = C B^T over the chunk's positions (both passes need it; the backward recomputes it). Tiles that lie
+ * entirely above the diagonal (every s > l) are stored as zeros without computing them. */
+struct ssd_cb_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = false;
+    __device__ void dims(int zg, int &m, int &n, int &k) const
+    {
+        m = n = s.len(zg / s.G);
+        k = s.N;
+    }
+    __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = j0 > i1 - 1 ? 0 : s.N;
+    }
+    __device__ float a(int zg, int l, int n) const { return s.Cv(zg / s.G, l, zg % s.G, n); }
+    __device__ float b(int zg, int n, int j) const { return s.Bv(zg / s.G, j, zg % s.G, n); }
+    __device__ void store(int zg, int l, int j, float acc) const { s.QQ(s.CB, zg)[(size_t)l * s.Q + j] = acc; }
+};
+
+static inline void ssd_compute_cb(cudaStream_t st, const ssd_args &a)
+{
+    m2_tile_gemm(st, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
+}
+
+#endif

@@ -1,0 +1,354 @@
+/* The chunked SSD on the GPU, exact analytic backward (definitions and the forward's formulas in ssd_cuda.cuh).
+ *
+ * With dy given, per (b, c, h), in-chunk positions l (output side) and s (input side), s <= l:
+ *   dSoff_c  = sum_l dy_l (e^{a_l} C_l)^T                 d(loss)/dS_c through this chunk's outputs   [P,N]
+ *   dS_c     = dSoff_c + e^{a_last(c)} dS_{c+1};   dSt_c = dS_{c+1} (0 for the last chunk): d(loss)/d(st_c)
+ *   dx_s     = sum_{l>=s} CB[l,s] e^{a_l-a_s} dt_s dy_l  +  e^{a_last-a_s} dt_s dSt_c B_s  +  D dy_s
+ *   E[l,s]   = e^{a_l-a_s} (dy_l . x_s)                   per head;   dCBw[l,s] = sum_{h in g} E_h[l,s] dt_s,h
+ *   dCoff_l  = e^{a_l} dy_l^T S_c                         [N] per head (the C gradient through the state)
+ *   dBst_s   = e^{a_last-a_s} x_s^T dSt_c                 [N] per head (the B gradient through st_c, over dt_s)
+ *   dC_l     = sum_{s<=l} dCBw[l,s] B_s + sum_{h in g} dCoff_l,h
+ *   dB_s     = sum_{l>=s} dCBw[l,s] C_l + sum_{h in g} dt_s,h dBst_s,h
+ * and the scalars, with Mq[l,s] = CB[l,s] E[l,s] (the loss is sum_{l,s} Mq[l,s] dt_s + ...):
+ *   d(loss)/d a_i = sum_{s<=i} Mq[i,s] dt_s - dt_i sum_{l>=i} Mq[l,i] + C_i . dCoff_i - dt_i (B_i . dBst_i)
+ *                   + [i = last] (sum_s dt_s (B_s . dBst_s) + e^{a_last} <dSt_c, S_c>)
+ *   ddt_i (direct) = sum_{l>=i} Mq[l,i] + B_i . dBst_i
+ *   a_i = A sum_{k<=i} dt_k, so with rc_i = sum_{l>=i} d(loss)/d a_l:   ddt_i = direct_i + A rc_i,
+ *   dA += sum_i dt_i rc_i;   dD += sum dy . x.
+ * dA and dD are per-(b, c, h) partials reduced over (b, c) in a fixed order: no atomics anywhere.
+ *
+ * Buffers: dS holds dSoff, then (after the reverse pass) dSt. The tail chunk needs no special case: its length
+ * bounds every loop, and its dSt is 0. */
+#include "ssd_cuda.cuh"
+
+/* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n] ---- */
+struct ssd_dsoff_op {
+    ssd_args s;
+    static constexpr bool a_kfast = false, b_jfast = true;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = s.P;
+        n = s.N;
+        k = s.len(zh / s.H);
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.Q;
+    }
+    __device__ float a(int zh, int p, int l) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
+    __device__ float b(int zh, int l, int n) const
+    {
+        return s.dexp(s.a_at(zh, l)) * s.Cv(zh / s.H, l, (zh % s.H) / s.hpg, n);
+    }
+    __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
+};
+
+/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ---- */
+__global__ void ssd_pass_bwd_kernel(ssd_args s)
+{
+    const size_t PN = (size_t)s.P * s.N;
+    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
+    {
+        const size_t pn = i % PN;
+        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
+        float run = 0.0f; /* dS_{c+1} */
+        for (int c = s.nc - 1; c >= 0; c--) {
+            const int zh = (b * s.nc + c) * s.H + h;
+            const float off = s.dS_of(zh)[pn];
+            s.dS_of(zh)[pn] = run;
+            run = off + s.dexp(s.a_last(zh)) * run;
+        }
+    }
+}
+
+/* ---- dx: k < Lc runs over the outputs l >= s (intra-chunk), k >= Lc over the state entries n ---- */
+struct ssd_dx_op {
+    ssd_args s;
+    static constexpr bool a_kfast = false, b_jfast = true;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = s.len(zh / s.H);
+        n = s.P;
+        k = m + s.N;
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = i0; /* l >= s >= i0 */
+        ke = s.len(zh / s.H) + s.N;
+    }
+    __device__ float a(int zh, int si, int k) const
+    {
+        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg, L = s.len(bc);
+        const float as = s.a_at(zh, si), dts = s.dtv(bc, si, h);
+        if (k < L) {
+            if (k < si) return 0.0f;
+            return s.QQ(s.CB, bc * s.G + g)[(size_t)k * s.Q + si] * s.dexp(s.a_at(zh, k) - as) * dts;
+        }
+        return s.dexp(s.a_last(zh) - as) * dts * s.Bv(bc, si, g, k - L);
+    }
+    __device__ float b(int zh, int k, int p) const
+    {
+        const int bc = zh / s.H, L = s.len(bc);
+        if (k < L) return s.dyv(bc, k, zh % s.H, p);
+        return s.dS_of(zh)[(size_t)p * s.N + (k - L)];
+    }
+    __device__ void store(int zh, int si, int p, float acc) const
+    {
+        const int bc = zh / s.H, h = zh % s.H;
+        s.dx[s.row(bc, si) * s.ld_x + (size_t)h * s.P + p] = acc + s.Dsk[h] * s.dyv(bc, si, h, p);
+    }
+};
+
+/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l, else 0 ---- */
+struct ssd_e_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = false;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = n = s.len(zh / s.H);
+        k = s.P;
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = j0 > i1 - 1 ? 0 : s.P;
+    }
+    __device__ float a(int zh, int l, int p) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
+    __device__ float b(int zh, int p, int si) const { return s.xv(zh / s.H, si, zh % s.H, p); }
+    __device__ void store(int zh, int l, int si, float acc) const
+    {
+        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = si <= l ? s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc : 0.0f;
+    }
+};
+
+/* ---- dCBw[zg][l][s] = sum over the group's heads (in head order) of E_h[l][s] dt_s,h ---- */
+__global__ void ssd_dcbw_kernel(ssd_args s)
+{
+    const size_t QQ = (size_t)s.Q * s.Q;
+    M2_GRID_STRIDE(i, (size_t)s.B * s.nc * s.G * QQ)
+    {
+        const int zg = (int)(i / QQ), bc = zg / s.G, g = zg % s.G, L = s.len(bc);
+        const int l = (int)((i % QQ) / s.Q), si = (int)(i % s.Q);
+        float v = 0.0f;
+        if (l < L && si <= l)
+            for (int hh = 0; hh < s.hpg; hh++) {
+                const int h = g * s.hpg + hh;
+                v += s.QQ(s.E, bc * s.H + h)[(size_t)l * s.Q + si] * s.dtv(bc, si, h);
+            }
+        s.dCBw[i] = v;
+    }
+}
+
+/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] ---- */
+struct ssd_dcoff_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = true;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = s.len(zh / s.H);
+        n = s.N;
+        k = s.P;
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.P;
+    }
+    __device__ float a(int zh, int l, int p) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
+    __device__ float b(int zh, int p, int n) const { return s.S_of(zh)[(size_t)p * s.N + n]; }
+    __device__ void store(int zh, int l, int n, float acc) const
+    {
+        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.dexp(s.a_at(zh, l)) * acc;
+    }
+};
+
+/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] ---- */
+struct ssd_dbst_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = true;
+    __device__ void dims(int zh, int &m, int &n, int &k) const
+    {
+        m = s.len(zh / s.H);
+        n = s.N;
+        k = s.P;
+    }
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.P;
+    }
+    __device__ float a(int zh, int si, int p) const { return s.xv(zh / s.H, si, zh % s.H, p); }
+    __device__ float b(int zh, int p, int n) const { return s.dS_of(zh)[(size_t)p * s.N + n]; }
+    __device__ void store(int zh, int si, int n, float acc) const
+    {
+        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc;
+    }
+};
+
+/* ---- dC_l[n] = sum_{s<=l} dCBw[l][s] B_s[n] + sum_h dCoff_h[l][n] (per group, overwrites) ---- */
+struct ssd_dc_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = true;
+    __device__ void dims(int zg, int &m, int &n, int &k) const
+    {
+        m = k = s.len(zg / s.G);
+        n = s.N;
+    }
+    __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = i1; /* s <= l < i1 */
+    }
+    __device__ float a(int zg, int l, int si) const
+    {
+        return si <= l ? s.QQ(s.dCBw, zg)[(size_t)l * s.Q + si] : 0.0f;
+    }
+    __device__ float b(int zg, int si, int n) const { return s.Bv(zg / s.G, si, zg % s.G, n); }
+    __device__ void store(int zg, int l, int n, float acc) const
+    {
+        const int bc = zg / s.G, g = zg % s.G;
+        for (int hh = 0; hh < s.hpg; hh++) acc += s.QN(s.dCoff, bc * s.H + g * s.hpg + hh)[(size_t)l * s.N + n];
+        s.dCm[s.row(bc, l) * s.ld_bc + (size_t)g * s.N + n] = acc;
+    }
+};
+
+/* ---- dB_s[n] = sum_{l>=s} dCBw[l][s] C_l[n] + sum_h dt_s,h dBst_h[s][n] (per group, overwrites) ---- */
+struct ssd_db_op {
+    ssd_args s;
+    static constexpr bool a_kfast = false, b_jfast = true;
+    __device__ void dims(int zg, int &m, int &n, int &k) const
+    {
+        m = k = s.len(zg / s.G);
+        n = s.N;
+    }
+    __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = i0; /* l >= s >= i0 */
+        ke = s.len(zg / s.G);
+    }
+    __device__ float a(int zg, int si, int l) const
+    {
+        return l >= si ? s.QQ(s.dCBw, zg)[(size_t)l * s.Q + si] : 0.0f;
+    }
+    __device__ float b(int zg, int l, int n) const { return s.Cv(zg / s.G, l, zg % s.G, n); }
+    __device__ void store(int zg, int si, int n, float acc) const
+    {
+        const int bc = zg / s.G, g = zg % s.G;
+        for (int hh = 0; hh < s.hpg; hh++) {
+            const int h = g * s.hpg + hh;
+            acc += s.dtv(bc, si, h) * s.QN(s.dBst, bc * s.H + h)[(size_t)si * s.N + n];
+        }
+        s.dBm[s.row(bc, si) * s.ld_bc + (size_t)g * s.N + n] = acc;
+    }
+};
+
+/* ---- the per-position scalars of one (b, c, h): ddt, and the partials of dA and dD ----
+ * One block per zh; dynamic shared memory: da[Q], direct[Q]. */
+__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s)
+{
+    extern __shared__ float sm[];
+    __shared__ float red[M2_CUDA_THREADS];
+    float *da = sm, *direct = sm + s.Q;
+    const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, g = h / s.hpg, zg = bc * s.G + g, L = s.len(bc);
+    const int tid = threadIdx.x;
+    const size_t PN = (size_t)s.P * s.N;
+    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh), *dCoff = s.QN(s.dCoff, zh), *dBst = s.QN(s.dBst, zh);
+
+    /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
+    float ps = 0.0f;
+    for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
+    ps = m2_block_sum(ps, red);
+    float dd = 0.0f;
+    for (int i = tid; i < L * s.P; i += blockDim.x) dd += s.dyv(bc, i / s.P, h, i % s.P) * s.xv(bc, i / s.P, h, i % s.P);
+    dd = m2_block_sum(dd, red);
+
+    float stsum = 0.0f;
+    for (int i = tid; i < L; i += blockDim.x) {
+        const float dti = s.dtv(bc, i, h);
+        float rowsum = 0.0f, colsum = 0.0f, off = 0.0f, stp = 0.0f;
+        for (int j = 0; j <= i; j++) rowsum += CB[(size_t)i * s.Q + j] * E[(size_t)i * s.Q + j] * s.dtv(bc, j, h);
+        for (int l = i; l < L; l++) colsum += CB[(size_t)l * s.Q + i] * E[(size_t)l * s.Q + i];
+        for (int n = 0; n < s.N; n++) {
+            off += s.Cv(bc, i, g, n) * dCoff[(size_t)i * s.N + n];
+            stp += s.Bv(bc, i, g, n) * dBst[(size_t)i * s.N + n];
+        }
+        da[i] = rowsum - colsum * dti + off - dti * stp;
+        direct[i] = colsum + stp;
+        stsum += dti * stp;
+    }
+    stsum = m2_block_sum(stsum, red); /* its barriers also publish da[] and direct[] */
+    if (tid == 0) {
+        da[L - 1] += stsum + s.dexp(s.a_last(zh)) * ps;
+        float run = 0.0f; /* reverse cumsum, in place: da[i] <- sum_{l>=i} da[l] */
+        for (int i = L - 1; i >= 0; i--) {
+            run += da[i];
+            da[i] = run;
+        }
+    }
+    __syncthreads();
+    const float A = s.A[h];
+    float pa = 0.0f;
+    for (int i = tid; i < L; i += blockDim.x) {
+        s.ddt[s.row(bc, i) * s.H + h] = direct[i] + A * da[i];
+        pa += s.dtv(bc, i, h) * da[i];
+    }
+    pa = m2_block_sum(pa, red);
+    if (tid == 0) {
+        s.pA[zh] = pa;
+        s.pD[zh] = dd;
+    }
+}
+
+/* dA[h] += sum over (b, c) of the partials, in (b, c) order; dD likewise. */
+__global__ void ssd_param_grads_kernel(ssd_args s, float *dA, float *dD)
+{
+    const int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= s.H) return;
+    float sa = 0.0f, sd = 0.0f;
+    for (int bc = 0; bc < s.B * s.nc; bc++) {
+        sa += s.pA[(size_t)bc * s.H + h];
+        sd += s.pD[(size_t)bc * s.H + h];
+    }
+    dA[h] += sa;
+    dD[h] += sd;
+}
+
+void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                     m2_real *dD, m2_real *scratch)
+{
+    if (sh->B <= 0 || sh->T <= 0) return;
+    cudaStream_t st = m2_cuda_ctx_of(o)->stream;
+    const ssd_layout L = ssd_layout_of(sh);
+    ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
+    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs and S are only read */
+    a.dy = dy;
+    a.dx = dx;
+    a.ddt = ddt;
+    a.dBm = dBm;
+    a.dCm = dCm;
+    const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
+    const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
+
+    ssd_compute_cb(st, a);
+    m2_tile_gemm(st, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
+    ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
+    m2_tile_gemm(st, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
+    m2_tile_gemm(st, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
+    ssd_dcbw_kernel<<<m2_cuda_blocks((size_t)groups * a.Q * a.Q), M2_CUDA_THREADS, 0, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
+    m2_tile_gemm(st, ssd_dcoff_op{a}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
+    m2_tile_gemm(st, ssd_dbst_op{a}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
+    m2_tile_gemm(st, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+    m2_tile_gemm(st, ssd_db_op{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
+    const size_t shmem = 2 * (size_t)a.Q * sizeof(float);
+    if (shmem > 48 * 1024) /* a block's default dynamic shared memory; chunk sizes are 64..256 in practice */
+        m2_cuda_check(cudaErrorInvalidValue, "ssd_bwd: chunk_size above 6144 (per-position scalars in shared memory)");
+    ssd_scalars_kernel<<<heads, M2_CUDA_THREADS, shmem, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_bwd (ddt, dA, dD)");
+    ssd_param_grads_kernel<<<(a.H + 63) / 64, 64, 0, st>>>(a, dA, dD);
+    M2_CUDA_LAUNCHED("ssd_bwd (dA, dD)");
+}

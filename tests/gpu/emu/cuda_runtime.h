@@ -1,0 +1,124 @@
+/* TEST-ONLY CPU emulation of the part of the CUDA runtime that kernels/ uses, so that the CUDA backend's kernels
+ * run, unchanged, on a machine without a GPU (tests/gpu.cmake: the test_cuda_emu_* tests). The kernel sources are
+ * compiled as C++ with this directory first on the include path, after emu/transform.cmake has rewritten each
+ * launch `k<<<grid, block, shmem, stream>>>(args)` into `m2emu::launch(grid, block, shmem, stream)(<k>)(args)`
+ * and each `extern __shared__ T name[];` into a pointer to the launch's dynamic shared memory.
+ *
+ * Semantics emulated: a grid runs one block at a time; a block's threads run as fibers in one OS thread, switched
+ * at __syncthreads (every live thread runs up to the barrier, then all continue), so __shared__ memory (function
+ * statics) is per block as on the GPU. A barrier reached by some threads of a block while others have exited is a
+ * bug on the GPU too: the emulator aborts with a message. Device memory is host memory; streams are synchronous.
+ * Not emulated: warps, memory-model races, timing; nothing here says anything about speed. */
+#ifndef MAMBA2_EMU_CUDA_RUNTIME_H
+#define MAMBA2_EMU_CUDA_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <algorithm>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+using std::max;
+using std::min;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+void __syncthreads();
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNotReady = 600,
+} cudaError_t;
+
+typedef struct CUstream_st *cudaStream_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+#define cudaStreamNonBlocking 0x01
+
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount;
+};
+
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+template <class T>
+cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+    return cudaMalloc((void **)p, bytes);
+}
+
+namespace m2emu {
+/* Runs `thread` once per thread of every block of the grid (blockIdx/threadIdx set), blocks in order. */
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread);
+/* The current launch's dynamic shared memory (its `shmem` bytes, zeroed per launch). */
+void *dynamic_shared();
+
+template <class K>
+struct launcher {
+    dim3 grid, block;
+    size_t shmem;
+    K kernel;
+    template <class... A>
+    void operator()(A &&...args) const
+    {
+        /* Kernel parameters are copies, shared read-only by every thread (each call copies them again). */
+        auto params = std::make_tuple(std::decay_t<A>(args)...);
+        run_grid(grid, block, shmem, [&]() { std::apply([&](const auto &...a) { kernel(a...); }, params); });
+    }
+};
+
+struct launch {
+    dim3 grid, block;
+    size_t shmem;
+    launch(dim3 g, dim3 b, size_t sh = 0, cudaStream_t = nullptr) : grid(g), block(b), shmem(sh) {}
+    template <class K>
+    launcher<K> operator()(K k) const
+    {
+        return launcher<K>{grid, block, shmem, k};
+    }
+};
+} // namespace m2emu
+
+#endif

@@ -1,0 +1,346 @@
+/* TEST-ONLY: the CPU emulation of the CUDA runtime and cuBLAS subset (cuda_runtime.h and cublas_v2.h here say
+ * what is emulated and why). Threads of a block are fibers with their own stacks, switched by a small x86-64
+ * context switch (callee-saved registers and the stack pointer: a few ns, so barrier-heavy kernels stay fast);
+ * other machines fall back to ucontext. */
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+namespace {
+
+/* ---- fibers ---- */
+enum { STACK_BYTES = 256 * 1024 };
+
+struct fiber {
+    char *stack = nullptr;
+#if defined(__x86_64__)
+    void *sp = nullptr;
+#else
+    ucontext_t ctx;
+#endif
+    bool done = false;
+};
+
+std::vector<fiber> g_fibers;
+int g_cur = -1; /* the fiber running now; -1: a thread run as a plain call (no barrier allowed) */
+const std::function<void()> *g_thread = nullptr;
+std::vector<unsigned char> g_dynamic_shared;
+
+#if defined(__x86_64__)
+void *g_sched_sp = nullptr;
+extern "C" void m2emu_switch(void **save_sp, void *new_sp);
+/* Saves the callee-saved registers on the current stack, stores the stack pointer in *save_sp, loads new_sp and
+ * restores the registers saved there (System V x86-64: rbx, rbp, r12-r15 are callee-saved). */
+asm(".text\n"
+    ".globl m2emu_switch\n"
+    ".type m2emu_switch,@function\n"
+    "m2emu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size m2emu_switch, .-m2emu_switch\n");
+#else
+ucontext_t g_sched_ctx;
+#endif
+
+void to_scheduler()
+{
+#if defined(__x86_64__)
+    m2emu_switch(&g_fibers[g_cur].sp, g_sched_sp);
+#else
+    swapcontext(&g_fibers[g_cur].ctx, &g_sched_ctx);
+#endif
+}
+
+void fiber_main()
+{
+    (*g_thread)();
+    g_fibers[g_cur].done = true;
+    to_scheduler(); /* never resumed */
+    abort();
+}
+
+void fiber_start(fiber &f)
+{
+    f.done = false;
+    if (!f.stack) {
+        f.stack = (char *)malloc(STACK_BYTES);
+        if (!f.stack) {
+            fprintf(stderr, "cuda emulator: out of memory for fiber stacks\n");
+            abort();
+        }
+    }
+#if defined(__x86_64__)
+    /* a fresh stack that m2emu_switch "returns" into fiber_main from: 6 saved registers, the return address,
+     * and one pad slot so that fiber_main starts with rsp = 8 mod 16, as after a call */
+    uintptr_t top = ((uintptr_t)(f.stack + STACK_BYTES)) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;              /* pad */
+    *--sp = (void *)&fiber_main;  /* return address */
+    for (int i = 0; i < 6; i++) *--sp = nullptr;
+    f.sp = sp;
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, (void (*)())fiber_main, 0);
+#endif
+}
+
+void fiber_resume(int t)
+{
+    g_cur = t;
+#if defined(__x86_64__)
+    m2emu_switch(&g_sched_sp, g_fibers[t].sp);
+#else
+    swapcontext(&g_sched_ctx, &g_fibers[t].ctx);
+#endif
+    g_cur = -1;
+}
+
+void set_thread_index(unsigned t)
+{
+    threadIdx.x = t % blockDim.x;
+    threadIdx.y = (t / blockDim.x) % blockDim.y;
+    threadIdx.z = t / (blockDim.x * blockDim.y);
+}
+
+[[noreturn]] void divergent(const char *how)
+{
+    fprintf(stderr, "cuda emulator: __syncthreads %s in block (%u,%u,%u) of a %ux%ux%u grid\n", how, blockIdx.x,
+            blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z);
+    abort();
+}
+
+/* One block. Thread 0 runs as a fiber first; if it finishes without reaching a barrier, the block is taken to
+ * have none (a barrier in only some threads would be a bug) and the other threads run as plain calls, which is
+ * fast. Otherwise every thread runs as a fiber, round by round from barrier to barrier. */
+void run_block(unsigned nthreads)
+{
+    if (g_fibers.size() < nthreads) g_fibers.resize(nthreads);
+    fiber_start(g_fibers[0]);
+    set_thread_index(0);
+    fiber_resume(0);
+    if (g_fibers[0].done) {
+        for (unsigned t = 1; t < nthreads; t++) {
+            set_thread_index(t);
+            (*g_thread)(); /* __syncthreads here aborts: g_cur is -1 */
+        }
+        return;
+    }
+    /* thread 0 waits at its first barrier: bring every other thread there, then go round by round */
+    unsigned waiting = 1, finished = 0;
+    for (unsigned t = 1; t < nthreads; t++) {
+        fiber_start(g_fibers[t]);
+        set_thread_index(t);
+        fiber_resume(t);
+        if (g_fibers[t].done)
+            finished++;
+        else
+            waiting++;
+    }
+    for (;;) {
+        if (finished && waiting) divergent("reached by some threads while others exited");
+        if (!waiting) return;
+        waiting = finished = 0;
+        for (unsigned t = 0; t < nthreads; t++) {
+            if (g_fibers[t].done) continue;
+            set_thread_index(t);
+            fiber_resume(t);
+            if (g_fibers[t].done)
+                finished++;
+            else
+                waiting++;
+        }
+    }
+}
+
+struct blas_ctx {
+    int dummy;
+};
+
+float round_bits(float v, int drop)
+{
+    /* round to nearest even, keeping 23 - drop mantissa bits; NaN and inf pass */
+    if (!isfinite(v)) return v;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    const uint32_t half = (1u << (drop - 1)) - 1 + ((u >> drop) & 1u);
+    u = (u + half) & ~((1u << drop) - 1u);
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+} // namespace
+
+void __syncthreads()
+{
+    if (g_cur < 0) divergent("reached by a thread of a block whose thread 0 exited without it");
+    to_scheduler();
+}
+
+namespace m2emu {
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread)
+{
+    const unsigned nthreads = block.x * block.y * block.z;
+    if (nthreads == 0 || nthreads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+        grid.z > 65535) {
+        fprintf(stderr, "cuda emulator: invalid launch %ux%ux%u blocks of %ux%ux%u threads\n", grid.x, grid.y,
+                grid.z, block.x, block.y, block.z);
+        abort();
+    }
+    if (shmem > 48 * 1024) {
+        fprintf(stderr, "cuda emulator: %zu bytes of dynamic shared memory (48 KiB without opt-in)\n", shmem);
+        abort();
+    }
+    const std::function<void()> *saved = g_thread;
+    g_thread = &thread;
+    gridDim = grid;
+    blockDim = block;
+    g_dynamic_shared.assign(shmem ? shmem : 1, 0);
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                blockIdx.x = x;
+                blockIdx.y = y;
+                blockIdx.z = z;
+                run_block(nthreads);
+            }
+    g_thread = saved;
+}
+
+void *dynamic_shared() { return g_dynamic_shared.data(); }
+} // namespace m2emu
+
+/* ---- runtime ---- */
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNotReady: return "device not ready";
+    default: return "emulated CUDA error";
+    }
+}
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "CPU emulation of the CUDA backend (tests only)");
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 1;
+    return device == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    static int dummy;
+    *s = (cudaStream_t)&dummy;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    /* device memory is not zeroed: make reads of unwritten memory visible as NaN-ish garbage */
+    memset(*p, 0xff, (bytes + 255) / 256 * 256);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
+{
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
+{
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    *free_bytes = (size_t)1 << 34;
+    *total_bytes = (size_t)1 << 35;
+    return cudaSuccess;
+}
+
+/* ---- cuBLAS ---- */
+const char *cublasGetStatusString(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE (emulated)";
+}
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    static blas_ctx ctx;
+    *h = (cublasHandle_t)&ctx;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { return CUBLAS_STATUS_SUCCESS; }
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    /* argument checks of the cuBLAS documentation (column-major: op(A) m x k, op(B) k x n, C m x n) */
+    if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (ldb < std::max(1, tb == CUBLAS_OP_N ? k : n)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
+    const int drop = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 16 : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 13 : 0;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    const float *a = (const float *)A, *b = (const float *)B;
+    float *c = (float *)C;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float acc = 0.0f;
+            for (int p = 0; p < k; p++) {
+                float x = ta == CUBLAS_OP_N ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                float y = tb == CUBLAS_OP_N ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                if (drop) {
+                    x = round_bits(x, drop);
+                    y = round_bits(y, drop);
+                }
+                acc += x * y;
+            }
+            float *cij = c + (size_t)j * ldc + i;
+            *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}

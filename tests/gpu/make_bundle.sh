@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the GPU tests and the GPU benchmark on THIS machine (which has the project's build dependencies) and packs
+# them with the shared libraries they need into one archive, for a GPU machine that has the NVIDIA driver and the
+# CUDA libraries but not HDF5/MPI/OpenBLAS/inih/cmocka (the workplace's H200 image: nvcc and CMake, no Debian -dev
+# packages, no network). tests/gpu/check.sh uses the archive when it cannot configure the project itself.
+#   tests/gpu/make_bundle.sh              -> build-gpubundle/gpu-bundle.tar.xz  (about 15 MB)
+# Packed: bin/ (test_gpu_*, bench_gpu), lib/ (every library they load except the C runtime, the compiler runtime and
+# the big CUDA libraries cuBLAS/cuBLASLt/NCCL, which check.sh finds on the GPU machine), configs/8gpu.ini.
+# The build is portable (MAMBA2_NATIVE=OFF: the GPU machine's CPU may lack this one's instructions).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUNDLE_BUILD:-$root/build-gpubundle}"
+targets="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl bench_gpu"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMAMBA2_CUDA=ON -DMAMBA2_NATIVE=OFF -DMAMBA2_WERROR=ON \
+  >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$build" -j "${JOBS:-2}" --target $targets
+
+stage="$build/bundle"
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/configs"
+for t in $targets; do cp "$build/tests/$t" "$stage/bin/"; done
+cp "$root/configs/8gpu.ini" "$stage/configs/"
+
+# Libraries: everything ldd resolves except glibc's, the compiler runtime's (the GPU machine has newer ones) and
+# cuBLAS/cuBLASLt/NCCL (hundreds of MB; part of every CUDA installation and of PyTorch's wheels).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libnccl)'
+for t in $targets; do
+  ldd "$stage/bin/$t" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  cp -L "$path" "$stage/lib/$name"
+done
+{
+  echo "mamba2 GPU test bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n) from $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "nvcc: $(nvcc --version | tail -1)"
+  echo "targets: $targets"
+} > "$stage/BUNDLE.txt"
+tar -C "$build" -cJf "$build/gpu-bundle.tar.xz" bundle
+echo "make_bundle: $build/gpu-bundle.tar.xz ($(du -h "$build/gpu-bundle.tar.xz" | cut -f1)); libraries packed:"
+ls "$stage/lib" | sed 's/^/  /'
