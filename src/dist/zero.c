@@ -1,0 +1,310 @@
+#include "dist/zero.h"
+
+#include "core/adamw.h"
+#include "core/error.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One reduce-scatter in flight: the bucket's range and its per-rank receive counts (MPI reads them until done). */
+typedef struct {
+    size_t begin, end;
+    int *counts;
+    MPI_Request req;
+} bucket;
+
+struct m2_zero {
+    const m2_dist *pg;
+    size_t n, shard, padded;
+    size_t begin, end;            /* this rank's real range */
+    unsigned char *mask;          /* [shard], index 0 = rank*shard */
+    float *m, *v, *grad;          /* [shard] each */
+    int64_t step;
+    bucket *buckets;              /* started this step, in issue order */
+    MPI_Request *reqs;            /* [cap], parallel to buckets, for MPI_Testall */
+    int n_buckets, cap;
+    int *shard_counts, *shard_displs; /* [R]: real elements per rank and their offsets (gatherv/scatterv) */
+    m2_zero_timing timing;
+};
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+void m2_zero_shard(const m2_zero *z, int rank, size_t *begin, size_t *end)
+{
+    size_t b = (size_t)rank * z->shard, e = b + z->shard;
+    *begin = b < z->n ? b : z->n;
+    *end = e < z->n ? e : z->n;
+}
+
+int m2_zero_create(m2_zero **out, const m2_dist *pg, size_t n_params, const unsigned char *decay_mask)
+{
+    *out = NULL;
+    if (n_params == 0 || n_params > INT_MAX)
+        return m2_fail(M2_EUSAGE, "ZeRO-1 (rank %d): %zu parameters; must be 1..%d", pg->rank, n_params, INT_MAX);
+    const size_t R = (size_t)pg->world;
+    const size_t shard = round_up((n_params + R - 1) / R, M2_ZERO_ALIGN);
+    if (shard > INT_MAX)
+        return m2_fail(M2_EUSAGE, "ZeRO-1 (rank %d): %zu parameters over %zu ranks is over MPI's count limit",
+                       pg->rank, n_params, R);
+    m2_zero *z = calloc(1, sizeof *z);
+    if (!z) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", pg->rank);
+    z->pg = pg;
+    z->n = n_params;
+    z->shard = shard;
+    z->padded = shard * R;
+    m2_zero_shard(z, pg->rank, &z->begin, &z->end);
+    z->mask = calloc(shard, 1);
+    z->m = calloc(shard, sizeof *z->m);
+    z->v = calloc(shard, sizeof *z->v);
+    z->grad = calloc(shard, sizeof *z->grad);
+    z->shard_counts = calloc(R, sizeof *z->shard_counts);
+    z->shard_displs = calloc(R, sizeof *z->shard_displs);
+    if (!z->mask || !z->m || !z->v || !z->grad || !z->shard_counts || !z->shard_displs) {
+        m2_zero_free(z);
+        return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for a shard of %zu", pg->rank, shard);
+    }
+    if (decay_mask) memcpy(z->mask, decay_mask + z->begin, z->end - z->begin);
+    for (int r = 0; r < pg->world; r++) {
+        size_t b, e;
+        m2_zero_shard(z, r, &b, &e);
+        z->shard_counts[r] = (int)(e - b);
+        z->shard_displs[r] = (int)b; /* b <= n <= INT_MAX */
+    }
+    *out = z;
+    return M2_OK;
+}
+
+static void clear_buckets(m2_zero *z)
+{
+    for (int i = 0; i < z->n_buckets; i++) free(z->buckets[i].counts);
+    z->n_buckets = 0;
+}
+
+void m2_zero_free(m2_zero *z)
+{
+    if (!z) return;
+    clear_buckets(z); /* callers free only after a completed step, so nothing is in flight */
+    free(z->buckets);
+    free(z->reqs);
+    free(z->mask);
+    free(z->m);
+    free(z->v);
+    free(z->grad);
+    free(z->shard_counts);
+    free(z->shard_displs);
+    free(z);
+}
+
+size_t m2_zero_padded_len(const m2_zero *z) { return z->padded; }
+size_t m2_zero_shard_len(const m2_zero *z) { return z->shard; }
+size_t m2_zero_state_bytes(const m2_zero *z) { return 3 * z->shard * sizeof(float); }
+int64_t m2_zero_optim_step(const m2_zero *z) { return z->step; }
+const float *m2_zero_shard_grad(const m2_zero *z) { return z->grad; }
+m2_zero_timing m2_zero_last_timing(const m2_zero *z) { return z->timing; }
+
+void m2_zero_moments(const m2_zero *z, const float **m, const float **v)
+{
+    *m = z->m;
+    *v = z->v;
+}
+
+static int grow_buckets(m2_zero *z)
+{
+    if (z->n_buckets < z->cap) return M2_OK;
+    int cap = z->cap ? 2 * z->cap : 16;
+    bucket *b = realloc(z->buckets, (size_t)cap * sizeof *b);
+    if (b) z->buckets = b;
+    MPI_Request *q = b ? realloc(z->reqs, (size_t)cap * sizeof *q) : NULL;
+    if (q) z->reqs = q;
+    if (!b || !q) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for buckets", z->pg->rank);
+    z->cap = cap;
+    return M2_OK;
+}
+
+/* Starts the reduce-scatter of [begin, end): rank r receives the sum of the part of the range inside its shard,
+ * written where that part sits in its shard gradient. The caller has checked the range. */
+static int start_reduce_scatter(m2_zero *z, const float *grads, size_t begin, size_t end)
+{
+    const m2_dist *pg = z->pg;
+    int err = grow_buckets(z);
+    if (err) return err;
+    int *counts = malloc((size_t)pg->world * sizeof *counts);
+    if (!counts) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", pg->rank);
+    for (int r = 0; r < pg->world; r++) {
+        size_t lo = (size_t)r * z->shard, hi = lo + z->shard;
+        if (lo < begin) lo = begin;
+        if (hi > end) hi = end;
+        counts[r] = hi > lo ? (int)(hi - lo) : 0;
+    }
+    size_t my_lo = (size_t)pg->rank * z->shard;
+    float *recv = z->grad + (begin > my_lo ? begin - my_lo : 0);
+    if (counts[pg->rank] == 0) recv = z->grad; /* nothing lands here; any valid address */
+    bucket *b = &z->buckets[z->n_buckets];
+    b->begin = begin;
+    b->end = end;
+    b->counts = counts;
+    int rc = MPI_Ireduce_scatter(grads + begin, recv, counts, MPI_FLOAT, MPI_SUM, pg->comm, &z->reqs[z->n_buckets]);
+    if (rc != MPI_SUCCESS) {
+        free(counts);
+        return m2_dist_check(pg, rc, "MPI_Ireduce_scatter");
+    }
+    z->n_buckets++;
+    return M2_OK;
+}
+
+int m2_zero_bucket_ready(m2_zero *z, const float *grads, size_t begin, size_t end)
+{
+    const m2_dist *pg = z->pg;
+    if (begin >= end || end > z->n)
+        return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) is empty or past %zu parameters",
+                       pg->rank, begin, end, z->n);
+    for (int i = 0; i < z->n_buckets; i++)
+        if (begin < z->buckets[i].end && z->buckets[i].begin < end)
+            return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) overlaps [%zu, %zu) started earlier",
+                           pg->rank, begin, end, z->buckets[i].begin, z->buckets[i].end);
+    int err = start_reduce_scatter(z, grads, begin, end);
+    if (err) return err;
+    /* Non-blocking collectives only advance inside MPI calls: each new bucket gives the earlier ones a push. */
+    int done = 0;
+    return m2_dist_check(pg, MPI_Testall(z->n_buckets, z->reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+}
+
+void m2_zero_on_bucket(int bucket_index, void *user)
+{
+    m2_zero_hook *h = user;
+    if (h->err) return;
+    size_t begin, end;
+    m2_layout_bucket(h->lay, bucket_index, &begin, &end);
+    if (end > begin) h->err = m2_zero_bucket_ready(h->z, h->grads, begin, end);
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Starts a reduce-scatter for every gap of [0, n) that no bucket covered, in ascending order (the same on every
+ * rank, since every rank started the same buckets). */
+static int start_gaps(m2_zero *z, const float *grads)
+{
+    int nb = z->n_buckets;
+    size_t *ranges = malloc(((size_t)nb + 1) * 2 * sizeof *ranges);
+    if (!ranges) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", z->pg->rank);
+    for (int i = 0; i < nb; i++) {
+        ranges[2 * i] = z->buckets[i].begin;
+        ranges[2 * i + 1] = z->buckets[i].end;
+    }
+    qsort(ranges, (size_t)nb, 2 * sizeof *ranges, by_begin);
+    ranges[2 * nb] = z->n; /* sentinel: the end of the buffer */
+    size_t at = 0;
+    int err = M2_OK;
+    for (int i = 0; i <= nb && !err; i++) {
+        if (ranges[2 * i] > at) err = start_reduce_scatter(z, grads, at, ranges[2 * i]);
+        if (i < nb) at = ranges[2 * i + 1];
+    }
+    free(ranges);
+    return err;
+}
+
+int m2_zero_reduce(m2_zero *z, const float *grads)
+{
+    int err = start_gaps(z, grads);
+    double t0 = MPI_Wtime();
+    if (!err) err = m2_dist_wait(z->pg, z->n_buckets, z->reqs, "gradient reduce-scatter");
+    z->timing.reduce_wait_s = MPI_Wtime() - t0;
+    clear_buckets(z);
+    return err;
+}
+
+static double shard_sum_of_squares(const m2_zero *z)
+{
+    /* Sequential in double: a fixed order, so the global norm (and the clip factor) never depends on threading. */
+    const float *g = z->grad;
+    double s = 0.0;
+    for (size_t i = 0, k = z->end - z->begin; i < k; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+int m2_zero_step(m2_zero *z, float *params, const float *grads, double local_sse, int64_t local_count, float lr,
+                 float wd, float grad_clip, double *out_loss, double *out_grad_norm, int *out_skipped)
+{
+    const m2_dist *pg = z->pg;
+    memset(&z->timing, 0, sizeof z->timing);
+    int err = m2_zero_reduce(z, grads);
+    if (err) return err;
+
+    /* One all-reduce for the three scalars; the count travels as a double (exact below 2^53). */
+    double t0 = MPI_Wtime();
+    double s[3] = {local_sse, (double)local_count, shard_sum_of_squares(z)};
+    if ((err = m2_dist_allreduce_sum_f64(pg, s, 3))) return err;
+    z->timing.allreduce_s = MPI_Wtime() - t0;
+    const double count = s[1], inv = 1.0 / count;
+    *out_loss = s[0] / count;
+    *out_grad_norm = sqrt(s[2]) * inv;
+    /* Every rank sees the same three sums, so every rank takes the same branch. */
+    *out_skipped = !(count > 0) || !isfinite(*out_loss) || !isfinite(*out_grad_norm);
+    if (*out_skipped) return M2_OK;
+
+    t0 = MPI_Wtime();
+    double factor = inv;
+    if (grad_clip > 0 && *out_grad_norm > grad_clip) factor *= grad_clip / *out_grad_norm;
+    const size_t k = z->end - z->begin;
+    for (size_t i = 0; i < k; i++) z->grad[i] = (float)((double)z->grad[i] * factor);
+    z->step++;
+    if (k) m2_adamw(params + z->begin, z->grad, z->m, z->v, z->mask, k, lr, M2_ADAM_BETA1, M2_ADAM_BETA2,
+                    M2_ADAM_EPS, wd, z->step);
+    z->timing.adam_s = MPI_Wtime() - t0;
+
+    /* In place: rank r's shard is already at params + r*S; everyone receives everyone else's. */
+    t0 = MPI_Wtime();
+    MPI_Request req;
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params, (int)z->shard, MPI_FLOAT, pg->comm, &req);
+    if (rc != MPI_SUCCESS) return m2_dist_check(pg, rc, "MPI_Iallgather");
+    err = m2_dist_wait(pg, 1, &req, "parameter all-gather");
+    z->timing.allgather_s = MPI_Wtime() - t0;
+    return err;
+}
+
+int m2_zero_gather_moments(const m2_zero *z, float *m_full, float *v_full)
+{
+    const m2_dist *pg = z->pg;
+    const int mine = z->shard_counts[pg->rank], root = pg->rank == 0;
+    MPI_Request req[2];
+    int rc = MPI_Igatherv(z->m, mine, MPI_FLOAT, root ? m_full : NULL, z->shard_counts, z->shard_displs, MPI_FLOAT, 0,
+                          pg->comm, &req[0]);
+    if (rc != MPI_SUCCESS) return m2_dist_check(pg, rc, "MPI_Igatherv");
+    rc = MPI_Igatherv(z->v, mine, MPI_FLOAT, root ? v_full : NULL, z->shard_counts, z->shard_displs, MPI_FLOAT, 0,
+                      pg->comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        m2_dist_wait(pg, 1, &req[0], "moment gather");
+        return m2_dist_check(pg, rc, "MPI_Igatherv");
+    }
+    return m2_dist_wait(pg, 2, req, "moment gather");
+}
+
+int m2_zero_load_moments(m2_zero *z, const float *m_full, const float *v_full, int64_t optim_step)
+{
+    const m2_dist *pg = z->pg;
+    const int mine = z->shard_counts[pg->rank], root = pg->rank == 0;
+    int err = m2_dist_bcast(pg, &optim_step, sizeof optim_step, 0);
+    if (err) return err;
+    MPI_Request req[2];
+    int rc = MPI_Iscatterv(root ? m_full : NULL, z->shard_counts, z->shard_displs, MPI_FLOAT, z->m, mine, MPI_FLOAT, 0,
+                           pg->comm, &req[0]);
+    if (rc != MPI_SUCCESS) return m2_dist_check(pg, rc, "MPI_Iscatterv");
+    rc = MPI_Iscatterv(root ? v_full : NULL, z->shard_counts, z->shard_displs, MPI_FLOAT, z->v, mine, MPI_FLOAT, 0,
+                       pg->comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        m2_dist_wait(pg, 1, &req[0], "moment scatter");
+        return m2_dist_check(pg, rc, "MPI_Iscatterv");
+    }
+    if ((err = m2_dist_wait(pg, 2, req, "moment scatter"))) return err;
+    /* The padded tail of the last shards stays zero, as after create. */
+    memset(z->m + mine, 0, (z->shard - (size_t)mine) * sizeof *z->m);
+    memset(z->v + mine, 0, (z->shard - (size_t)mine) * sizeof *z->v);
+    z->step = optim_step;
+    return M2_OK;
+}
