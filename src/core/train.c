@@ -286,6 +286,24 @@ static int validate(trainer *t, double *out)
     return M2_OK;
 }
 
+/* Every rank must hold the same parameters after the all-gather. Checked at each status line (cheap: one pass over
+ * the parameters and one all-reduce) so that a silent divergence stops the run instead of wasting it. */
+static int check_replicas(trainer *t)
+{
+    if (t->pg->world == 1) return M2_OK;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the parameter bytes */
+    const unsigned char *bytes = (const unsigned char *)t->params;
+    for (size_t i = 0; i < t->lay.n_params * sizeof(float); i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    int64_t v = (int64_t)(h >> 2);
+    int64_t range[2] = {v, -v}; /* max of v and max of -v: the largest and smallest hash */
+    int rc = m2_dist_allreduce_max_i64(t->pg, range, 2);
+    if (rc) return rc;
+    if (range[0] != -range[1])
+        return m2_fail(M2_EFAIL, "training (step %" PRId64 ", rank %d): the ranks hold different parameters after the "
+                       "all-gather", t->step + 1, t->pg->rank);
+    return M2_OK;
+}
+
 /* ---- checkpoints, logs ------------------------------------------------------------------------------ */
 
 static int save_checkpoint(trainer *t)
@@ -410,6 +428,7 @@ static int loop(trainer *t)
         }
         double val = NAN;
         int last = t->step + 1 == cfg->train.steps;
+        if (((t->step + 1) % cfg->train.log_every == 0 || last) && (rc = check_replicas(t))) return rc;
         if (cfg->train.eval_every > 0 && ((t->step + 1) % cfg->train.eval_every == 0 || last))
             if ((rc = validate(t, &val))) return rc;
         if (t->step > first_step) { /* the first step pays for warm-up: keep it out of the ETA */
