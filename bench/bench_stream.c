@@ -1,0 +1,236 @@
+/* Streaming inference benchmark (issue 7): per-tick latency percentiles of one stream, the weight-streaming
+ * floor measured in the same run, batched ticks/s for S = 1, 8, 64, and bf16 against fp32, for the shape of
+ * configs/latency.ini and the MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
+ * One thread, pinned to one core.
+ *
+ *   bench_stream [--config FILE] [--ticks N] [--cpu C]
+ *
+ * The floor: time to read the model's weight bytes once with wide loads (m2_stream_floor_ns), "hot" (the
+ * same buffer again and again, so it sits where the weights sit when ticks come back to back: L2 for the
+ * latency model, L3 for the default one on a 1 MiB-L2 core) and "cold" (from DRAM). Ratios use hot: that is
+ * the like-for-like bound for back-to-back ticks. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/m2stream.h"
+#include "core/stream.h"
+#include "../tests/stream/stream_fixture.h"
+
+#define N_INPUTS 4096   /* distinct input rows cycled through (16 KB per feature: stays in L1/L2 like a feed) */
+
+static void usage(void)
+{
+    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C]\n"
+           "  --config FILE  latency-model config (default: configs/latency.ini next to this source)\n"
+           "  --ticks N      timed single-stream ticks per measurement (default 100000)\n"
+           "  --cpu C        core to pin to (default: the current one)\n");
+}
+
+static int open_model(const m2_layout *lay, const float *params, int bf16, int max_streams, m2_stream **s)
+{
+    m2_stream_options o = m2_stream_defaults();
+    o.bf16 = bf16;
+    o.max_streams = max_streams;
+    return m2_stream_open_params(lay, params, NULL, NULL, &o, s);
+}
+
+/* Latency of single-stream steps; resets every 4096 ticks like session boundaries would (not timed). */
+static void latency(m2_stream *s, const float *X, int F, int O, long ticks, m2_latency *lat, double *buf)
+{
+    float pred[64];
+    for (long i = 0; i < ticks / 10 + 1000; i++) m2_stream_step(s, 0, X + (size_t)(i % N_INPUTS) * F, pred);
+    for (long i = 0; i < ticks; i++) {
+        const float *x = X + (size_t)(i % N_INPUTS) * F;
+        double t0 = m2_now_ns();
+        m2_stream_step(s, 0, x, pred);
+        buf[i] = m2_now_ns() - t0;
+        if (i % N_INPUTS == N_INPUTS - 1) m2_stream_reset(s, 0);
+    }
+    (void)O;
+    m2_latency_summarize(buf, (size_t)ticks, lat);
+}
+
+/* Ticks per second with S streams advanced together: 25 blocks of ~15 ms, the median block's rate (robust to the
+ * time slices other processes take on a shared machine). */
+static double batched_rate(const m2_layout *lay, const float *params, int bf16, int S, const float *X)
+{
+    m2_stream *s;
+    if (open_model(lay, params, bf16, S, &s)) return -1;
+    const int F = lay->d.F;
+    float *pred = malloc((size_t)S * lay->d.O * sizeof *pred);
+    double rates[25];
+    long steps = 0;
+    for (int i = 0; i < 50; i++) m2_stream_step_batch(s, S, NULL, X + (size_t)(i * S % N_INPUTS) * F, pred);
+    for (int b = 0; b < 25; b++) {
+        long n = 0;
+        double t0 = m2_now_ns(), t;
+        while ((t = m2_now_ns() - t0) < 15e6)
+            for (int i = 0; i < 8; i++, n++, steps++)
+                m2_stream_step_batch(s, S, NULL, X + (size_t)(steps * S % (N_INPUTS - S)) * F, pred);
+        rates[b] = (double)n * S / (t * 1e-9);
+    }
+    m2_latency med;
+    m2_latency_summarize(rates, 25, &med);
+    free(pred);
+    m2_stream_close(s);
+    return med.p50;
+}
+
+/* Median time of a step of S streams whose weights and states were evicted first (sparse ticks in a process
+ * that does other work in between): a 64 MiB buffer (twice the L3) is read before each of `steps` steps. */
+static double cold_step(const m2_layout *lay, const float *params, int bf16, int S, const float *X, int steps)
+{
+    const size_t evict = (size_t)64 << 20;
+    m2_stream *s = NULL;
+    unsigned char *buf = malloc(evict);
+    double *t = malloc((size_t)steps * sizeof *t);
+    float *pred = malloc((size_t)S * lay->d.O * sizeof *pred);
+    double med = -1;
+    if (buf && t && pred && !open_model(lay, params, bf16, S, &s)) {
+        memset(buf, 1, evict);
+        volatile unsigned sink = 0;
+        for (int i = 0; i < steps; i++) {
+            for (size_t j = 0; j < evict; j += 64) sink += buf[j];
+            double t0 = m2_now_ns();
+            m2_stream_step_batch(s, S, NULL, X + (size_t)(i * S % (N_INPUTS - S)) * lay->d.F, pred);
+            t[i] = m2_now_ns() - t0;
+        }
+        (void)sink;
+        m2_latency lat;
+        m2_latency_summarize(t, (size_t)steps, &lat);
+        med = lat.p50;
+    }
+    m2_stream_close(s);
+    free(buf);
+    free(t);
+    free(pred);
+    return med;
+}
+
+/* Max |bf16 - fp32| over sessions of synthetic ticks (a stand-in for a test split), and the scale. */
+static void bf16_diff(const m2_layout *lay, const float *params, const float *X, double *max_diff, double *max_pred)
+{
+    m2_stream *a, *b;
+    *max_diff = *max_pred = -1;
+    if (open_model(lay, params, 0, 1, &a) || open_model(lay, params, 1, 1, &b)) return;
+    float pa[64], pb[64];
+    *max_diff = *max_pred = 0;
+    for (int i = 0; i < N_INPUTS; i++) {
+        if (i % 1024 == 0) {   /* four sessions */
+            m2_stream_reset(a, 0);
+            m2_stream_reset(b, 0);
+        }
+        m2_stream_step(a, 0, X + (size_t)i * lay->d.F, pa);
+        m2_stream_step(b, 0, X + (size_t)i * lay->d.F, pb);
+        for (int o = 0; o < lay->d.O; o++) {
+            *max_diff = fmax(*max_diff, fabs((double)pa[o] - pb[o]));
+            *max_pred = fmax(*max_pred, fabs((double)pa[o]));
+        }
+    }
+    m2_stream_close(a);
+    m2_stream_close(b);
+}
+
+static int bench_shape(const char *name, fixture_shape shape, long ticks)
+{
+    m2_layout lay;
+    int rc = fixture_layout(&lay, shape);
+    if (rc) return rc;
+    const m2_dims *d = &lay.d;
+    float *params = fixture_params(&lay, 1234, 0), *X = fixture_inputs(N_INPUTS, d->F, 77);
+    double *buf = malloc((size_t)ticks * sizeof *buf);
+    printf("\n== %s: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d (H=%d, %zu parameters, %.1f KB fp32)\n", name, d->F,
+           d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, d->H, lay.n_params, lay.n_params * 4 / 1024.0);
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        m2_stream *s;
+        if ((rc = open_model(&lay, params, bf16, 1, &s))) break;
+        size_t wb = m2_stream_weight_bytes(s);
+        m2_latency lat;
+        latency(s, X, d->F, d->O, ticks, &lat, buf);
+        double hot = m2_stream_floor_ns(wb, 0, 2001), cold = m2_stream_floor_ns(wb, 1, 301);
+        printf("%s weights %.1f KB, state %.1f KB/stream\n", bf16 ? "bf16" : "fp32", wb / 1024.0,
+               m2_stream_state_bytes(s) / 1024.0);
+        printf("  latency/tick (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f  (%ld ticks)\n", lat.p50,
+               lat.p99, lat.p999, lat.max, lat.mean, ticks);
+        printf("  floor: read %.1f KB once: hot %.0f ns (%.1f GB/s), cold %.0f ns (%.1f GB/s)\n", wb / 1024.0, hot,
+               wb / hot, cold, wb / cold);
+        printf("  ratio to hot floor: p50 %.2fx  p99 %.2fx\n", lat.p50 / hot, lat.p99 / hot);
+        m2_stream_close(s);
+        double r1 = batched_rate(&lay, params, bf16, 1, X), r8 = batched_rate(&lay, params, bf16, 8, X),
+               r64 = batched_rate(&lay, params, bf16, 64, X);
+        printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1,
+               r64, r64 / r1);
+        double c1 = cold_step(&lay, params, bf16, 1, X, 100), c64 = cold_step(&lay, params, bf16, 64, X, 50);
+        printf("  cold steps (weights and states evicted before each step, as for sparse ticks): S=1 p50 %.0f ns "
+               "(%.2fx the cold floor) = %.0f ticks/s; S=64 p50 %.0f ns = %.0f ticks/s (%.2fx)\n",
+               c1, c1 / cold, 1e9 / c1, c64, 64e9 / c64, (64e9 / c64) / (1e9 / c1));
+    }
+    double md, mp;
+    bf16_diff(&lay, params, X, &md, &mp);
+    printf("bf16 vs fp32 predictions over %d synthetic ticks (4 sessions): max |diff| %.3g (max |pred| %.3g)\n",
+           N_INPUTS, md, mp);
+    free(params);
+    free(X);
+    free(buf);
+    m2_layout_free(&lay);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    char config[4096];
+    snprintf(config, sizeof config, "%s", __FILE__);
+    char *slash = strrchr(config, '/');
+    snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0),
+             "../configs/latency.ini");
+    long ticks = 100000;
+    int cpu = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            usage();
+            return 0;
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) snprintf(config, sizeof config, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--ticks") && i + 1 < argc) ticks = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "bench_stream: error: unknown argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (ticks < 1000) ticks = 1000;
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set)) cpu = -1;
+    } else cpu = m2_pin_to_current_cpu();
+    m2_config cfg;
+    m2_config_defaults(&cfg);
+    int rc = m2_config_load_file(&cfg, config);
+    if (rc) return m2_report("bench_stream", rc);
+    double tmin = 1e9;
+    for (int i = 0; i < 1000; i++) {
+        double a = m2_now_ns(), b = m2_now_ns();
+        tmin = fmin(tmin, b - a);
+    }
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    printf("bench_stream: one thread pinned to cpu %d; clock_gettime back-to-back %.0f ns (included in latencies); "
+           "load average %.2f on %ld cores at start\n",
+           cpu, tmin, load[0], sysconf(_SC_NPROCESSORS_ONLN));
+    fixture_shape lat = {8, 3, cfg.model.d_model, cfg.model.n_layers, cfg.model.expand, cfg.model.headdim,
+                         cfg.model.d_state, cfg.model.ngroups, cfg.model.d_conv};
+    if ((rc = bench_shape(config, lat, ticks))) return m2_report("bench_stream", rc);
+    if ((rc = bench_shape("MODEL.md default", fixture_default(), ticks / 4 > 1000 ? ticks / 4 : 1000)))
+        return m2_report("bench_stream", rc);
+    getloadavg(load, 3);
+    printf("\nload average %.2f at the end (other processes on these cores show up in p99 and beyond)\n", load[0]);
+    return 0;
+}

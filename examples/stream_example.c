@@ -1,0 +1,95 @@
+/* stream_example: the streaming C API (core/m2stream.h) embedded in a minimal "trading process".
+ *
+ *   stream_example CHECKPOINT [--instruments N] [--raw]
+ *
+ * Reads ticks from stdin, one per line, and writes one prediction line per tick to stdout:
+ *   in:  "<instrument> <x_1> ... <x_F>"   instrument in [0, N); x = the tick's F features
+ *   in:  "reset <instrument>"             the instrument's next tick starts a new session
+ *   out: "<instrument> <pred_1> ... <pred_O>"
+ * By default x are already z-scored (like the dataset's /features/X); with --raw they are the featuriser's raw
+ * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize).
+ *
+ * The calls a real process makes, in order:
+ *   m2_stream_open          once, at start-up: reads the checkpoint, packs the weights, allocates N states
+ *   m2_stream_reset         at each session boundary of an instrument (states start at zero after open)
+ *   m2_stream_standardize   per tick, if the feed gives raw features
+ *   m2_stream_step          per tick: allocation-free, lock-free, no system call
+ *   m2_stream_close         at shutdown
+ * When ticks of many instruments arrive together, m2_stream_step_batch advances them in one call (each weight
+ * read then serves all of them). Build: part of the project's CMake build (target stream_example). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/m2stream.h"
+
+enum { MAX_F = 256, MAX_O = 64 };
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: stream_example CHECKPOINT [--instruments N] [--raw]   (ticks on stdin, see the source)\n");
+    return 2;
+}
+
+/* One input line: a reset, or a tick that is run through the model and printed. */
+static int handle_line(m2_stream *s, char *line, int raw)
+{
+    const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
+    char *p = line, *end;
+    if (strncmp(p, "reset", 5) == 0) {
+        long id = strtol(p + 5, &end, 10);
+        if (end == p + 5 || id < 0 || id >= m2_stream_max_streams(s)) return m2_fail(M2_EUSAGE, "bad reset line");
+        m2_stream_reset(s, (int)id);
+        return M2_OK;
+    }
+    long id = strtol(p, &end, 10);
+    if (end == p) return M2_OK;   /* blank line */
+    double v[MAX_F];
+    float x[MAX_F], pred[MAX_O];
+    for (int f = 0; f < F; f++) {
+        p = end;
+        v[f] = strtod(p, &end);
+        if (end == p) return m2_fail(M2_EUSAGE, "tick line: expected %d features, got %d", F, f);
+    }
+    if (raw) m2_stream_standardize(s, v, x);
+    else
+        for (int f = 0; f < F; f++) x[f] = (float)v[f];
+    int rc = m2_stream_step(s, (int)id, x, pred);
+    if (rc) return rc;
+    printf("%ld", id);
+    for (int o = 0; o < O; o++) printf(" %.9g", pred[o]);
+    printf("\n");
+    return M2_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') return usage();
+    m2_stream_options opt = m2_stream_defaults();
+    int raw = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--raw")) raw = 1;
+        else if (!strcmp(argv[i], "--instruments") && i + 1 < argc) opt.max_streams = atoi(argv[++i]);
+        else return usage();
+    }
+    m2_stream *s;
+    int rc = m2_stream_open(argv[1], &opt, &s);
+    if (rc) return m2_report("stream_example", rc);
+    if (m2_stream_n_features(s) > MAX_F || m2_stream_n_targets(s) > MAX_O) {
+        m2_stream_close(s);
+        return m2_report("stream_example", m2_fail(M2_EUSAGE, "model too wide for this example"));
+    }
+    char line[16384];
+    long lineno = 0;
+    while (rc == M2_OK && fgets(line, sizeof line, stdin)) {
+        lineno++;
+        rc = handle_line(s, line, raw);
+    }
+    m2_stream_close(s);
+    if (rc) {
+        fprintf(stderr, "stream_example: error: stdin line %ld: %s\n", lineno, m2_last_error());
+        return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,376 @@
+/* mamba2_stream (CLI.md): feeds one split of a tick dataset through the streaming engine (core/m2stream.h) one
+ * tick at a time, as a trading process would, and reports the per-tick latency (p50, p99, p99.9, max; a
+ * CLOCK_MONOTONIC read around each step), ticks/s, and the physical floor for this model on this core: the
+ * time to read the model's weight bytes once (every tick must), measured in the same run.
+ *
+ * Rows of the split are cut into parts (session ∩ split, as mamba2_eval --mode stream does): a stream's state is
+ * reset at each part's first row, so predictions equal mamba2_eval --mode stream's. With --batch S, parts are
+ * dealt round-robin to S streams advanced together (one step = one tick of every stream that has rows left). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/m2stream.h"
+#include "core/stream.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "io/predictions.h"
+
+#define PROG "mamba2_stream"
+
+typedef struct {
+    const char *checkpoint, *data, *predictions, *split_name;
+    int split, bf16, batch;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
+            "\n"
+            "Feeds one split of a tick dataset through the model's recurrent step (MODEL.md §4) one tick at a time,\n"
+            "with the state reset at each session's first row inside the split, and prints the latency per step\n"
+            "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
+            "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
+            "\n"
+            "  --checkpoint FILE   checkpoint to run (required)\n"
+            "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
+            "  --split NAME        train | val | test (default: test)\n"
+            "  --predictions OUT   write the predictions of every row of the split (FORMATS.md)\n"
+            "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
+            "                      difference to fp32 predictions on the split\n"
+            "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
+            "  --help              this text\n"
+            "  --version           version and built-in backends\n");
+}
+
+static void version(void)
+{
+    printf(PROG " %s (%s)\nbackends: cpu mpi", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
+#ifdef MAMBA2_HAVE_CUDA
+    printf(" cuda nccl");
+#endif
+    printf("\n");
+}
+
+enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
+
+static int parse_int(const char *key, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return m2_fail(M2_EUSAGE, "%s %s: not an integer in [%d, %d]", key, v, lo, hi);
+    *out = (int)x;
+    return M2_OK;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){.split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return SHOW_HELP;
+        if (!strcmp(a, "--version")) return SHOW_VERSION;
+        if (!strcmp(a, "--bf16")) {
+            o->bf16 = 1;
+            continue;
+        }
+        static const char *with_value[] = {"--checkpoint", "--data", "--split", "--predictions", "--batch"};
+        int k = 0;
+        while (k < 5 && strcmp(a, with_value[k])) k++;
+        if (k == 5) return m2_fail(M2_EUSAGE, "%s: unknown argument (see --help)", a);
+        if (i + 1 >= argc) return m2_fail(M2_EUSAGE, "%s: needs a value (see --help)", a);
+        const char *v = argv[++i];
+        if (k == 0) o->checkpoint = v;
+        else if (k == 1) o->data = v;
+        else if (k == 3) o->predictions = v;
+        else if (k == 4) {
+            if (parse_int(a, v, 1, 1 << 16, &o->batch)) return M2_EUSAGE;
+        } else {
+            o->split = m2_split_from_name(v);
+            o->split_name = v;
+            if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", v);
+        }
+    }
+    if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    return PARSED;
+}
+
+/* The dataset must be the one the model was trained for. */
+static int check_compatible(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data)
+{
+    if (ds->n_features != ck->lay.d.F || ds->n_targets != ck->lay.d.O)
+        return m2_fail(M2_EFAIL, "dataset (%s): %d features and %d targets per tick, but the checkpoint (%s) has %d and %d",
+                       data, ds->n_features, ds->n_targets, ck_path, ck->lay.d.F, ck->lay.d.O);
+    for (int j = 0; j < ck->n_features && j < ds->n_features; j++)
+        if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
+            return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
+                           data, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
+    return M2_OK;
+}
+
+/* Parts of the split: [begin, end) row ranges, session ∩ split, in row order. */
+typedef struct {
+    int64_t n, *begin, *end;
+} parts;
+
+static int make_parts(const m2_dataset *ds, int split, parts *p)
+{
+    const int64_t lo = ds->split[split][0], hi = ds->split[split][1];
+    p->begin = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
+    p->end = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
+    p->n = 0;
+    if (!p->begin || !p->end) return m2_fail(M2_EFAIL, "stream: out of memory");
+    for (int64_t s = 0; s < ds->n_sessions; s++) {
+        int64_t b = ds->sessions[s] > lo ? ds->sessions[s] : lo, e = ds->sessions[s + 1] < hi ? ds->sessions[s + 1] : hi;
+        if (b < e) {
+            p->begin[p->n] = b;
+            p->end[p->n++] = e;
+        }
+    }
+    return M2_OK;
+}
+
+static void free_parts(parts *p)
+{
+    free(p->begin);
+    free(p->end);
+}
+
+/* Per-stream cursor over the parts dealt to it (parts k, k+S, k+2S, ...). */
+typedef struct {
+    int64_t part, row;   /* current part index and next row in it; part >= n: done */
+} cursor;
+
+typedef struct {
+    m2_stream *s;
+    const m2_dataset *ds;
+    const parts *pt;
+    int S;
+    int64_t lo;          /* first row of the split: pred row r goes to pred[(r - lo) * O] */
+    /* preallocated per-step buffers */
+    cursor *cur;
+    int *ids;
+    float *X, *P;
+    int64_t *rows;
+} runner;
+
+/* Gathers the next tick of every stream that has rows left (resetting a stream at each part's first row).
+ * Returns how many. */
+static int gather(runner *r)
+{
+    const int F = r->ds->n_features;
+    int n = 0;
+    for (int k = 0; k < r->S; k++) {
+        cursor *c = &r->cur[k];
+        if (c->part >= r->pt->n) continue;
+        if (c->row == r->pt->begin[c->part]) m2_stream_reset(r->s, k);
+        r->ids[n] = k;
+        r->rows[n] = c->row;
+        memcpy(r->X + (size_t)n * F, r->ds->X + (size_t)c->row * F, sizeof(float) * (size_t)F);
+        if (++c->row == r->pt->end[c->part]) {
+            c->part += r->S;
+            if (c->part < r->pt->n) c->row = r->pt->begin[c->part];
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Runs the whole split; lat (may be NULL) receives each step's latency; returns the number of steps. */
+static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
+{
+    const int O = r->ds->n_targets;
+    for (int k = 0; k < r->S; k++) {
+        r->cur[k].part = k;
+        r->cur[k].row = k < r->pt->n ? r->pt->begin[k] : 0;
+    }
+    int64_t steps = 0;
+    double t_start = m2_now_ns();
+    for (int n; (n = gather(r)) > 0; steps++) {
+        double t0 = m2_now_ns();
+        if (n == 1 && r->S == 1) m2_stream_step(r->s, 0, r->X, r->P);
+        else m2_stream_step_batch(r->s, n, r->ids, r->X, r->P);
+        if (lat) lat[steps] = m2_now_ns() - t0;
+        for (int i = 0; i < n; i++)
+            memcpy(pred + (size_t)(r->rows[i] - r->lo) * O, r->P + (size_t)i * O, sizeof(float) * (size_t)O);
+    }
+    *seconds = (m2_now_ns() - t_start) * 1e-9;
+    return steps;
+}
+
+static int runner_init(runner *r, m2_stream *s, const m2_dataset *ds, const parts *pt, int split, int S)
+{
+    *r = (runner){.s = s, .ds = ds, .pt = pt, .S = S, .lo = ds->split[split][0]};
+    r->cur = calloc((size_t)S, sizeof *r->cur);
+    r->ids = calloc((size_t)S, sizeof *r->ids);
+    r->rows = calloc((size_t)S, sizeof *r->rows);
+    r->X = calloc((size_t)S * ds->n_features, sizeof *r->X);
+    r->P = calloc((size_t)S * ds->n_targets, sizeof *r->P);
+    if (!r->cur || !r->ids || !r->rows || !r->X || !r->P) return m2_fail(M2_EFAIL, "stream: out of memory");
+    return M2_OK;
+}
+
+static void runner_free(runner *r)
+{
+    free(r->cur);
+    free(r->ids);
+    free(r->rows);
+    free(r->X);
+    free(r->P);
+}
+
+static int open_engine(const m2_checkpoint *ck, int bf16, int S, m2_stream **s)
+{
+    m2_stream_options opt = m2_stream_defaults();
+    opt.bf16 = bf16;
+    opt.max_streams = S;
+    return m2_stream_open_params(&ck->lay, ck->params, ck->mean, ck->std, &opt, s);
+}
+
+/* Max |pred - fp32 pred| over the split: the split run again, untimed, with fp32 weights. */
+static int bf16_difference(const m2_checkpoint *ck, const m2_dataset *ds, const parts *pt, int split,
+                           const float *pred, int64_t M, double *diff)
+{
+    m2_stream *s;
+    int rc = open_engine(ck, 0, 1, &s);
+    if (rc) return rc;
+    float *ref = malloc(sizeof(float) * (size_t)M * ds->n_targets);
+    runner r;
+    rc = ref ? runner_init(&r, s, ds, pt, split, 1) : m2_fail(M2_EFAIL, "stream: out of memory");
+    if (rc == M2_OK) {
+        double secs;
+        run_split(&r, ref, NULL, &secs);
+        *diff = 0;
+        for (int64_t i = 0; i < M * ds->n_targets; i++) {
+            double d = (double)pred[i] - ref[i];
+            if (d < 0) d = -d;
+            if (d > *diff) *diff = d;
+        }
+        runner_free(&r);
+    }
+    free(ref);
+    m2_stream_close(s);
+    return rc;
+}
+
+static int write_predictions(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, float *pred, int64_t M)
+{
+    const int O = ds->n_targets;
+    const int64_t lo = ds->split[o->split][0];
+    m2_predictions p = {.M = M, .O = O, .pred = pred, .step = ck->step};
+    p.row = malloc(sizeof(int64_t) * (size_t)M);
+    p.target = malloc(sizeof(float) * (size_t)M * O);
+    int rc = M2_OK;
+    if (!p.row || !p.target) rc = m2_fail(M2_EFAIL, "stream: out of memory");
+    if (rc == M2_OK) {
+        for (int64_t i = 0; i < M; i++) p.row[i] = lo + i;
+        memcpy(p.target, ds->y + (size_t)lo * O, sizeof(float) * (size_t)M * O);
+        snprintf(p.split, sizeof p.split, "%s", o->split_name);
+        snprintf(p.mode, sizeof p.mode, "stream");
+        snprintf(p.checkpoint, sizeof p.checkpoint, "%s", o->checkpoint);
+        memcpy(p.horizons, ds->horizons, sizeof p.horizons);
+        rc = m2_predictions_write(o->predictions, &p);
+    }
+    free(p.row);
+    free(p.target);
+    return rc;
+}
+
+static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t steps, double secs, double *lat,
+                   int cpu)
+{
+    const m2_dims *d = m2_stream_dims(s);
+    const size_t wb = m2_stream_weight_bytes(s);
+    m2_latency l;
+    m2_latency_summarize(lat, (size_t)steps, &l);
+    double hot = m2_stream_floor_ns(wb, 0, 2001), cold = m2_stream_floor_ns(wb, 1, 301);
+    printf("model: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d; weights %.1f KB (%s), state %.1f KB per stream\n",
+           d->F, d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, wb / 1024.0, o->bf16 ? "bf16 matrices" : "fp32",
+           m2_stream_state_bytes(s) / 1024.0);
+    printf("run: %lld ticks in %lld steps of up to %d stream(s), one thread%s%d\n", (long long)ticks, (long long)steps,
+           o->batch, cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu);
+    printf("latency per %s (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f\n",
+           o->batch == 1 ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
+    printf("throughput: %.0f ticks/s (wall, including the split's bookkeeping); %.0f ticks/s in steps\n",
+           (double)ticks / secs, (double)ticks / (l.mean * (double)steps * 1e-9));
+    printf("floor: reading the %.1f KB of weights once takes %.0f ns hot (cache-resident, as for back-to-back "
+           "ticks; %.1f GB/s) and %.0f ns cold (from DRAM; %.1f GB/s)\n",
+           wb / 1024.0, hot, wb / hot, cold, wb / cold);
+    printf("ratio to the hot floor: p50 %.2fx  p99 %.2fx\n", l.p50 / hot, l.p99 / hot);
+}
+
+static int stream_split(const options *o, const m2_checkpoint *ck, const m2_dataset *ds)
+{
+    parts pt;
+    int rc = make_parts(ds, o->split, &pt);
+    const int64_t M = ds->split[o->split][1] - ds->split[o->split][0];
+    if (rc == M2_OK && M <= 0) rc = m2_fail(M2_EUSAGE, "--split %s: the split has no rows", o->split_name);
+    m2_stream *s = NULL;
+    if (rc == M2_OK) rc = open_engine(ck, o->bf16, o->batch, &s);
+    float *pred = rc ? NULL : malloc(sizeof(float) * (size_t)M * ds->n_targets);
+    double *lat = rc ? NULL : malloc(sizeof(double) * (size_t)M);
+    runner r = {0};
+    if (rc == M2_OK && (!pred || !lat)) rc = m2_fail(M2_EFAIL, "stream: out of memory for %lld rows", (long long)M);
+    if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, o->batch);
+    if (rc == M2_OK) {
+        int cpu = m2_pin_to_current_cpu();
+        printf(PROG ": checkpoint %s (step %lld), split %s: %lld rows in %lld session part(s)\n", o->checkpoint,
+               (long long)ck->step, o->split_name, (long long)M, (long long)pt.n);
+        double secs;
+        int64_t steps = run_split(&r, pred, lat, &secs);
+        report(o, s, M, steps, secs, lat, cpu);
+        if (o->bf16) {
+            double diff;
+            rc = bf16_difference(ck, ds, &pt, o->split, pred, M, &diff);
+            if (rc == M2_OK) printf("bf16: max |pred - fp32 pred| over the split = %.3g\n", diff);
+        }
+        if (rc == M2_OK && o->predictions) {
+            rc = write_predictions(o, ck, ds, pred, M);
+            if (rc == M2_OK) printf("predictions: %s (%lld rows)\n", o->predictions, (long long)M);
+        }
+    }
+    runner_free(&r);
+    free(pred);
+    free(lat);
+    m2_stream_close(s);
+    free_parts(&pt);
+    return rc;
+}
+
+static int run(const options *o)
+{
+    m2_checkpoint ck;
+    int rc = m2_checkpoint_load(o->checkpoint, &ck, 0);
+    if (rc != M2_OK) return rc;
+    const char *data = o->data ? o->data : ck.cfg.data.path;
+    m2_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    rc = m2_dataset_read(data, &ds, 0);
+    if (rc == M2_OK) rc = check_compatible(&ck, o->checkpoint, &ds, data);
+    if (rc == M2_OK) rc = stream_split(o, &ck, &ds);
+    m2_dataset_free(&ds);
+    m2_checkpoint_free(&ck);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc == SHOW_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == SHOW_VERSION) {
+        version();
+        return 0;
+    }
+    if (rc == PARSED) rc = run(&o);
+    fflush(stdout);
+    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+}

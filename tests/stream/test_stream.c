@@ -1,0 +1,320 @@
+/* Streaming engine (core/m2stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
+ * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; bf16; standardize; errors.
+ *
+ * Tolerances. The engine computes in fp32 (unit roundoff u = 6e-8) with a different summation order from
+ * the oracle (packed GEMV with 8 interleaved accumulators, 2 interleaved SSM partial sums, a polynomial exp
+ * within 2 ulp). Each layer's outputs then carry a relative error of a few u times the condition of the
+ * sums (dot products of length D..Di = 128..256 with random signs: about sqrt(256) u ~ 1e-6), the state
+ * accumulates errors over ~1/dt ticks with decay < 1 so they do not grow without bound, and the residual
+ * stream adds L of them. Measured max |err| / max |pred| over 200 ticks is ~3e-7..1e-6 (printed below); the
+ * bound 2e-5 leaves 20x margin yet catches any real mistake (a wrong index or a missing term moves
+ * predictions by 1e-3 or more: see test_reset, where a state left over from another session does exactly that). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/m2stream.h"
+#include "core/stream.h"
+#include "ref_stream.h"
+#include "stream_fixture.h"
+
+#define REL_TOL 2e-5
+
+/* Streams X [T,F] through stream `id` of s into pred [T,O]. */
+static void run(m2_stream *s, int id, const float *X, int T, float *pred)
+{
+    const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
+    for (int t = 0; t < T; t++) assert_int_equal(m2_stream_step(s, id, X + (size_t)t * F, pred + (size_t)t * O), M2_OK);
+}
+
+static double max_abs(const double *v, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(v[i]));
+    return m;
+}
+
+/* Max |a - b| relative to max |b|. */
+static double rel_err_fd(const float *a, const double *b, size_t n)
+{
+    double e = 0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+    return e / fmax(max_abs(b, n), 1e-30);
+}
+
+static double rel_err_ff(const float *a, const float *b, size_t n)
+{
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return e / fmax(m, 1e-30);
+}
+
+static void check_against_oracle(fixture_shape shape, int T, const char *label)
+{
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 7, 1), *X = fixture_inputs(T, shape.F, 11);
+    float *pred = malloc((size_t)T * shape.O * sizeof *pred);
+    double *ref = malloc((size_t)T * shape.O * sizeof *ref);
+    ref_session(&lay, params, X, T, ref);
+    m2_stream *s;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, NULL, &s), M2_OK);
+    run(s, 0, X, T, pred);
+    double e = rel_err_fd(pred, ref, (size_t)T * shape.O);
+    printf("  %s: max|pred| %.3g, rel err vs fp64 oracle %.2e over %d ticks\n", label,
+           max_abs(ref, (size_t)T * shape.O), e, T);
+    assert_true(e < REL_TOL);
+    assert_true(max_abs(ref, (size_t)T * shape.O) > 0.05); /* the comparison is not between near-zeros */
+    m2_stream_close(s);
+    m2_layout_free(&lay);
+    free(params); free(X); free(pred); free(ref);
+}
+
+static void test_default_model(void **state) { check_against_oracle(fixture_default(), 200, "default"); }
+
+static void test_two_groups(void **state)
+{
+    fixture_shape s = fixture_default();
+    s.G = 2;
+    check_against_oracle(s, 200, "G=2");
+}
+
+/* Sizes that are not multiples of 16, P outside the vectorised SSM cases, K = 3, one layer and many panels. */
+static void test_odd_sizes(void **state)
+{
+    fixture_shape s = {5, 2, 40, 3, 3, 20, 10, 3, 3};
+    check_against_oracle(s, 150, "odd sizes");
+    fixture_shape k1 = {3, 1, 16, 1, 2, 16, 16, 1, 1};   /* no conv history at all */
+    check_against_oracle(k1, 50, "K=1");
+    fixture_shape k5 = {4, 2, 32, 2, 2, 64, 8, 1, 5};    /* the conv's general path; P = 64 */
+    check_against_oracle(k5, 60, "K=5");
+}
+
+/* S streams stepped together (including a subset in a scrambled order) == each stream stepped alone. */
+static void batch_vs_single(int bf16)
+{
+    fixture_shape shape = fixture_default();
+    const int S = 13, T = 40, F = shape.F, O = shape.O;   /* 13 = two full 6-stream tiles and a remainder */
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 3, 1);
+    m2_stream_options opt = m2_stream_defaults();
+    opt.max_streams = S;
+    opt.bf16 = bf16;   /* bf16: the interleaved pairs must line up in the GEMM's 4-vector blocks too */
+    m2_stream *batch, *single;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &batch), M2_OK);
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &single), M2_OK);
+    float *X = fixture_inputs(T * S, F, 5);
+    float *pb = malloc((size_t)S * O * sizeof *pb), *ps = malloc((size_t)S * O * sizeof *ps);
+    float *xb = malloc((size_t)S * F * sizeof *xb);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        /* odd ticks: only 7 streams, in a scrambled order; even ticks: all, in order */
+        int ids[S], n = (t % 2) ? 7 : S;
+        for (int i = 0; i < n; i++) ids[i] = (t % 2) ? (5 * i + 3) % S : i;
+        for (int i = 0; i < n; i++) memcpy(xb + (size_t)i * F, X + ((size_t)t * S + ids[i]) * F, F * sizeof *xb);
+        assert_int_equal(m2_stream_step_batch(batch, n, (t % 2) ? ids : NULL, xb, pb), M2_OK);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(m2_stream_step(single, ids[i], xb + (size_t)i * F, ps + (size_t)i * O), M2_OK);
+        }
+        worst = fmax(worst, rel_err_ff(pb, ps, (size_t)n * O));
+    }
+    printf("  batch vs single (%s): rel err %.2e\n", bf16 ? "bf16" : "fp32", worst);
+    /* Same arithmetic except the GEMM's summation order (one accumulator set per stream tile vs 2-4
+     * interleaved sets in the GEMV): a few ulp. */
+    assert_true(worst < 1e-5);
+    m2_stream_close(batch);
+    m2_stream_close(single);
+    m2_layout_free(&lay);
+    free(params); free(X); free(pb); free(ps); free(xb);
+}
+
+static void test_batch_equals_single(void **state) { batch_vs_single(0); }
+static void test_batch_equals_single_bf16(void **state) { batch_vs_single(1); }
+
+/* After a reset a stream computes exactly what a fresh handle computes; without it, the old session leaks in. */
+static void test_reset(void **state)
+{
+    fixture_shape shape = fixture_default();
+    const int T = 30, O = shape.O, F = shape.F;
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 9, 1), *A = fixture_inputs(T, F, 1), *B = fixture_inputs(T, F, 2);
+    float *fresh = malloc((size_t)T * O * sizeof *fresh), *after = malloc((size_t)T * O * sizeof *after);
+    m2_stream *s, *f;
+    m2_stream_options opt = m2_stream_defaults();
+    opt.max_streams = 2;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s), M2_OK);
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &f), M2_OK);
+    run(f, 0, B, T, fresh);
+
+    run(s, 1, A, T, after);
+    run(s, 1, B, T, after);                        /* no reset: session A leaks into B */
+    assert_true(rel_err_ff(after, fresh, (size_t)T * O) > 1e-3);
+
+    run(s, 0, A, T, after);                        /* stream 0 busy too: a reset of 1 must not touch it */
+    m2_stream_reset(s, 1);
+    run(s, 1, B, T, after);
+    assert_memory_equal(after, fresh, (size_t)T * O * sizeof *after);
+
+    m2_stream_reset(s, -1);
+    run(s, 0, B, T, after);
+    assert_memory_equal(after, fresh, (size_t)T * O * sizeof *after);
+    m2_stream_close(s);
+    m2_stream_close(f);
+    m2_layout_free(&lay);
+    free(params); free(A); free(B); free(fresh); free(after);
+}
+
+/* bf16 weights: predictions stay close to fp32 ones. Tolerance: a bf16 weight carries a relative rounding
+ * error up to 2^-9 (0.2%), independent across weights, so a dot product of K terms with random signs moves by
+ * about 2^-9 / sqrt(K)..2^-9 of its magnitude; through L = 4 layers and the head that stays around 0.1-1% of
+ * the output scale. Measured ~0.3% (printed); 3% catches a wrong conversion (a truncated exponent or a
+ * swapped half is off by orders of magnitude) while allowing for the rounding. */
+static void test_bf16_close(void **state)
+{
+    fixture_shape shape = fixture_default();
+    const int T = 200, O = shape.O;
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 4, 1), *X = fixture_inputs(T, shape.F, 8);
+    float *p32 = malloc((size_t)T * O * sizeof *p32), *p16 = malloc((size_t)T * O * sizeof *p16);
+    m2_stream_options opt = m2_stream_defaults();
+    m2_stream *s32, *s16;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s32), M2_OK);
+    opt.bf16 = 1;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s16), M2_OK);
+    run(s32, 0, X, T, p32);
+    run(s16, 0, X, T, p16);
+    double e = rel_err_ff(p16, p32, (size_t)T * O);
+    printf("  bf16 vs fp32: rel err %.2e, weight bytes %zu vs %zu\n", e, m2_stream_weight_bytes(s16),
+           m2_stream_weight_bytes(s32));
+    assert_true(e < 3e-2);
+    assert_true(e > 0);   /* the weights really are rounded */
+    assert_true(m2_stream_weight_bytes(s16) < 0.55 * m2_stream_weight_bytes(s32));
+    m2_stream_close(s32);
+    m2_stream_close(s16);
+    m2_layout_free(&lay);
+    free(params); free(X); free(p32); free(p16);
+}
+
+/* Pre-activations in the hundreds (W_in scaled by 300): SiLU and softplus far outside the range a trained
+ * model uses, where the clamped exp must still give finite outputs equal to the oracle's. */
+static void test_extreme_activations(void **state)
+{
+    fixture_shape shape = {4, 2, 32, 2, 2, 16, 16, 1, 4};
+    const int T = 40;
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 5, 1), *X = fixture_inputs(T, shape.F, 6);
+    for (int l = 0; l < shape.L; l++) {
+        float *w = params + m2_layer_base(&lay, l) + lay.layer.W_in;
+        for (int i = 0; i < lay.d.Win * shape.D; i++) w[i] *= 300.0f;
+    }
+    float *pred = malloc((size_t)T * shape.O * sizeof *pred);
+    double *ref = malloc((size_t)T * shape.O * sizeof *ref);
+    ref_session(&lay, params, X, T, ref);
+    m2_stream *s;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, NULL, &s), M2_OK);
+    run(s, 0, X, T, pred);
+    for (int i = 0; i < T * shape.O; i++) assert_true(isfinite(pred[i]));
+    double e = rel_err_fd(pred, ref, (size_t)T * shape.O);
+    printf("  extreme activations: rel err vs fp64 oracle %.2e\n", e);
+    assert_true(e < 1e-4);   /* fp32 rounding of activations in the hundreds: ~100x the usual 1e-6 */
+    m2_stream_close(s);
+    m2_layout_free(&lay);
+    free(params); free(X); free(pred); free(ref);
+}
+
+/* The vectorisable exp / log / softplus against libm in double, over the ranges the engine feeds them.
+ * Bounds: a few ulp (fp32 ulp = 1.2e-7 relative). */
+static void test_math_helpers(void **state)
+{
+    double worst_exp = 0, worst_log = 0, worst_sp = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -80.0f + 160.0f * (float)i / 200000.0f;
+        worst_exp = fmax(worst_exp, fabs(m2s_expf(x) - exp((double)x)) / exp((double)x));
+        double sp = x > 30 ? (double)x + exp(-(double)x) : log1p(exp((double)x));
+        worst_sp = fmax(worst_sp, fabs(m2s_softplus(x) - sp) / sp);
+        float y = expf(-69.0f + 138.0f * (float)i / 200000.0f);   /* 1e-30 .. 1e30 */
+        worst_log = fmax(worst_log, fabs(m2s_logf(y) - log((double)y)) / fmax(fabs(log((double)y)), 1e-3));
+    }
+    printf("  max rel err: exp %.2e, log %.2e, softplus %.2e\n", worst_exp, worst_log, worst_sp);
+    assert_true(worst_exp < 4e-7);
+    assert_true(worst_log < 4e-7);
+    assert_true(worst_sp < 4e-7);
+    assert_true(fabsf(m2s_logf(1.0f)) == 0.0f);
+    assert_true(m2s_softplus(100.0f) == 100.0f);
+}
+
+static void test_standardize(void **state)
+{
+    fixture_shape shape = {3, 1, 16, 1, 2, 16, 16, 1, 4};
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 1, 0);
+    double mean[3] = {1.0, -2.0, 0.5}, sd[3] = {2.0, 0.5, 1.0}, raw[3] = {3.0, -2.0, 100.0};
+    m2_stream_options opt = m2_stream_defaults();
+    opt.clip = 4.0f;
+    m2_stream *s;
+    assert_int_equal(m2_stream_open_params(&lay, params, mean, sd, &opt, &s), M2_OK);
+    float x[3];
+    m2_stream_standardize(s, raw, x);
+    assert_float_equal(x[0], 1.0f, 1e-7);
+    assert_float_equal(x[1], 0.0f, 1e-7);
+    assert_float_equal(x[2], 4.0f, 1e-7);     /* (100 - 0.5) / 1 clipped */
+    m2_stream_close(s);
+    m2_layout_free(&lay);
+    free(params);
+}
+
+static void test_errors(void **state)
+{
+    fixture_shape shape = {3, 1, 16, 1, 2, 16, 16, 1, 4};
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 1, 0);
+    m2_stream_options opt = m2_stream_defaults();
+    m2_stream *s;
+    opt.max_streams = 0;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "max_streams"));
+    assert_null(s);
+    opt.max_streams = 2;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s), M2_OK);
+    float x[3] = {0}, pred[2];
+    assert_int_equal(m2_stream_step(s, 2, x, pred), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "index"));
+    int bad[1] = {-1};
+    assert_int_equal(m2_stream_step_batch(s, 1, bad, x, pred), M2_EUSAGE);
+    assert_int_equal(m2_stream_step_batch(s, 3, NULL, x, pred), M2_EUSAGE);
+    assert_int_equal(m2_stream_step_batch(s, 0, NULL, x, pred), M2_OK);
+    m2_stream_close(s);
+    m2_layout_free(&lay);
+    free(params);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_model), cmocka_unit_test(test_two_groups),
+        cmocka_unit_test(test_odd_sizes),     cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_batch_equals_single_bf16),
+        cmocka_unit_test(test_reset),         cmocka_unit_test(test_bf16_close),
+        cmocka_unit_test(test_extreme_activations), cmocka_unit_test(test_math_helpers),
+        cmocka_unit_test(test_standardize),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# mamba2_stream end to end on the eval fixture (tests/eval/eval_fixture.c: a small dataset and checkpoint):
+# - the report (latency percentiles, ticks/s, floor) and a predictions file equal to mamba2_eval --mode stream's
+#   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too;
+# - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions;
+# - --help / --version; bad inputs give one "mamba2_stream: error: ..." line and exit 1 (runtime) or 2 (usage).
+# usage: test_stream_cli.sh PATH/TO/eval_fixture PATH/TO/stream_example    (MAMBA2_BIN: build folder)
+set -u
+fixture=$1
+example=$2
+bin=$MAMBA2_BIN/mamba2_stream
+eval_bin=$MAMBA2_BIN/mamba2_eval
+py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
+ck=$dir/ckpt_7.h5
+
+# ---- success paths -------------------------------------------------------------------------------
+"$bin" --checkpoint "$ck" --split val --predictions "$dir/s1.h5" >"$dir/out.txt" 2>"$dir/err.txt"
+rc=$?
+[ $rc -eq 0 ] || fail "stream exit $rc: $(cat "$dir/err.txt")"
+[ ! -s "$dir/err.txt" ] || fail "stream wrote to stderr: $(cat "$dir/err.txt")"
+cat "$dir/out.txt"
+for pat in 'split val: 100 rows in 2 session part' 'latency per tick (ns): p50 [0-9]* *p99 [0-9]* *p99.9 [0-9]* *max' \
+    'ticks/s' 'floor: reading the' 'ratio to the hot floor: p50'; do
+    grep -q -- "$pat" "$dir/out.txt" || fail "report lacks '$pat'"
+done
+"$bin" --checkpoint "$ck" --split val --batch 3 --predictions "$dir/s3.h5" >"$dir/out3.txt" 2>"$dir/err.txt" ||
+    fail "--batch 3: $(cat "$dir/err.txt")"
+grep -q 'latency per step' "$dir/out3.txt" || fail "--batch 3 report: $(cat "$dir/out3.txt")"
+"$bin" --checkpoint "$ck" --split val --bf16 --predictions "$dir/sb.h5" >"$dir/outb.txt" 2>"$dir/err.txt" ||
+    fail "--bf16: $(cat "$dir/err.txt")"
+grep -q 'bf16: max |pred - fp32 pred| over the split = ' "$dir/outb.txt" || fail "--bf16 report: $(cat "$dir/outb.txt")"
+"$bin" --checkpoint "$ck" >"$dir/outt.txt" 2>"$dir/err.txt" || fail "default split: $(cat "$dir/err.txt")"
+grep -q 'split test: 100 rows' "$dir/outt.txt" || fail "default split is not test: $(cat "$dir/outt.txt")"
+"$eval_bin" --checkpoint "$ck" --split val --mode stream --predictions "$dir/e.h5" >/dev/null 2>"$dir/err.txt" ||
+    fail "mamba2_eval: $(cat "$dir/err.txt")"
+
+# The example reads "instrument x_1..x_F" lines and "reset i"; feed it the val split as two instruments (one per
+# session part), interleaved, so streams and resets are exercised.
+"$py" - "$dir" >"$dir/ticks.txt" <<'EOF2' || fail "making example input"
+import sys, h5py
+d = sys.argv[1]
+X = h5py.File(f"{d}/data.h5", "r")["features/X"][...]
+parts = [(400, 470), (470, 500)]          # sessions [330,470) and [470,600) cut by val [400,500)
+for i, (b, e) in enumerate(parts):
+    print(f"reset {i}")
+rows = [(i, r) for i, (b, e) in enumerate(parts) for r in range(b, e)]
+rows.sort(key=lambda t: (t[1] - parts[t[0]][0], t[0]))   # interleave the two instruments tick by tick
+for i, r in rows:
+    print(i, " ".join("%.9g" % v for v in X[r]))
+EOF2
+"$example" "$ck" --instruments 2 <"$dir/ticks.txt" >"$dir/example.txt" 2>"$dir/err.txt" ||
+    fail "stream_example: $(cat "$dir/err.txt")"
+
+# Everything against mamba2_eval's chunked forward (an independent path: m2_model_forward).
+# Tolerance: fp32 with different summation orders, ~1e-6 relative to the output scale (test_stream_chunked);
+# 2e-5 of the scale. bf16 weights: within 3% of the scale (test_stream's test_bf16_close explains).
+"$py" - "$dir" <<'EOF2' || fail "predictions check"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+e = h5py.File(f"{d}/e.h5", "r")
+ref, rows = e["pred"][...].astype(np.float64), e["row"][...]
+scale = np.abs(ref).max()
+assert scale > 1e-3, scale
+def check(name, pred, tol):
+    err = np.abs(pred - ref).max() / scale
+    print(f"{name}: max |pred - mamba2_eval| / scale = {err:.2e}")
+    assert err < tol, (name, err)
+for name, tol in (("s1", 2e-5), ("s3", 2e-5), ("sb", 3e-2)):
+    f = h5py.File(f"{d}/{name}.h5", "r")
+    assert f.attrs["schema"] in (b"mamba2.predictions", "mamba2.predictions")
+    assert np.array_equal(f["row"][...], rows), name
+    y = h5py.File(f"{d}/data.h5", "r")["targets/y"][...]
+    assert np.array_equal(f["target"][...], y[rows], equal_nan=True), name
+    check(name, f["pred"][...].astype(np.float64), tol)
+assert not np.array_equal(h5py.File(f"{d}/sb.h5", "r")["pred"][...], h5py.File(f"{d}/s1.h5", "r")["pred"][...])
+# example output: lines "i p1 p2" in input order; map back to rows
+lines = [l.split() for l in open(f"{d}/example.txt")]
+parts = [(400, 470), (470, 500)]
+order = sorted([(i, r) for i, (b, _) in enumerate(parts) for r in range(b, parts[i][1])],
+               key=lambda t: (t[1] - parts[t[0]][0], t[0]))
+assert len(lines) == len(order) == 100, len(lines)
+pred = np.zeros_like(ref)
+for (i, r), l in zip(order, lines):
+    assert int(l[0]) == i
+    pred[r - 400] = [float(v) for v in l[1:]]
+check("stream_example", pred, 2e-5)
+EOF2
+
+"$bin" --help >"$dir/help.txt" 2>&1 || fail "--help exit status"
+for opt in --checkpoint --data --split --predictions --bf16 --batch --version; do
+    grep -q -- "$opt" "$dir/help.txt" || fail "--help lacks $opt"
+done
+"$bin" --version >"$dir/version.txt" 2>&1 || fail "--version exit status"
+grep -q '^mamba2_stream [0-9]' "$dir/version.txt" && grep -q 'backends: cpu' "$dir/version.txt" ||
+    fail "--version: $(cat "$dir/version.txt")"
+
+# ---- bad inputs ----------------------------------------------------------------------------------
+expect_error() {
+    local want=$1 pattern=$2
+    shift 2
+    "$bin" "$@" >/dev/null 2>"$dir/err.txt"
+    local rc=$? lines
+    lines=$(wc -l <"$dir/err.txt")
+    if [ $rc -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q '^mamba2_stream: error: ' "$dir/err.txt" ||
+        ! grep -q -- "$pattern" "$dir/err.txt"; then
+        fail "$*: exit $rc (want $want), $lines stderr lines (want 1) matching '$pattern': $(cat "$dir/err.txt")"
+    else
+        echo "ok ($rc): $(cat "$dir/err.txt")"
+    fi
+}
+expect_error 2 "--checkpoint" --split val
+expect_error 2 "--bogus" --checkpoint "$ck" --bogus
+expect_error 2 "split foo" --checkpoint "$ck" --split foo
+expect_error 2 "--batch 0" --checkpoint "$ck" --batch 0
+expect_error 2 "--batch" --checkpoint "$ck" --batch
+expect_error 1 "missing.h5" --checkpoint "$dir/missing.h5"
+expect_error 1 "5 features" --checkpoint "$ck" --data "$dir/data_f5.h5"
+expect_error 1 "nope.h5" --checkpoint "$ck" --data "$dir/nope.h5"
+expect_error 1 "no/such/dir" --checkpoint "$ck" --split val --predictions "$dir/no/such/dir/p.h5"
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all mamba2_stream CLI checks passed"
