@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "core/eval.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
@@ -42,15 +43,6 @@ static void usage(FILE *f)
             "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
-}
-
-static void version(void)
-{
-    printf(PROG " %s (%s)\nbackends: cpu mpi", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
-#ifdef MAMBA2_HAVE_CUDA
-    printf(" cuda nccl");
-#endif
-    printf("\n");
 }
 
 enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
@@ -219,7 +211,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (rc == SHOW_VERSION) {
-        version();
+        m2_print_version(PROG);
         return 0;
     }
     if (rc == PARSED) rc = run(&o);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "core/m2stream.h"
 #include "core/stream.h"
 #include "io/checkpoint.h"
@@ -44,15 +45,6 @@ static void usage(FILE *f)
             "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
-}
-
-static void version(void)
-{
-    printf(PROG " %s (%s)\nbackends: cpu mpi", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
-#ifdef MAMBA2_HAVE_CUDA
-    printf(" cuda nccl");
-#endif
-    printf("\n");
 }
 
 enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
@@ -367,7 +359,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (rc == SHOW_VERSION) {
-        version();
+        m2_print_version(PROG);
         return 0;
     }
     if (rc == PARSED) rc = run(&o);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "io/dataset.h"
 #include "io/features.h"
 #include "io/h5util.h"
@@ -52,17 +53,6 @@ static void print_usage(FILE *out)
     fprintf(out, "usage: mamba2_ticks COMMAND [options]   (mamba2_ticks COMMAND --help for one command)\n"
                  "       mamba2_ticks --help | --version\n\n%s\n%s\n%s",
             usage_synth, usage_import, usage_info);
-}
-
-static void print_version(void)
-{
-    printf("mamba2_ticks %s (%s)\nbackends: cpu mpi%s\n", MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE,
-#ifdef MAMBA2_HAVE_CUDA
-           " cuda nccl"
-#else
-           ""
-#endif
-    );
 }
 
 /* ---- option values -------------------------------------------------------------------------------- */
@@ -404,7 +394,7 @@ int main(int argc, char **argv)
         return M2_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
-        print_version();
+        m2_print_version("mamba2_ticks");
         return M2_OK;
     }
     /* Each command parses its own options, with argv[0] = the command. */

@@ -1,5 +1,6 @@
 /* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
 #include "core/config.h"
+#include "core/version.h"
 #include "core/error.h"
 #include "core/train.h"
 #include "dist/dist.h"
@@ -28,16 +29,6 @@ static void usage(FILE *out)
             "Exit status: 0 success, 2 bad usage or config, 1 any other failure.\n");
 }
 
-static void version(void)
-{
-    printf(PROG " %s (%s)\nbackends: cpu mpi"
-#ifdef MAMBA2_HAVE_CUDA
-           " cuda nccl"
-#endif
-           "\n",
-           MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE);
-}
-
 /* Parses the command line into cfg; returns -1 to exit 0 (help/version printed), else an M2_* code. */
 static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume, int *print_only, int rank)
 {
@@ -57,7 +48,7 @@ static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume
         case 'r': *resume = optarg; break;
         case 'p': *print_only = 1; break;
         case 'h': if (rank == 0) usage(stdout); free(sets); return -1;
-        case 'V': if (rank == 0) version(); free(sets); return -1;
+        case 'V': if (rank == 0) m2_print_version(PROG); free(sets); return -1;
         default:
             free(sets);
             return m2_fail(M2_EUSAGE, "command line: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
