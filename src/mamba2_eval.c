@@ -97,21 +97,6 @@ static int parse_args(int argc, char **argv, options *o)
 }
 
 /* The dataset must be the one the model was trained for: same feature count, targets and feature names. */
-static int check_compatible(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data)
-{
-    if (ds->n_features != ck->lay.d.F)
-        return m2_fail(M2_EFAIL, "dataset (%s): %d features per tick, but the checkpoint (%s) was trained on %d", data,
-                       ds->n_features, ck_path, ck->lay.d.F);
-    if (ds->n_targets != ck->lay.d.O)
-        return m2_fail(M2_EFAIL, "dataset (%s): %d targets per tick, but the checkpoint (%s) predicts %d", data,
-                       ds->n_targets, ck_path, ck->lay.d.O);
-    for (int j = 0; j < ck->n_features && j < ds->n_features; j++)
-        if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
-            return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
-                           data, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
-    return M2_OK;
-}
-
 static int write_json(const char *path, const m2_eval_report *rep)
 {
     if (strcmp(path, "-") == 0) {
@@ -195,7 +180,7 @@ static int run(const options *o)
     memset(&ds, 0, sizeof ds);
     rc = m2_dataset_read(data, &ds, 0);
     if (rc != M2_OK) rc = with_role(rc, "dataset", o->data ? "" : " (the checkpoint's [data] path; use --data FILE)");
-    if (rc == M2_OK) rc = check_compatible(&ck, o->checkpoint, &ds, data);
+    if (rc == M2_OK) rc = m2_checkpoint_check_dataset(&ck, o->checkpoint, &ds, data);
     if (rc == M2_OK) rc = evaluate(o, &ck, &ds, data);
     m2_dataset_free(&ds);
     m2_checkpoint_free(&ck);

@@ -93,18 +93,6 @@ static int parse_args(int argc, char **argv, options *o)
 }
 
 /* The dataset must be the one the model was trained for. */
-static int check_compatible(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data)
-{
-    if (ds->n_features != ck->lay.d.F || ds->n_targets != ck->lay.d.O)
-        return m2_fail(M2_EFAIL, "dataset (%s): %d features and %d targets per tick, but the checkpoint (%s) has %d and %d",
-                       data, ds->n_features, ds->n_targets, ck_path, ck->lay.d.F, ck->lay.d.O);
-    for (int j = 0; j < ck->n_features && j < ds->n_features; j++)
-        if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
-            return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
-                           data, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
-    return M2_OK;
-}
-
 /* Parts of the split: [begin, end) row ranges, session ∩ split, in row order. */
 typedef struct {
     int64_t n, *begin, *end;
@@ -112,13 +100,13 @@ typedef struct {
 
 static int make_parts(const m2_dataset *ds, int split, parts *p)
 {
-    const int64_t lo = ds->split[split][0], hi = ds->split[split][1];
     p->begin = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
     p->end = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
     p->n = 0;
     if (!p->begin || !p->end) return m2_fail(M2_EFAIL, "stream: out of memory");
     for (int64_t s = 0; s < ds->n_sessions; s++) {
-        int64_t b = ds->sessions[s] > lo ? ds->sessions[s] : lo, e = ds->sessions[s + 1] < hi ? ds->sessions[s + 1] : hi;
+        int64_t b, e;
+        m2_dataset_session_part(ds, split, s, &b, &e);
         if (b < e) {
             p->begin[p->n] = b;
             p->end[p->n++] = e;
@@ -343,7 +331,7 @@ static int run(const options *o)
     m2_dataset ds;
     memset(&ds, 0, sizeof ds);
     rc = m2_dataset_read(data, &ds, 0);
-    if (rc == M2_OK) rc = check_compatible(&ck, o->checkpoint, &ds, data);
+    if (rc == M2_OK) rc = m2_checkpoint_check_dataset(&ck, o->checkpoint, &ds, data);
     if (rc == M2_OK) rc = stream_split(o, &ck, &ds);
     m2_dataset_free(&ds);
     m2_checkpoint_free(&ck);

@@ -30,24 +30,22 @@ static const char *split_name(int split)
  * (stream mode: seg_len = INT64_MAX, one segment per part). */
 typedef struct {
     const m2_dataset *ds;
-    int64_t split_b, split_e, seg_len;
+    int split;
+    int64_t seg_len;
     int64_t s, pos, part_e;
 } seg_iter;
 
 static seg_iter seg_begin(const m2_dataset *ds, int split, int64_t seg_len)
 {
-    return (seg_iter){.ds = ds, .split_b = ds->split[split][0], .split_e = ds->split[split][1],
-                      .seg_len = seg_len, .s = 0, .pos = 0, .part_e = 0};
+    return (seg_iter){.ds = ds, .split = split, .seg_len = seg_len, .s = 0, .pos = 0, .part_e = 0};
 }
 
 static int seg_next(seg_iter *it, int64_t *begin, int64_t *len)
 {
     while (it->pos >= it->part_e) {
         if (it->s >= it->ds->n_sessions) return 0;
-        const int64_t *ses = it->ds->sessions;
-        int64_t b = ses[it->s] > it->split_b ? ses[it->s] : it->split_b;
-        int64_t e = ses[it->s + 1] < it->split_e ? ses[it->s + 1] : it->split_e;
-        it->s++;
+        int64_t b, e;
+        m2_dataset_session_part(it->ds, it->split, it->s++, &b, &e);
         if (b < e) {
             it->pos = b;
             it->part_e = e;

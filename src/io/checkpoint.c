@@ -217,6 +217,22 @@ void m2_checkpoint_free(m2_checkpoint *ck)
     m2_layout_free(&ck->lay);
 }
 
+int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
+                                const char *data_path)
+{
+    if (ds->n_features != ck->lay.d.F)
+        return m2_fail(M2_EFAIL, "dataset (%s): %d features per tick, but the checkpoint (%s) was trained on %d",
+                       data_path, ds->n_features, ck_path, ck->lay.d.F);
+    if (ds->n_targets != ck->lay.d.O)
+        return m2_fail(M2_EFAIL, "dataset (%s): %d targets per tick, but the checkpoint (%s) predicts %d", data_path,
+                       ds->n_targets, ck_path, ck->lay.d.O);
+    for (int j = 0; j < ck->n_features; j++)
+        if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
+            return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
+                           data_path, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
+    return M2_OK;
+}
+
 /* Steps of the files named ckpt_STEP.h5 in dir, descending. Temporary files (".ckpt_*.tmp.*") never match. */
 static int list_steps(const char *dir, int64_t **steps, int *n)
 {

@@ -33,6 +33,11 @@ int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim);
 
 void m2_checkpoint_free(m2_checkpoint *ck);
 
+/* Can this checkpoint's model read this dataset? Same feature count, target count and feature names
+ * (M2_EFAIL with one line naming both files otherwise). */
+int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
+                                const char *data_path);
+
 /* Newest complete checkpoint in dir (by step); M2_EFAIL with a message when there is none. */
 int m2_checkpoint_find_latest(const char *dir, char *out_path, size_t out_cap);
 

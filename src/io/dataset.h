@@ -35,6 +35,15 @@ typedef struct {
 int m2_split_from_name(const char *name);
 const char *m2_split_name(int split);
 
+/* The part of session s inside a split: rows [*begin, *end), empty when *begin >= *end. Windows, evaluation and
+ * streaming all work on such parts, so that nothing crosses a session or a split boundary. */
+static inline void m2_dataset_session_part(const m2_dataset *ds, int split, int64_t s, int64_t *begin, int64_t *end)
+{
+    int64_t lo = ds->split[split][0], hi = ds->split[split][1];
+    *begin = ds->sessions[s] > lo ? ds->sessions[s] : lo;
+    *end = ds->sessions[s + 1] < hi ? ds->sessions[s + 1] : hi;
+}
+
 /* Opens and validates (schema, version, shapes, splits in bounds, sessions monotone) and reads features,
  * targets and index into memory; with load_raw also the /raw arrays. One clear error per problem. */
 int m2_dataset_read(const char *path, m2_dataset *ds, int load_raw);

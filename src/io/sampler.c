@@ -40,8 +40,8 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
         bad[i + 1] = bad[i] + !has_target(ds, b + i);
     int64_t count = 0, longest = 0;
     for (int64_t k = 0; k < ds->n_sessions; k++) {
-        /* The part of session k inside the split. */
-        int64_t sb = ds->sessions[k] > b ? ds->sessions[k] : b, se = ds->sessions[k + 1] < e ? ds->sessions[k + 1] : e;
+        int64_t sb, se;
+        m2_dataset_session_part(ds, split, k, &sb, &se);
         if (se - sb > longest)
             longest = se - sb;
         for (int64_t st = sb; st + T <= se; st++)
