@@ -11,7 +11,10 @@ command -v gnuplot >/dev/null || bash "$(dirname "$0")/setup.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # metrics.jsonl holds flat objects of numbers: pull out the named fields (NaN when a line lacks one).
 field() { sed -n "s/.*\"$1\": *\([-0-9.eE+naif]*\).*/\1/p;t;s/.*/NaN/p"; }
-paste <(field step <"$log") <(field loss <"$log") <(field lr <"$log") >"$tmp/train.dat"
+# Per-step losses are noisy (one global batch each): add an exponential moving average (column 4) to read the trend.
+paste <(field step <"$log") <(field loss <"$log") <(field lr <"$log") |
+  awk 'BEGIN { a = 0.1 } $2 == $2 + 0 { ema = (n++ ? ema + a * ($2 - ema) : $2) } { print $0 "\t" (n ? ema : "NaN") }' \
+  >"$tmp/train.dat"
 grep '"val_loss"' "$log" >"$tmp/val.jsonl" || true
 paste <(field step <"$tmp/val.jsonl") <(field val_loss <"$tmp/val.jsonl") >"$tmp/val.dat"
 
@@ -25,7 +28,8 @@ set y2label "learning rate"
 set y2tics
 set ytics nomirror
 set key top right
-plot "$tmp/train.dat" using 1:2 with lines lw 1 title "train loss", \
+plot "$tmp/train.dat" using 1:2 with lines lw 1 lc rgb "#c0c0e0" title "train loss", \
+     "$tmp/train.dat" using 1:4 with lines lw 2 lc rgb "#4040c0" title "train loss (EMA 0.1)", \
      "$tmp/val.dat" using 1:2 with linespoints pt 7 lw 2 title "val loss", \
      "$tmp/train.dat" using 1:3 axes x1y2 with lines dt 2 title "lr"
 GP

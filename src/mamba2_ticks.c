@@ -346,10 +346,6 @@ static void print_info(const char *path, const m2_dataset *ds, const char *creat
         }
         printf("\n");
     }
-    int64_t bad_x = 0;
-    for (int64_t i = 0; i < ds->n_rows * ds->n_features; i++)
-        bad_x += !isfinite(ds->X[i]);
-    printf("\nnon-finite feature values: %lld\n", (long long)bad_x);
 }
 
 static int cmd_info(int argc, char **argv)

@@ -97,10 +97,30 @@ static int check_stats(const m2_dataset *ds, const char *origin)
     return M2_OK;
 }
 
+/* Features are z-scored and clipped, so a NaN or Inf can only be damage; it would poison every window that
+ * touches it (one bad row turns whole training steps non-finite). Targets may be NaN (a horizon crossing a session
+ * end, masked from the loss) but never infinite. */
+static int check_values(const m2_dataset *ds, const char *origin)
+{
+    if (!ds->X || !ds->y) return M2_OK;
+    size_t nx = (size_t)ds->n_rows * (size_t)ds->n_features, ny = (size_t)ds->n_rows * (size_t)ds->n_targets;
+    for (size_t i = 0; i < nx; i++)
+        if (!isfinite(ds->X[i]))
+            return m2_fail(M2_EFAIL, "/features/X (%s): row %lld, feature %s is %g: features must be finite", origin,
+                           (long long)(i / (size_t)ds->n_features), ds->feature_names[i % (size_t)ds->n_features],
+                           (double)ds->X[i]);
+    for (size_t i = 0; i < ny; i++)
+        if (isinf(ds->y[i]))
+            return m2_fail(M2_EFAIL, "/targets/y (%s): row %lld, horizon %d is %g: targets must be finite or NaN",
+                           origin, (long long)(i / (size_t)ds->n_targets),
+                           (int)ds->horizons[i % (size_t)ds->n_targets], (double)ds->y[i]);
+    return M2_OK;
+}
+
 int m2_dataset_check(const m2_dataset *ds, const char *origin)
 {
     if (check_counts(ds, origin) || check_sessions(ds, origin) || check_splits(ds, origin) ||
-        check_stats(ds, origin))
+        check_stats(ds, origin) || check_values(ds, origin))
         return M2_EFAIL;
     return M2_OK;
 }
@@ -287,7 +307,7 @@ static int read_all(hid_t f, m2_dataset *ds, const char *path, int load_raw)
         return M2_EFAIL;
     int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
     if (m2_h5_read_alloc(f, "/features/X", M2_H5_F32, 2, xd, (void **)&ds->X) ||
-        m2_h5_read_alloc(f, "/targets/y", M2_H5_F32, 2, yd, (void **)&ds->y))
+        m2_h5_read_alloc(f, "/targets/y", M2_H5_F32, 2, yd, (void **)&ds->y) || check_values(ds, path))
         return M2_EFAIL;
     return load_raw ? read_raw(f, ds) : M2_OK;
 }

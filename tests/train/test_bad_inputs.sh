@@ -14,6 +14,13 @@ expect_error 2 "bad.ini:3: unknown section \[modle\]" "$bin/mamba2_train" --conf
 expect_error 1 "nothere.h5" "${train[@]}" --set data.path="$work/nothere.h5"
 head -c 5000 "$work/ticks.h5" >"$work/truncated.h5"
 expect_error 1 "truncated.h5" "${train[@]}" --set data.path="$work/truncated.h5"
+# Damaged values: a NaN feature or an infinite target is refused when the dataset is read, naming row and feature.
+cp "$work/ticks.h5" "$work/nan.h5"
+/usr/bin/python3 -c "import h5py; f = h5py.File('$work/nan.h5', 'r+'); f['features/X'][123, 2] = float('nan')"
+expect_error 1 "nan.h5.*row 123, feature queue_imb is nan" "${train[@]}" --set data.path="$work/nan.h5"
+cp "$work/ticks.h5" "$work/inf.h5"
+/usr/bin/python3 -c "import h5py; f = h5py.File('$work/inf.h5', 'r+'); f['targets/y'][77, 1] = float('inf')"
+expect_error 1 "inf.h5.*row 77, horizon 50 is inf" "${train[@]}" --set data.path="$work/inf.h5"
 expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=10
 
 # A checkpoint of another model shape cannot seed this run.

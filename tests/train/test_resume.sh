@@ -25,4 +25,10 @@ diff <(losses "$work/straight") <(losses "$work/resumed") || fail "per-step loss
 if h5diff "$work/resumed/ckpt_6.h5" "$work/resumed/ckpt_12.h5" /model /model >/dev/null; then
   fail "parameters did not change between step 6 and step 12"
 fi
-echo "resume: 12 straight steps == 6 + resume + 6, bitwise (params, moments, losses)"
+
+
+# The resumed run's metrics log (appended across the two processes) plots: a PNG with both loss curves' data.
+bash "$src/launch/plot_metrics.sh" "$work/resumed" "$work/metrics.png" >/dev/null
+[ "$(head -c 8 "$work/metrics.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "no PNG from plot_metrics.sh"
+[ "$(stat -c %s "$work/metrics.png")" -gt 10000 ] || fail "the PNG is suspiciously small"
+echo "resume: 12 straight steps == 6 + resume + 6, bitwise (params, moments, losses); metrics plotted"
