@@ -23,4 +23,5 @@ mpirun -np 2 --oversubscribe --bind-to none "$bin/mamba2_train" --config "$root/
 echo "== 3/3 evaluation of the final checkpoint on the test split"
 ckpt=$(ls "$out"/run/ckpt_*.h5 | sort -V | tail -n 1)
 "$bin/mamba2_eval" --checkpoint "$ckpt" --split test --mode stream --json "$out/eval.json"
-echo "demo: done; dataset, run, metrics and evaluation under $out"
+bash "$root/launch/plot_metrics.sh" "$out/run" "$out/metrics.png"
+echo "demo: done; dataset, run, metrics (metrics.png) and evaluation under $out"
