@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/m2stream.h"
 #include "core/model.h"
 
 int m2_eval_mode_from_name(const char *name)
@@ -99,7 +100,16 @@ static int runner_run(runner *r, const m2_dataset *ds, int64_t b, int T)
 /* Rows kept from a segment of len rows: positions >= keep_from. */
 static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len - keep_from : 0; }
 
-static int plan(const m2_dataset *ds, int split, int64_t seg_len, int keep_from, int64_t *M, int64_t *max_T)
+/* Stream mode computes a part with one chunked forward when it has at most this many rows, so that the model's
+ * workspace (about 22 KB per tick for configs/small.ini) stays bounded however long a session is; a longer part
+ * goes through the recurrent step (core/m2stream.h), which is the same computation (MODEL.md §4; tests/stream
+ * checks the two agree) in O(state) memory. */
+#define M2_EVAL_MAX_CHUNKED_T 16384
+
+static int chunked(int64_t len, int mode) { return mode == M2_EVAL_WINDOW || len <= M2_EVAL_MAX_CHUNKED_T; }
+
+static int plan(const m2_dataset *ds, int split, int mode, int64_t seg_len, int keep_from, int64_t *M,
+                int64_t *max_T)
 {
     seg_iter it = seg_begin(ds, split, seg_len);
     int64_t b, len;
@@ -107,9 +117,24 @@ static int plan(const m2_dataset *ds, int split, int64_t seg_len, int keep_from,
     *max_T = 0;
     while (seg_next(&it, &b, &len)) {
         *M += kept(len, keep_from);
-        if (len > *max_T) *max_T = len;
+        if (chunked(len, mode) && len > *max_T) *max_T = len;
     }
-    if (*max_T > INT_MAX) return m2_fail(M2_EFAIL, "eval: a session of %lld rows is too long for one forward", (long long)*max_T);
+    if (*max_T > INT_MAX) return m2_fail(M2_EFAIL, "eval: a window of %lld rows is too long for one forward", (long long)*max_T);
+    return M2_OK;
+}
+
+/* Appends the predictions for rows [b, b+len) of a long part, tick by tick from a zero state. */
+static int append_streamed(m2_eval_rows *out, m2_stream *s, const m2_dataset *ds, int64_t b, int64_t len)
+{
+    int F = ds->n_features, O = out->O;
+    m2_stream_reset(s, 0);
+    for (int64_t t = 0; t < len; t++) {
+        int64_t m = out->M++;
+        out->row[m] = b + t;
+        int rc = m2_stream_step(s, 0, ds->X + (b + t) * F, out->pred + m * O);
+        if (rc != M2_OK) return rc;
+        memcpy(out->target + m * O, ds->y + (b + t) * O, sizeof(float) * (size_t)O);
+    }
     return M2_OK;
 }
 
@@ -160,20 +185,27 @@ int m2_eval_predict(const m2_layout *lay, const m2_real *params, const m2_datase
     int64_t seg_len = mode == M2_EVAL_WINDOW ? seq_len : INT64_MAX;
     int keep_from = mode == M2_EVAL_WINDOW ? burn_in : 0;
     int64_t M, max_T;
-    rc = plan(ds, split, seg_len, keep_from, &M, &max_T);
+    rc = plan(ds, split, mode, seg_len, keep_from, &M, &max_T);
     if (rc == M2_OK && M == 0)
         rc = m2_fail(M2_EFAIL, "eval: split %s has no row past burn_in %d in any window", split_name(split), burn_in);
     if (rc == M2_OK) rc = alloc_rows(out, M, lay->d.O);
     runner r;
     memset(&r, 0, sizeof r);
-    if (rc == M2_OK) rc = runner_init(&r, lay, params, (int)max_T);
+    if (rc == M2_OK && max_T > 0) rc = runner_init(&r, lay, params, (int)max_T);
+    m2_stream *stream = NULL;
     seg_iter it = seg_begin(ds, split, seg_len);
     int64_t b, len;
     while (rc == M2_OK && seg_next(&it, &b, &len)) {
         if (kept(len, keep_from) == 0) continue;
+        if (!chunked(len, mode)) {
+            if (!stream) rc = m2_stream_open_params(lay, params, NULL, NULL, NULL, &stream);
+            if (rc == M2_OK) rc = append_streamed(out, stream, ds, b, len);
+            continue;
+        }
         rc = runner_run(&r, ds, b, (int)len);
         if (rc == M2_OK) append(out, &r, ds, b, len, keep_from);
     }
+    if (stream) m2_stream_close(stream);
     runner_free(&r);
     if (rc != M2_OK) m2_eval_rows_free(out);
     return rc;

@@ -226,6 +226,48 @@ static void test_ridge_fits_train_split(void **state)
     m2_eval_rows_free(&r);
 }
 
+/* A part longer than the chunked forward's cap (16384 rows, eval.c) is computed tick by tick by the streaming
+ * engine; it must agree with one chunked forward over the whole part. Tolerance: the two sum in different orders
+ * over up to 19,800 recurrent steps in fp32; tests/stream measures 7e-7 of the output scale between them, and 1e-4
+ * of the scale leaves two orders of magnitude while a wrong state carry (e.g. a reset mid-part) moves outputs by
+ * more than 1e-2. */
+static void test_long_session_streams(void **state)
+{
+    fixture *fx = *state;
+    enum { LONG = 20000, TEST_BEGIN = 200 };
+    fixture big = *fx;
+    m2_dataset *ds = &big.ds;
+    memset(ds, 0, sizeof *ds);
+    ds->n_rows = LONG;
+    ds->n_features = F;
+    ds->n_targets = O;
+    ds->X = malloc(sizeof(float) * LONG * F);
+    ds->y = malloc(sizeof(float) * LONG * O);
+    ds->n_sessions = 1;
+    int64_t sessions[2] = {0, LONG};
+    ds->sessions = sessions;
+    int64_t splits[3][2] = {{0, 100}, {100, TEST_BEGIN}, {TEST_BEGIN, LONG}};
+    memcpy(ds->split, splits, sizeof splits);
+    m2_rng r = {m2_rng_key(5, M2_RNG_TEST, 9, 0), 0};
+    for (int64_t i = 0; i < (int64_t)LONG * F; i++) ds->X[i] = (float)gauss(&r);
+    for (int64_t i = 0; i < (int64_t)LONG * O; i++) ds->y[i] = (float)gauss(&r);
+
+    m2_eval_rows got;
+    assert_int_equal(m2_eval_predict(&big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
+    assert_int_equal(got.M, LONG - TEST_BEGIN);
+    float *want = direct_forward(&big, TEST_BEGIN, LONG);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < got.M * O; i++) scale = fmax(scale, fabs(want[i]));
+    for (int64_t i = 0; i < got.M * O; i++) worst = fmax(worst, fabs((double)got.pred[i] - want[i]));
+    printf("long part streamed: max |stream - chunked| = %.3g (output scale %.3g)\n", worst, scale);
+    assert_true(scale > 0.1);
+    assert_true(worst <= 1e-4 * scale);
+    free(want);
+    m2_eval_rows_free(&got);
+    free(ds->X);
+    free(ds->y);
+}
+
 static void test_bad_inputs(void **state)
 {
     fixture *fx = *state;
@@ -250,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_stream_is_one_forward_per_part),
         cmocka_unit_test(test_window_rows_and_equality_with_stream),
         cmocka_unit_test(test_ridge_fits_train_split),
+        cmocka_unit_test(test_long_session_streams),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
