@@ -173,6 +173,8 @@ void m2_cuda_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, in
 void m2_cuda_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,
                    const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
                    float weight_decay, int64_t step);
+double m2_cuda_sumsq(const m2_ops *o, const float *x, size_t n);
+void m2_cuda_scale(const m2_ops *o, float *x, size_t n, double factor);
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s);
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s);
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,

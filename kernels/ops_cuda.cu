@@ -1,6 +1,6 @@
 /* The CUDA backend: the vtable, the context (device, stream, cuBLAS handle, workspace), memory, runtime
  * detection. The arithmetic lives in one file per concern: gemm_cuda.cu, elementwise_cuda.cu, norm_cuda.cu,
- * conv_cuda.cu, loss_cuda.cu, adamw_cuda.cu, ssd_cuda.cu (+ ssd_cuda_bwd.cu). */
+ * conv_cuda.cu, loss_cuda.cu, adamw_cuda.cu, zero_cuda.cu, ssd_cuda.cu (+ ssd_cuda_bwd.cu). */
 #include "cuda_common.cuh"
 
 #include <stdio.h>
@@ -245,6 +245,8 @@ static m2_ops g_cuda_ops = {
     .gated_norm_bwd = m2_cuda_gated_norm_bwd,
     .mse_loss = m2_cuda_mse_loss,
     .adamw = m2_cuda_adamw,
+    .sumsq = m2_cuda_sumsq,
+    .scale = m2_cuda_scale,
     .lanes = NULL, /* a device backend: every op call covers the whole micro-batch */
 };
 

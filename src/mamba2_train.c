@@ -1,5 +1,6 @@
 /* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
 #include "core/config.h"
+#include "core/device_api.h"
 #include "core/version.h"
 #include "core/error.h"
 #include "core/train.h"
@@ -18,6 +19,8 @@ static void usage(FILE *out)
             "usage: " PROG " --config FILE [--set SECTION.KEY=VALUE]... [--resume auto|FILE]\n"
             "\n"
             "  --config FILE        INI config (sections data, model, train, checkpoint, dist; see configs/)\n"
+            "                       model.device auto|cpu|cuda (auto: a GPU per rank when every rank has one),\n"
+            "                       dist.backend auto|mpi|nccl|none (auto: NCCL on GPUs, MPI on the CPU)\n"
             "  --set S.K=V          override one key (repeatable), e.g. --set train.steps=100\n"
             "  --resume auto|FILE   continue from the newest complete checkpoint in train.run_dir (auto; a fresh run\n"
             "                       when there is none) or from FILE (default: a fresh run)\n"
@@ -79,11 +82,7 @@ int main(int argc, char **argv)
         free(text);
         fflush(stdout);
     }
-    if (rc == 0 && !print_only) {
-        pg.device = -1; /* the CPU backend: ranks own cores, not GPUs (the CUDA path sets the local rank's GPU) */
-        if (m2_dist_print_table(&pg, stdout) != M2_OK) m2_dist_abort(&pg, M2_EFAIL, m2_last_error());
-        rc = m2_train_run(&cfg, resume, &pg);
-    }
+    if (rc == 0 && !print_only) rc = m2_train_run(&cfg, resume, &pg, m2_program_device_api());
     if (rc > 0 && pg.rank == 0) m2_report(PROG, rc); /* every rank met the same error: report it once */
     m2_dist_finalize(&pg);
     return rc < 0 ? 0 : rc;

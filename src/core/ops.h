@@ -113,6 +113,12 @@ struct m2_ops {
                   const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, int64_t step);
 
+    /* ---- the data-parallel step on a shard of the flat fp32 buffers (dist/zero_dev.h) ----
+     * sumsq: sum of x[i]^2 over n elements, accumulated in double in an order fixed by n alone (reproducible),
+     * returned to the host (implies a sync). scale: x[i] = (float)((double)x[i] * factor). */
+    double (*sumsq)(const m2_ops *o, const float *x, size_t n);
+    void (*scale)(const m2_ops *o, float *x, size_t n, double factor);
+
     /* ---- how the model should drive this backend (may be NULL) ----
      * NULL (a device backend): each op call covers the whole micro-batch. Otherwise the number of host
      * threads ("lanes") the model may run at once, each taking whole sequences one at a time with its own

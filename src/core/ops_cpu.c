@@ -176,6 +176,20 @@ static void cpu_adamw(const m2_ops *o, float *params, const float *grads, float 
     m2_adamw(params, grads, m, v, decay_mask, n, lr, beta1, beta2, eps, weight_decay, step);
 }
 
+/* The ZeRO step's shard reductions, in the arithmetic of dist/zero.c (sequential double sum: a fixed order whatever
+ * the thread count), so that the device step run on this backend matches the host step bit for bit. */
+static double cpu_sumsq(const m2_ops *o, const float *x, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+static void cpu_scale(const m2_ops *o, float *x, size_t n, double factor)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * factor);
+}
+
 /* The model runs one lane per thread (model.c: "Work units and lanes"). */
 static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 
@@ -209,6 +223,8 @@ static const m2_ops g_cpu_ops = {
     .gated_norm_bwd = m2_cpu_gated_norm_bwd,
     .mse_loss = m2_cpu_mse_loss,
     .adamw = cpu_adamw,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
     .lanes = cpu_lanes,
 };
 

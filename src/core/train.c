@@ -1,10 +1,11 @@
 #include "core/train.h"
 
 #include "core/error.h"
+#include "core/flops.h"
 #include "core/layout.h"
-#include "core/model.h"
+#include "core/model_ext.h"
 #include "core/ops.h"
-#include "dist/zero.h"
+#include "dist/dp.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 
@@ -48,21 +49,25 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Everything one rank holds during training. */
+/* Everything one rank holds during training. The model's buffers live in the backend's memory (the GPU's on a
+ * device backend, host memory on the CPU) and are reached only through be.ops; the host keeps a copy of what it
+ * reads or writes itself (the batch it samples, the predictions it scores, the parameters it checkpoints). */
 typedef struct {
     const m2_config *cfg;
     m2_dist *pg;
+    m2_backend be;                    /* where the model runs, how the step communicates (core/backend.h) */
     m2_dataset ds;
     m2_sampler train_windows, val_windows;
     m2_layout lay;
     m2_model *model;
-    m2_zero *zero;
-    float *params, *grads;            /* padded flat buffers (m2_zero_padded_len) */
-    float *X, *Y;                     /* one micro-batch [B,T,F], [B,T,O] */
-    float *pred;                      /* [B,T,O] for validation */
+    m2_dp *dp;                        /* the data-parallel ZeRO-1 step for this backend (dist/dp.h) */
+    float *params, *grads;            /* backend: padded flat buffers (m2_dp_padded_len), zero tail */
+    float *X, *Y, *pred;              /* backend: one micro-batch [B,T,F], [B,T,O]; predictions [B,T,O] */
+    float *host_X, *host_Y, *host_pred, *host_params; /* host copies of the above ([n] for params) */
     int accum;                        /* micro-batches per rank per step */
     int64_t step, tokens_seen;
     uint64_t data_seed;
+    double flops_per_token;           /* model FLOPs of one training token (core/flops.h), for MFU */
     FILE *metrics;
 } trainer;
 
@@ -128,11 +133,11 @@ static int load_resume_point(trainer *t, const char *resume)
     if (rc) return m2_fail_context(rc, "resume");
     rc = check_same_shape(&ck, &t->lay, path);
     if (!rc) {
-        memcpy(t->params, ck.params, t->lay.n_params * sizeof(float));
+        memcpy(t->host_params, ck.params, t->lay.n_params * sizeof(float));
         t->step = ck.step;
         t->tokens_seen = ck.tokens_seen;
         t->data_seed = ck.data_seed;
-        rc = m2_zero_load_moments(t->zero, ck.m, ck.v, ck.optim_step);
+        rc = m2_dp_load_moments(t->dp, ck.m, ck.v, ck.optim_step);
         if (t->pg->rank == 0 && !rc)
             printf("resume: %s (step %" PRId64 ", saved on %d ranks, now %d)\n", path, ck.step, ck.world_size_at_save,
                    t->pg->world);
@@ -141,7 +146,9 @@ static int load_resume_point(trainer *t, const char *resume)
     return rc;
 }
 
-static int setup(trainer *t, const char *resume)
+/* Setup runs in phases with an agreement between them (m2_train_run), so that no rank enters a collective that
+ * another rank, having failed, will never join. Phase 1, local: the data, the layout, the model's workspace. */
+static int setup_local(trainer *t)
 {
     const m2_config *cfg = t->cfg;
     int rc;
@@ -159,26 +166,54 @@ static int setup(trainer *t, const char *resume)
     m2_dims d;
     if ((rc = m2_dims_init(&d, cfg, t->ds.n_features, t->ds.n_targets))) return rc;
     if ((rc = m2_layout_init(&t->lay, &d))) return rc;
+    t->flops_per_token = m2_train_flops_per_token(&d);
 
+    const m2_ops *o = t->be.ops;
+    size_t B = (size_t)cfg->train.micro_batch, T = (size_t)cfg->train.seq_len;
+    size_t x_bytes = B * T * (size_t)d.F * sizeof(float), y_bytes = B * T * (size_t)d.O * sizeof(float);
+    t->host_X = malloc(x_bytes);
+    t->host_Y = malloc(y_bytes);
+    t->host_pred = malloc(y_bytes);
+    t->host_params = malloc(t->lay.n_params * sizeof(float));
+    if (!t->host_X || !t->host_Y || !t->host_pred || !t->host_params) return m2_fail(M2_EFAIL, "train: out of memory");
+    t->X = o->alloc(o, x_bytes);
+    t->Y = o->alloc(o, y_bytes);
+    t->pred = o->alloc(o, y_bytes);
+    if (!t->X || !t->Y || !t->pred)
+        return m2_fail(M2_EFAIL, "train (rank %d): out of %s memory for a micro-batch", t->pg->rank, o->name);
+    return m2_model_create_with_ops(&t->model, &t->lay, cfg->train.micro_batch, cfg->train.seq_len, o);
+}
+
+/* Phase 2: the data-parallel step (building NCCL's communicator is collective) and the flat buffers it shapes. */
+static int setup_step(trainer *t)
+{
     unsigned char *mask = malloc(t->lay.n_params);
     if (!mask) return m2_fail(M2_EFAIL, "train: out of memory");
     m2_layout_decay_mask(&t->lay, mask);
-    rc = m2_zero_create(&t->zero, t->pg, t->lay.n_params, mask);
+    int rc = m2_backend_make_dp(&t->be, t->pg, t->lay.n_params, mask, &t->dp);
     free(mask);
     if (rc) return rc;
-    size_t padded = m2_zero_padded_len(t->zero);
-    t->params = calloc(padded, sizeof(float));
-    t->grads = calloc(padded, sizeof(float));
-    size_t B = (size_t)cfg->train.micro_batch, T = (size_t)cfg->train.seq_len;
-    t->X = malloc(B * T * (size_t)d.F * sizeof(float));
-    t->Y = malloc(B * T * (size_t)d.O * sizeof(float));
-    t->pred = malloc(B * T * (size_t)d.O * sizeof(float));
-    if (!t->params || !t->grads || !t->X || !t->Y || !t->pred) return m2_fail(M2_EFAIL, "train: out of memory");
-    if ((rc = m2_model_create(&t->model, &t->lay, cfg->train.micro_batch, cfg->train.seq_len))) return rc;
+    const m2_ops *o = t->be.ops;
+    size_t bytes = m2_dp_padded_len(t->dp) * sizeof(float);
+    t->params = o->alloc(o, bytes);
+    t->grads = o->alloc(o, bytes);
+    if (!t->params || !t->grads)
+        return m2_fail(M2_EFAIL, "train (rank %d): out of %s memory for the parameters and gradients", t->pg->rank,
+                       o->name);
+    o->memset0(o, t->params, bytes); /* the padded tail stays zero: the all-gather moves whole shards */
+    o->memset0(o, t->grads, bytes);
+    return M2_OK;
+}
 
-    m2_params_init(&t->lay, t->params, cfg->train.seed);
+/* Phase 3: the starting point (fresh or resumed: collective), the run folder and the metrics log. */
+static int setup_start(trainer *t, const char *resume)
+{
+    const m2_config *cfg = t->cfg;
+    int rc;
+    m2_params_init(&t->lay, t->host_params, cfg->train.seed);
     t->data_seed = cfg->train.seed;
     if (resume && (rc = load_resume_point(t, resume))) return rc;
+    t->be.ops->to_device(t->be.ops, t->params, t->host_params, t->lay.n_params * sizeof(float));
     if ((rc = make_run_dir(cfg->train.run_dir))) return rc;
     if (t->pg->rank == 0) {
         char path[1100];
@@ -193,12 +228,16 @@ static void teardown(trainer *t)
 {
     if (t->metrics) fclose(t->metrics);
     m2_model_free(t->model);
-    m2_zero_free(t->zero);
-    free(t->params);
-    free(t->grads);
-    free(t->X);
-    free(t->Y);
-    free(t->pred);
+    m2_dp_free(t->dp);
+    const m2_ops *o = t->be.ops;
+    if (o) {
+        void *dev[] = {t->params, t->grads, t->X, t->Y, t->pred};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) o->free(o, dev[i]);
+    }
+    free(t->host_params);
+    free(t->host_X);
+    free(t->host_Y);
+    free(t->host_pred);
     m2_layout_free(&t->lay);
     m2_sampler_free(&t->train_windows);
     m2_sampler_free(&t->val_windows);
@@ -207,17 +246,21 @@ static void teardown(trainer *t)
 
 /* ---- one step ------------------------------------------------------------------------------------- */
 
-/* Fills X, Y with micro-batch `micro` of this rank's part of the global batch of `step`. Window indices are
- * global (rank r takes [r * per_rank, (r+1) * per_rank)), so the global batch does not depend on the rank count. */
+/* Fills X, Y (host, then the backend's copies) with micro-batch `micro` of this rank's part of the global batch of
+ * `step`. Window indices are global (rank r takes [r * per_rank, (r+1) * per_rank)), so the global batch does not
+ * depend on the rank count. */
 static void load_micro_batch(trainer *t, const m2_sampler *s, uint64_t seed, int64_t step, int micro, int per_rank)
 {
     const m2_dims *d = &t->lay.d;
+    const m2_ops *o = t->be.ops;
     int B = t->cfg->train.micro_batch, T = t->cfg->train.seq_len;
     for (int b = 0; b < B; b++) {
         int64_t index = (int64_t)t->pg->rank * per_rank + (int64_t)micro * B + b;
         int64_t start = m2_sampler_start(s, seed, step, index);
-        m2_sampler_copy(s, start, t->X + (size_t)b * T * d->F, t->Y + (size_t)b * T * d->O);
+        m2_sampler_copy(s, start, t->host_X + (size_t)b * T * d->F, t->host_Y + (size_t)b * T * d->O);
     }
+    o->to_device(o, t->X, t->host_X, (size_t)B * T * d->F * sizeof(float));
+    o->to_device(o, t->Y, t->host_Y, (size_t)B * T * d->O * sizeof(float));
 }
 
 typedef struct {
@@ -229,27 +272,28 @@ static int train_step(trainer *t, step_result *out)
 {
     const m2_config *cfg = t->cfg;
     double t0 = now_s();
-    memset(t->grads, 0, t->lay.n_params * sizeof(float));
+    t->be.ops->memset0(t->be.ops, t->grads, t->lay.n_params * sizeof(float));
     int per_rank = cfg->train.global_batch / t->pg->world;
     double sse = 0;
     int64_t count = 0;
-    m2_zero_hook hook = {.z = t->zero, .lay = &t->lay, .grads = t->grads};
     for (int a = 0; a < t->accum; a++) {
         load_micro_batch(t, &t->train_windows, t->data_seed, t->step, a, per_rank);
         double s = 0;
         int64_t c = 0;
+        m2_bucket_ready_fn on_ready = NULL;
+        void *user = NULL;
         int last = a == t->accum - 1; /* only the last micro-batch completes the gradient buckets */
+        if (last) m2_dp_bucket_hook(t->dp, &t->lay, t->grads, &on_ready, &user);
         int rc = m2_model_forward_backward(t->model, t->params, t->grads, t->X, t->Y, cfg->train.micro_batch,
-                                           cfg->train.seq_len, cfg->train.burn_in, &s, &c, NULL,
-                                           last ? m2_zero_on_bucket : NULL, last ? &hook : NULL);
+                                           cfg->train.seq_len, cfg->train.burn_in, &s, &c, NULL, on_ready, user);
         if (rc) return rc;
-        if (hook.err) return hook.err;
+        if (last && (rc = m2_dp_bucket_error(t->dp))) return rc;
         sse += s;
         count += c;
     }
     double lr = m2_lr_at(cfg, t->step);
-    int rc = m2_zero_step(t->zero, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
-                          (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
+    int rc = m2_dp_step(t->dp, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
+                        (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
     out->seconds = now_s() - t0;
     return rc;
 }
@@ -269,12 +313,13 @@ static int validate(trainer *t, double *out)
             load_micro_batch(t, &t->val_windows, seed, e, a, per_rank);
             int rc = m2_model_forward(t->model, t->params, t->X, B, T, t->pred);
             if (rc) return rc;
+            t->be.ops->to_host(t->be.ops, t->host_pred, t->pred, (size_t)B * T * d->O * sizeof(float));
             for (int b = 0; b < B; b++)
                 for (int s = cfg->train.burn_in; s < T; s++)
                     for (int o = 0; o < d->O; o++) {
                         size_t i = ((size_t)b * T + s) * d->O + o;
-                        if (!isfinite(t->Y[i])) continue; /* horizon crosses the session end */
-                        double diff = (double)t->pred[i] - t->Y[i];
+                        if (!isfinite(t->host_Y[i])) continue; /* horizon crosses the session end */
+                        double diff = (double)t->host_pred[i] - t->host_Y[i];
                         sums[0] += diff * diff;
                         sums[1] += 1;
                     }
@@ -291,8 +336,9 @@ static int validate(trainer *t, double *out)
 static int check_replicas(trainer *t)
 {
     if (t->pg->world == 1) return M2_OK;
+    t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the parameter bytes */
-    const unsigned char *bytes = (const unsigned char *)t->params;
+    const unsigned char *bytes = (const unsigned char *)t->host_params;
     for (size_t i = 0; i < t->lay.n_params * sizeof(float); i++) h = (h ^ bytes[i]) * 1099511628211ull;
     int64_t v = (int64_t)(h >> 2);
     int64_t range[2] = {v, -v}; /* max of v and max of -v: the largest and smallest hash */
@@ -321,15 +367,16 @@ static int save_checkpoint(trainer *t)
             return m2_fail(M2_EFAIL, "checkpoint: out of memory");
         }
     }
-    int rc = m2_zero_gather_moments(t->zero, ck.m, ck.v); /* collective: unsharded moments on rank 0 */
+    int rc = m2_dp_gather_moments(t->dp, ck.m, ck.v); /* collective: unsharded moments on rank 0 */
     if (!rc && rank0) {
+        t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
         ck.cfg = *cfg;
         ck.lay = t->lay;
         ck.step = t->step;
         ck.tokens_seen = t->tokens_seen;
         ck.world_size_at_save = t->pg->world;
-        ck.params = t->params;
-        ck.optim_step = m2_zero_optim_step(t->zero);
+        ck.params = t->host_params;
+        ck.optim_step = m2_dp_optim_step(t->dp);
         ck.data_seed = t->data_seed;
         ck.data_step = t->step;
         ck.n_features = t->ds.n_features;
@@ -363,22 +410,26 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
     const m2_config *cfg = t->cfg;
     double ticks = (double)cfg->train.global_batch * cfg->train.seq_len;
     double tps = ticks / r->seconds;
+    /* model FLOPs per second per device over the device's peak; only where the peak is known (a GPU) */
+    double mfu = t->be.peak_flops > 0 ? tps * t->flops_per_token / (t->be.peak_flops * t->pg->world) : NAN;
     if (t->metrics) {
         fprintf(t->metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g", t->step + 1, r->loss);
         if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
-        fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f, \"elapsed_s\": %.3f%s}\n",
-                r->grad_norm, lr, tps, elapsed, r->skipped ? ", \"skipped\": 1" : "");
+        fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f", r->grad_norm, lr, tps);
+        if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
+        fprintf(t->metrics, ", \"elapsed_s\": %.3f%s}\n", elapsed, r->skipped ? ", \"skipped\": 1" : "");
         fflush(t->metrics);
     }
     int last = t->step + 1 == cfg->train.steps;
     int due = last || (t->step + 1) % cfg->train.log_every == 0 || isfinite(val) || r->skipped;
     if (t->pg->rank != 0 || !due) return;
-    char val_text[32] = "", eta[32];
+    char val_text[32] = "", mfu_text[32] = "", eta[32];
     if (isfinite(val)) snprintf(val_text, sizeof val_text, " | val %.4f", val);
+    if (isfinite(mfu)) snprintf(mfu_text, sizeof mfu_text, " | MFU %.3g%%", 100 * mfu);
     format_duration(avg_step_s * (double)(cfg->train.steps - t->step - 1), eta, sizeof eta);
-    printf("step %" PRId64 "/%" PRId64 " | loss %.4f%s | norm %.2f | lr %.2e | %.1f ms | %.1fk ticks/s | ETA %s%s\n",
-           t->step + 1, cfg->train.steps, r->loss, val_text, r->grad_norm, lr, 1e3 * r->seconds, tps / 1e3, eta,
-           r->skipped ? " | SKIPPED (non-finite)" : "");
+    printf("step %" PRId64 "/%" PRId64 " | loss %.4f%s | norm %.2f | lr %.2e | %.1f ms | %.1fk ticks/s%s | ETA %s%s\n",
+           t->step + 1, cfg->train.steps, r->loss, val_text, r->grad_norm, lr, 1e3 * r->seconds, tps / 1e3, mfu_text,
+           eta, r->skipped ? " | SKIPPED (non-finite)" : "");
     fflush(stdout);
 }
 
@@ -388,12 +439,12 @@ static void print_plan(const trainer *t)
     const m2_dims *d = &t->lay.d;
     if (t->pg->rank != 0) return;
     size_t b, e;
-    m2_zero_shard(t->zero, 0, &b, &e);
+    m2_dp_shard(t->dp, 0, &b, &e);
     printf("model: D=%d L=%d Di=%d H=%d P=%d N=%d G=%d K=%d Q=%d F=%d O=%d | %zu parameters (%.2f MB fp32)\n", d->D,
            d->L, d->Di, d->H, d->P, d->N, d->G, d->K, d->Q, d->F, d->O, t->lay.n_params, 4e-6 * (double)t->lay.n_params);
     printf("memory: activations %zu bytes/token/layer saved for the backward; Adam state %.2f MB on each rank "
            "(ZeRO-1 shard of %zu of %zu parameters)\n",
-           m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_zero_state_bytes(t->zero), e - b,
+           m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_dp_state_bytes(t->dp), e - b,
            t->lay.n_params);
     printf("data: %s | %" PRId64 " train windows, %" PRId64 " val windows of %d ticks | global batch %d = %d ranks x "
            "%d micro-batches x %d\n",
@@ -467,7 +518,32 @@ static void set_threads(const m2_config *cfg, const m2_dist *pg)
     m2_ops_cpu_set_threads(threads); /* the CPU ops split GEMMs across their own threads (ops.h) */
 }
 
-int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg)
+/* After a setup phase: every rank learns whether any failed. All failed alike (a bad config, a missing dataset):
+ * returns the error, which rank 0 reports once. Some failed: a failing rank ends the job with its own message (no
+ * rank may be left waiting in a collective). */
+static int agree_on_start(m2_dist *pg, int rc)
+{
+    int64_t failed = rc != M2_OK;
+    if (m2_dist_allreduce_sum_i64(pg, &failed, 1) != M2_OK) m2_dist_abort(pg, M2_EFAIL, m2_last_error());
+    if (failed > 0 && failed < pg->world && rc) m2_dist_abort(pg, rc, m2_last_error());
+    if (failed > 0 && !rc) rc = m2_fail(M2_EFAIL, "train: another rank failed to start");
+    return rc;
+}
+
+/* The backend (collective for model.device = auto), said once, and the rank table with each rank's device. */
+static int choose_backend(trainer *t, const m2_device_api *device_api)
+{
+    int rc = m2_backend_choose(&t->be, t->cfg, t->pg, device_api);
+    if (t->pg->rank == 0 && !rc) {
+        char line[1024];
+        m2_backend_describe(&t->be, line, sizeof line);
+        printf("%s\n", line);
+        fflush(stdout);
+    }
+    return rc;
+}
+
+int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg, const m2_device_api *device_api)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -481,19 +557,16 @@ int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg)
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.pg = pg;
-    /* Setup problems (bad config, missing dataset) usually hit every rank alike: then rank 0 reports once and all
-     * return. A rank that fails alone, or any failure once steps run, aborts the whole job (no rank may be left
-     * waiting in a collective). */
-    int rc = setup(&t, resume);
-    int64_t failed = rc != M2_OK;
-    if (m2_dist_allreduce_sum_i64(pg, &failed, 1) != M2_OK) m2_dist_abort(pg, M2_EFAIL, m2_last_error());
-    if (failed > 0 && failed < pg->world && rc) m2_dist_abort(pg, rc, m2_last_error());
-    if (failed == 0) {
+    int rc = choose_backend(&t, device_api);
+    if (!rc) rc = setup_local(&t);
+    rc = agree_on_start(pg, rc);
+    if (!rc && m2_dist_print_table(pg, stdout) != M2_OK) m2_dist_abort(pg, M2_EFAIL, m2_last_error());
+    if (!rc) rc = agree_on_start(pg, setup_step(&t));
+    if (!rc) rc = agree_on_start(pg, setup_start(&t, resume));
+    if (!rc) {
         print_plan(&t);
         rc = loop(&t);
         if (rc && pg->world > 1) m2_dist_abort(pg, rc, m2_last_error());
-    } else if (!rc) {
-        rc = m2_fail(M2_EFAIL, "train: another rank failed to start");
     }
     teardown(&t);
     return rc;

@@ -5,10 +5,8 @@
  * 24 layers); B and T default to its micro_batch and seq_len (16 x 2048). Reported:
  *   - tokens/s of a training micro-step (forward + backward into the gradient buffer, loss included), median of
  *     N timed steps after W warm-up steps;
- *   - MFU: model FLOPs per token x tokens/s over the bf16 dense peak of the GPU found (a table by name: H100 SXM
- *     and H200 989 TFLOP/s, H100 PCIe 756, A100 312; other GPUs: not reported). Model FLOPs per token and layer:
- *     GEMMs 2(D Win + Di D), SSD G Q N + H (Q P + 4 N P) (causal halves of the intra-chunk products, states and
- *     state outputs), embed and head 2 F D + 2 D O; training = 3 x forward (the backward is 2 x);
+ *   - MFU: model FLOPs per token x tokens/s over the bf16 dense peak of the GPU found (core/flops.h, shared with
+ *     the trainer's metrics: the FLOP count and the table of peaks by GPU name; other GPUs: not reported);
  *   - per-kernel time (m2_model_set_timing: a sync around every op, so one separate step, and the shares are what
  *     matters);
  *   - device memory per token (everything the run took on the device: parameters, gradients, moments, inputs,
@@ -22,6 +20,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/flops.h"
 #include "core/layout.h"
 #include "core/model_ext.h"
 #include "core/rng.h"
@@ -87,22 +86,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-/* bf16 dense tensor-core peak by device name (FLOP/s), 0 when unknown. */
-static double bf16_peak(const char *name)
-{
-    if (strstr(name, "H200")) return 989e12;
-    if (strstr(name, "H100")) return strstr(name, "PCIe") ? 756e12 : 989e12;
-    if (strstr(name, "A100")) return 312e12;
-    return 0;
-}
-
-static double flops_per_token(const m2_dims *d)
-{
-    const double D = d->D, Di = d->Di, Win = d->Win, H = d->H, P = d->P, N = d->N, Q = d->Q, G = d->G;
-    const double layer = 2 * (D * Win + Di * D) + G * Q * N + H * (Q * P + 4 * N * P);
-    return 3 * (d->L * layer + 2.0 * d->F * D + 2.0 * D * d->O);
 }
 
 static int fill_random(const m2_ops *g, float *dev, size_t n, uint64_t stream)
@@ -175,7 +158,7 @@ static int run(const options *o)
     const size_t used = free0 > info.free_bytes ? free0 - info.free_bytes : 0;
     qsort(secs, (size_t)o->iters, sizeof(double), cmp_double);
     const double step = secs[o->iters / 2], tps = (double)ntok / step;
-    const double fpt = flops_per_token(&d), peak = bf16_peak(info.name);
+    const double fpt = m2_train_flops_per_token(&d), peak = m2_gpu_bf16_peak(info.name);
 
     printf("  step (fwd+bwd): median %.2f ms over %d (min %.2f, max %.2f), loss %.4f\n", 1e3 * step, o->iters,
            1e3 * secs[0], 1e3 * secs[o->iters - 1], count ? sse / (double)count : 0.0);

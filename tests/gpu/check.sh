@@ -3,8 +3,11 @@
 #   1. build the CUDA backend, its tests and the benchmark (own build dir build-gpucheck, Release, -Werror);
 #   2. run every GPU test: each op against the CPU backend, the SSD against the fp64 oracle, the whole model's
 #      forward/backward against the CPU, 50 training steps whose losses must track the CPU's, NCCL on one rank;
-#   3. run the GPU benchmark (configs/8gpu.ini's layer shape, T = 2048): tokens/s, MFU, per-kernel times, memory;
-#   4. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
+#   3. train with mamba2_train itself: 50 steps of configs/tiny.ini with model.device=cuda (NCCL, one rank) whose
+#      per-step losses must track a CPU run's, MFU in its metrics; then `mpirun -np 1` with dist.backend=nccl, 2 steps,
+#      a checkpoint and a resume to step 4 that must equal a straight 4-step GPU run bit for bit;
+#   4. run the GPU benchmark (configs/8gpu.ini's layer shape, T = 2048): tokens/s, MFU, per-kernel times, memory;
+#   5. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
 # Usage: tests/gpu/check.sh            (from anywhere; exit status 0 only on PASS)
 # Log: $OUT/gpu_check.log when OUT is set (the workplace's device runner), else <build dir>/gpu_check.log.
 #
@@ -44,12 +47,14 @@ echo "GPU: ${gpu_name:-unknown}"
 
 # ---- 1. build (or unpack the bundle) ----------------------------------------------------------------------------
 tests="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl"
+programs="mamba2_train mamba2_ticks"
 mode=build
 bindir="$build/tests"
-echo "== 1/3 build ($(elapsed))"
+progdir="$build"
+echo "== 1/4 build ($(elapsed))"
 if cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMAMBA2_CUDA=ON -DMAMBA2_WERROR=ON > "$build/configure.log" 2>&1; then
   # shellcheck disable=SC2086
-  if cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $tests bench_gpu > "$build/build.log" 2>&1; then
+  if cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $tests bench_gpu $programs > "$build/build.log" 2>&1; then
     record build PASS "cmake Release, CUDA on ($(elapsed))"
   else
     tail -40 "$build/build.log"
@@ -61,7 +66,13 @@ elif [ -f "$bundle" ]; then
   mode=bundle
   rm -rf "$build/bundle" && tar -C "$build" -xJf "$bundle"
   bindir="$build/bundle/bin"
+  progdir="$bindir"
   cat "$build/bundle/BUNDLE.txt"
+  # Open MPI from the bundle (mamba2_train initialises MPI even alone), relocated to where it was unpacked, with the
+  # settings of the build machine's /etc/openmpi (no InfiniBand, UCX or OFI transports)
+  export OPAL_PREFIX="$build/bundle/ompi" PATH="$build/bundle/ompi/bin:$PATH"
+  export OMPI_MCA_btl="^uct,openib,ofi" OMPI_MCA_pml="^ucx" OMPI_MCA_mtl="^ofi" OMPI_MCA_osc="^ucx,pt2pt" \
+         OMPI_MCA_btl_base_warn_component_unused=0
   # cuBLAS, cuBLASLt, NCCL and the CUDA runtime come from this machine: the CUDA toolkit or PyTorch's wheels
   libpath="$build/bundle/lib"
   for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
@@ -69,7 +80,7 @@ elif [ -f "$bundle" ]; then
     [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
   done
   export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  missing=$(for t in $tests bench_gpu; do ldd "$bindir/$t" | grep "not found"; done | sort -u)
+  missing=$(for t in $tests bench_gpu $programs; do ldd "$bindir/$t" | grep "not found"; done | sort -u)
   if [ -n "$missing" ]; then
     echo "$missing"
     record build FAIL "bundle: libraries not found (above)"
@@ -82,7 +93,7 @@ else
 fi
 
 # ---- 2. the GPU tests ---------------------------------------------------------------------------------------------
-echo "== 2/3 GPU tests ($(elapsed))"
+echo "== 2/4 GPU tests ($(elapsed))"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" OPENBLAS_NUM_THREADS=1 MAMBA2_SRC="$root" MAMBA2_BIN="$build"
 for t in $tests; do
   if [ ! -x "$bindir/$t" ]; then
@@ -103,8 +114,70 @@ for t in $tests; do
   fi
 done
 
-# ---- 3. the benchmark ---------------------------------------------------------------------------------------------
-echo "== 3/3 GPU benchmark ($(elapsed))"
+# ---- 3. training with mamba2_train --------------------------------------------------------------------------------
+echo "== 3/4 training ($(elapsed))"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tdir="$build/train"
+rm -rf "$tdir" && mkdir -p "$tdir"
+# train NAME [mpirun] ARGS...: configs/tiny.ini on the check's dataset into $tdir/NAME, the output in $tdir/NAME.log
+train() {
+  local name=$1 launch=()
+  shift
+  if [ "${1:-}" = mpirun ]; then launch=(mpirun -np 1); shift; fi
+  timeout 300 "${launch[@]}" "$progdir/mamba2_train" --config "$root/configs/tiny.ini" --set data.path="$tdir/ticks.h5" \
+    --set train.run_dir="$tdir/$name" --set train.log_every=10 --set train.eval_every=25 "$@" > "$tdir/$name.log" 2>&1
+  local rc=$?
+  echo "-- $name: exit $rc"
+  grep -E "^(backend:|step [0-9]|resume:|stopping)|error" "$tdir/$name.log" | sed 's/^/   /'
+  return $rc
+}
+losses() { sed -E 's/.*"step": ([0-9]+), "loss": ([^,]+),.*/\1 \2/' "$tdir/$1/metrics.jsonl"; }
+last_field() { grep -o "\"$2\": [0-9.e+-]*" "$tdir/$1/metrics.jsonl" | tail -1 | sed 's/.*: //'; }
+# worst |b - a| / |a| over the steps, line by line (inf when the step numbers do not line up)
+worst_gap() {
+  paste -d' ' <(losses "$1") <(losses "$2") |
+    awk '{d = $1 == $3 ? ($4 - $2) / $2 : "inf"; if (d < 0) d = -d; if (d > w) w = d} END {printf "%.2e", w}'
+}
+why=""
+if [ ! -x "$progdir/mamba2_train" ] || [ ! -x "$progdir/mamba2_ticks" ]; then
+  why="mamba2_train/mamba2_ticks not built"
+elif ! "$progdir/mamba2_ticks" synth --out "$tdir/ticks.h5" --ticks 60000 --sessions 4 --seed 11 --signal memory \
+       > "$tdir/synth.log" 2>&1; then
+  why="mamba2_ticks synth failed: $(tail -1 "$tdir/synth.log")"
+elif ! train cpu --set model.device=cpu --set train.steps=50; then
+  why="the CPU run failed: $(grep -m1 error "$tdir/cpu.log")"
+elif ! train gpu --set model.device=cuda --set train.steps=50; then
+  why="the GPU run failed: $(grep -m1 error "$tdir/gpu.log")"
+elif ! grep -q "^backend: cuda .*collectives: nccl" "$tdir/gpu.log"; then
+  why="the GPU run is not on CUDA with NCCL: $(grep -m1 '^backend' "$tdir/gpu.log")"
+elif [ "$(losses gpu | wc -l)" -ne 50 ]; then
+  why="the GPU run logged $(losses gpu | wc -l) steps, not 50"
+else
+  # bf16 GEMM operands: 50 Adam steps carry their rounding into a loss gap of a few percent (test_gpu_train.c)
+  gap=$(worst_gap cpu gpu)
+  mfu=$(last_field gpu mfu)
+  if ! awk -v g="$gap" 'BEGIN {exit !(g <= 0.1)}'; then
+    why="GPU losses do not track the CPU's: worst step gap $gap above 1e-1"
+  elif [ -z "$mfu" ]; then
+    why="no mfu in the GPU run's metrics.jsonl"
+  elif ! train gpu4 --set model.device=cuda --set train.steps=4 ||
+       ! train nccl mpirun --set model.device=cuda --set dist.backend=nccl --set train.steps=4 --set train.stop_at=2 ||
+       ! train nccl mpirun --set model.device=cuda --set dist.backend=nccl --set train.steps=4 --resume auto; then
+    why="the mpirun -np 1 NCCL runs failed"
+  elif ! grep -q "^resume: .*ckpt_2.h5 (step 2" "$tdir/nccl.log"; then
+    why="the NCCL run did not resume from step 2"
+  elif ! diff <(losses gpu4) <(losses nccl) > /dev/null; then
+    why="NCCL 2 steps + resume + 2 steps differ from 4 straight GPU steps: $(diff <(losses gpu4) <(losses nccl) | tr '\n' ' ')"
+  fi
+fi
+if [ -z "$why" ]; then
+  record training PASS "50 steps: loss gap $gap (tol 1e-1), $(last_field gpu ticks_per_s) ticks/s (CPU $(last_field cpu ticks_per_s)), MFU $mfu; NCCL resume bitwise"
+else
+  record training FAIL "$why"
+fi
+
+# ---- 4. the benchmark ---------------------------------------------------------------------------------------------
+echo "== 4/4 GPU benchmark ($(elapsed))"
 if [ -x "$bindir/bench_gpu" ]; then
   # shellcheck disable=SC2086
   timeout 300 "$bindir/bench_gpu" --config "$root/configs/8gpu.ini" ${BENCH_ARGS:-} > "$build/bench_gpu.out" 2>&1

@@ -4,30 +4,45 @@
 # CUDA libraries but not HDF5/MPI/OpenBLAS/inih/cmocka (the workplace's H200 image: nvcc and CMake, no Debian -dev
 # packages, no network). tests/gpu/check.sh uses the archive when it cannot configure the project itself.
 #   tests/gpu/make_bundle.sh              -> build-gpubundle/gpu-bundle.tar.xz  (about 15 MB)
-# Packed: bin/ (test_gpu_*, bench_gpu), lib/ (every library they load except the C runtime, the compiler runtime and
-# the big CUDA libraries cuBLAS/cuBLASLt/NCCL, which check.sh finds on the GPU machine), configs/8gpu.ini.
+# Packed: bin/ (test_gpu_*, bench_gpu, and mamba2_train + mamba2_ticks for check.sh's training runs), lib/ (every
+# library they load except the C runtime, the compiler runtime and the big CUDA libraries cuBLAS/cuBLASLt/NCCL, which
+# check.sh finds on the GPU machine), ompi/ (Open MPI's runtime: mpirun, orted, its plugins and help files, laid out
+# under a prefix as installed here, so that OPAL_PREFIX=<bundle>/ompi relocates it; mamba2_train initialises MPI
+# even alone), configs/ (8gpu.ini, tiny.ini).
 # The build is portable (MAMBA2_NATIVE=OFF: the GPU machine's CPU may lack this one's instructions).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUNDLE_BUILD:-$root/build-gpubundle}"
 targets="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl bench_gpu"
+programs="mamba2_train mamba2_ticks"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMAMBA2_CUDA=ON -DMAMBA2_NATIVE=OFF -DMAMBA2_WERROR=ON \
   >/dev/null
 # shellcheck disable=SC2086
-cmake --build "$build" -j "${JOBS:-2}" --target $targets
+cmake --build "$build" -j "${JOBS:-2}" --target $targets $programs
 
 stage="$build/bundle"
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$stage/configs"
 for t in $targets; do cp "$build/tests/$t" "$stage/bin/"; done
-cp "$root/configs/8gpu.ini" "$stage/configs/"
+for p in $programs; do cp "$build/$p" "$stage/bin/"; done
+cp "$root/configs/8gpu.ini" "$root/configs/tiny.ini" "$stage/configs/"
+
+# Open MPI's runtime, each installed folder at its place relative to the install prefix (ompi_info --path).
+ompi_path() { ompi_info --parsable --path "$1" | sed -n "s|^path:$1:||p"; }
+prefix=$(ompi_path prefix)
+bindir=$(ompi_path bindir)
+for dir in "$(ompi_path pkglibdir)" "$(ompi_path pkgdatadir)" "$bindir"; do mkdir -p "$stage/ompi/${dir#"$prefix"/}"; done
+for dir in "$(ompi_path pkglibdir)" "$(ompi_path pkgdatadir)"; do cp -rLT "$dir" "$stage/ompi/${dir#"$prefix"/}"; done
+ompi_bin="$stage/ompi/${bindir#"$prefix"/}"
+for exe in orterun orted; do cp -L "$bindir/$exe" "$ompi_bin/"; done
+ln -s orterun "$ompi_bin/mpirun"
 
 # Libraries: everything ldd resolves except glibc's, the compiler runtime's (the GPU machine has newer ones) and
 # cuBLAS/cuBLASLt/NCCL (hundreds of MB; part of every CUDA installation and of PyTorch's wheels).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libnccl)'
-for t in $targets; do
-  ldd "$stage/bin/$t" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+for f in "$stage"/bin/* "$ompi_bin"/or* $(find "$stage/ompi" -name '*.so'); do
+  ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
   cp -L "$path" "$stage/lib/$name"
@@ -35,7 +50,7 @@ done
 {
   echo "mamba2 GPU test bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n) from $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "nvcc: $(nvcc --version | tail -1)"
-  echo "targets: $targets"
+  echo "targets: $targets $programs; Open MPI $(ompi_info --parsable | sed -n 's/^ompi:version:full://p') under ompi/"
 } > "$stage/BUNDLE.txt"
 tar -C "$build" -cJf "$build/gpu-bundle.tar.xz" bundle
 echo "make_bundle: $build/gpu-bundle.tar.xz ($(du -h "$build/gpu-bundle.tar.xz" | cut -f1)); libraries packed:"

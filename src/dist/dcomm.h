@@ -1,0 +1,37 @@
+/* Collectives on backend buffers (the memory of an ops table, core/ops.h: device memory on a GPU) for the device
+ * ZeRO-1 step (zero_dev.h). Two implementations behind one table:
+ *   - NCCL (kernels/dcomm_nccl.c, dist.backend = nccl or auto on a GPU): queued on NCCL's own stream after the
+ *     compute stream's work, finished by NCCL's watchdog;
+ *   - MPI through host staging buffers (here): the backend's buffers are copied to the host, reduced or gathered
+ *     with MPI (under the group's watchdog), and copied back. Correct on any backend; the path for dist.backend =
+ *     mpi on a GPU (Debian's Open MPI is not CUDA-aware, so device memory never goes to MPI directly), and what the
+ *     tests drive on the CPU ops and the CUDA emulation. With one rank it makes no MPI call (dist.backend = none).
+ * Buffers hold fp32 elements; counts are elements. Errors follow core/error.h. */
+#ifndef MAMBA2_DCOMM_H
+#define MAMBA2_DCOMM_H
+
+#include <stddef.h>
+
+#include "core/ops.h"
+#include "dist/dist.h"
+
+typedef struct m2_dcomm m2_dcomm;
+
+struct m2_dcomm {
+    const char *name; /* "nccl", "mpi" (host-staged) */
+    /* Start a collective after all the work the ops have queued so far. Its result is ready for later ops and for
+     * the host once wait has returned M2_OK.
+     * reduce_scatter: send holds world * recv_count elements; rank r receives the sum over ranks of
+     *   send[r * recv_count, (r + 1) * recv_count). send and recv do not overlap.
+     * all_gather: recv (world * send_count) receives every rank's send in rank order; in place when
+     *   send == recv + rank * send_count. */
+    int (*reduce_scatter)(m2_dcomm *c, const float *send, float *recv, size_t recv_count);
+    int (*all_gather)(m2_dcomm *c, const float *send, float *recv, size_t send_count);
+    int (*wait)(m2_dcomm *c, const char *what); /* `what` names the step in a watchdog error */
+    void (*free)(m2_dcomm *c);
+};
+
+/* The host-staged MPI collectives over pg on ops' buffers. pg and ops must outlive c. */
+int m2_dcomm_mpi_create(m2_dcomm **out, const m2_dist *pg, const m2_ops *ops);
+
+#endif

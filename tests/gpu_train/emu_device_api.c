@@ -1,0 +1,27 @@
+/* TEST ONLY: the CUDA backend's kernels running on the CPU emulation of the CUDA runtime (tests/gpu/emu), as the
+ * device for model.device = cuda, linked into a build of mamba2_train (tests/gpu_train.cmake). The functions are
+ * those kernels/backend_cuda.c puts in its table, minus NCCL (not emulated): dist.backend auto takes the
+ * host-staged MPI collectives, which work because emulated device memory is host memory. One rank only (the
+ * emulation has one device). */
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "ops_cuda.h"
+
+static void device_name(char *buf, size_t cap)
+{
+    m2_cuda_device_info info;
+    if (m2_ops_cuda_device_info(&info) == 0) snprintf(buf, cap, "%s", info.name);
+    else snprintf(buf, cap, "unknown CUDA device");
+}
+
+static const m2_device_api g_api = {
+    .name = "cuda-emulated",
+    .available = m2_cuda_available,
+    .init = m2_ops_cuda_init,
+    .ops = m2_ops_cuda,
+    .device_name = device_name,
+    .comm_create = NULL,
+};
+
+const m2_device_api *m2_test_device_api(void) { return &g_api; }
