@@ -48,6 +48,7 @@ static const key_spec KEYS[] = {
     {"train", "eval_batches", K_INT, F(train.eval_batches), 0, 1 << 20, "4", NULL},
     {"train", "log_every", K_INT, F(train.log_every), 1, 1 << 30, "10", NULL},
     {"train", "max_bad_steps", K_INT, F(train.max_bad_steps), 1, 1 << 30, "5", NULL},
+    {"train", "nan_from_step", K_I64, F(train.nan_from_step), -1, 1e15, "-1", NULL},
     {"train", "threads", K_INT, F(train.threads), 0, 4096, "0", NULL},
     {"train", "run_dir", K_STR, F(train.run_dir), 0, 0, "runs/default", NULL},
     {"checkpoint", "every", K_I64, F(checkpoint.every), 0, 1e15, "500", NULL},

@@ -26,6 +26,7 @@ typedef struct {
         int eval_batches;
         int log_every;            /* status line every N steps */
         int max_bad_steps;        /* non-finite loss/grad steps in a row before stopping */
+        int64_t nan_from_step;    /* test hook: from this step on rank 0's loss is NaN (-1: never) */
         int threads;              /* OpenMP/BLAS threads per rank; 0 = all cores / ranks on the node */
         char run_dir[1024];
     } train;

@@ -69,6 +69,7 @@ typedef struct {
     uint64_t data_seed;
     double flops_per_token;           /* model FLOPs of one training token (core/flops.h), for MFU */
     FILE *metrics;
+    int stopped_together;             /* the loop ended with an error every rank met at the same step */
 } trainer;
 
 /* ---- setup ---------------------------------------------------------------------------------------- */
@@ -292,6 +293,8 @@ static int train_step(trainer *t, step_result *out)
         count += c;
     }
     double lr = m2_lr_at(cfg, t->step);
+    /* Test hook (train.nan_from_step): rank 0's loss turns NaN, which must make every rank skip the update. */
+    if (cfg->train.nan_from_step >= 0 && t->step >= cfg->train.nan_from_step && t->pg->rank == 0) sse = NAN;
     int rc = m2_dp_step(t->dp, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
                         (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
     out->seconds = now_s() - t0;
@@ -471,9 +474,11 @@ static int loop(trainer *t)
         if (rc) return rc;
         t->tokens_seen += (int64_t)cfg->train.global_batch * cfg->train.seq_len;
         if (r.skipped) {
-            if (++bad_in_row >= cfg->train.max_bad_steps)
+            if (++bad_in_row >= cfg->train.max_bad_steps) {
+                t->stopped_together = 1; /* every rank skipped the same steps: all stop here, none is stuck */
                 return m2_fail(M2_EFAIL, "training (step %" PRId64 "): loss or gradients not finite for %d steps in a "
                                "row (train.max_bad_steps); lower train.lr or check the data", t->step + 1, bad_in_row);
+            }
         } else {
             bad_in_row = 0;
         }
@@ -566,7 +571,9 @@ int m2_train_run(const m2_config *cfg, const char *resume, m2_dist *pg, const m2
     if (!rc) {
         print_plan(&t);
         rc = loop(&t);
-        if (rc && pg->world > 1) m2_dist_abort(pg, rc, m2_last_error());
+        /* A rank failing alone aborts the job (the others may wait in a collective); a stop every rank reached
+         * together returns normally and rank 0 reports it once. */
+        if (rc && pg->world > 1 && !t.stopped_together) m2_dist_abort(pg, rc, m2_last_error());
     }
     teardown(&t);
     return rc;

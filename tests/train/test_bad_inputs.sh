@@ -28,4 +28,17 @@ expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=10
 expect_error 2 "ckpt_2.h5.*model.d_model = 16 but this run has 32" "${train[@]}" --set model.d_model=32 \
   --resume "$work/run/ckpt_2.h5"
 expect_error 1 "resume.*nothing.h5" "${train[@]}" --resume "$work/nothing.h5"
+# Non-finite steps: each is skipped on every rank (parameters untouched) and counted; train.max_bad_steps in a row
+# stop the run with one clear line. The hook makes rank 0's loss NaN from step 3 on (2 ranks: rank 1 must agree).
+rc=0
+mpirun -np 2 --oversubscribe --bind-to none "${train[@]}" --set train.run_dir="$work/nan_run" --set train.steps=50 \
+  --set train.nan_from_step=3 --set train.max_bad_steps=4 --set train.log_every=1 --set checkpoint.every=0 \
+  >"$work/nan.log" 2>"$work/nan.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "a run whose loss stays NaN did not stop"
+grep -q "training (step 7): loss or gradients not finite for 4 steps in a row (train.max_bad_steps)" "$work/nan.err" ||
+  { cat "$work/nan.err"; fail "no max_bad_steps error at step 7"; }
+[ "$(grep -c "SKIPPED (non-finite)" "$work/nan.log")" -eq 3 ] || fail "expected 3 skipped steps logged before the stop"
+# (mpirun adds its own banner about the non-zero exit; the program itself must say it once)
+[ "$(grep -c "mamba2_train: error:" "$work/nan.err")" -eq 1 ] || { cat "$work/nan.err"; fail "the stop was not reported once"; }
+grep -q '^step 3/50 .* | norm [0-9.]* |' "$work/nan.log" || fail "step 3 should still be a normal step"
 echo "bad inputs: every case gave one line and the right exit code"
