@@ -11,9 +11,9 @@
  * (ncclCommAbort) and returns M2_EFAIL with one line naming the rank and the reason; the caller then ends the job
  * (m2_dist_abort), so no rank is left hanging in a collective.
  *
- * Errors follow core/error.h. Not wired into the trainer yet: the ZeRO-1 step (dist/zero.c) does its collectives on
- * host buffers through MPI; the GPU path reduce-scatters each gradient bucket with m2_nccl_reduce_scatter as the
- * backward finishes it, and all-gathers the parameters with m2_nccl_all_gather. */
+ * Errors follow core/error.h. The trainer uses it through dist/dcomm.h (kernels/dcomm_nccl.c): the device ZeRO-1
+ * step (dist/zero_dev.c) reduce-scatters the whole padded gradient buffer after the backward and all-gathers the
+ * parameters; per-bucket overlap would need reduces to each owning rank, which this module does not offer yet. */
 #ifndef MAMBA2_NCCL_COMM_H
 #define MAMBA2_NCCL_COMM_H
 

@@ -162,26 +162,14 @@ static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset 
 
 /* Says which input a reader's message is about ("checkpoint open (x.h5): No such file or directory"),
  * unless it already does. */
-static int with_role(int rc, const char *role, const char *note)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", m2_last_error());
-    if (strncmp(msg, role, strlen(role)) == 0) return m2_fail(rc, "%s%s", msg, note);
-    return m2_fail(rc, "%s %s%s", role, msg, note);
-}
-
 static int run(const options *o)
 {
     m2_checkpoint ck;
-    int rc = m2_checkpoint_load(o->checkpoint, &ck, 0);
-    if (rc != M2_OK) return with_role(rc, "checkpoint", "");
-    const char *data = o->data ? o->data : ck.cfg.data.path;
     m2_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    rc = m2_dataset_read(data, &ds, 0);
-    if (rc != M2_OK) rc = with_role(rc, "dataset", o->data ? "" : " (the checkpoint's [data] path; use --data FILE)");
-    if (rc == M2_OK) rc = m2_checkpoint_check_dataset(&ck, o->checkpoint, &ds, data);
-    if (rc == M2_OK) rc = evaluate(o, &ck, &ds, data);
+    const char *data;
+    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
+    if (rc != M2_OK) return rc;
+    rc = evaluate(o, &ck, &ds, data);
     m2_dataset_free(&ds);
     m2_checkpoint_free(&ck);
     return rc;

@@ -325,14 +325,11 @@ static int stream_split(const options *o, const m2_checkpoint *ck, const m2_data
 static int run(const options *o)
 {
     m2_checkpoint ck;
-    int rc = m2_checkpoint_load(o->checkpoint, &ck, 0);
-    if (rc != M2_OK) return rc;
-    const char *data = o->data ? o->data : ck.cfg.data.path;
     m2_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    rc = m2_dataset_read(data, &ds, 0);
-    if (rc == M2_OK) rc = m2_checkpoint_check_dataset(&ck, o->checkpoint, &ds, data);
-    if (rc == M2_OK) rc = stream_split(o, &ck, &ds);
+    const char *data;
+    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
+    if (rc != M2_OK) return rc;
+    rc = stream_split(o, &ck, &ds);
     m2_dataset_free(&ds);
     m2_checkpoint_free(&ck);
     return rc;

@@ -233,6 +233,32 @@ int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, co
     return M2_OK;
 }
 
+/* "<role> <message><note>": the role in front of the last message (unless it already starts with it), a note after. */
+static int with_role(int rc, const char *role, const char *note)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", m2_last_error());
+    if (strncmp(msg, role, strlen(role)) == 0) return m2_fail(rc, "%s%s", msg, note);
+    return m2_fail(rc, "%s %s%s", role, msg, note);
+}
+
+int m2_checkpoint_load_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint *ck, m2_dataset *ds,
+                                    const char **data_used)
+{
+    memset(ds, 0, sizeof *ds);
+    int rc = m2_checkpoint_load(ck_path, ck, 0);
+    if (rc != M2_OK) return with_role(rc, "checkpoint", "");
+    *data_used = data_path ? data_path : ck->cfg.data.path;
+    rc = m2_dataset_read(*data_used, ds, 0);
+    if (rc != M2_OK) rc = with_role(rc, "dataset", data_path ? "" : " (the checkpoint's [data] path; use --data FILE)");
+    if (rc == M2_OK) rc = m2_checkpoint_check_dataset(ck, ck_path, ds, *data_used);
+    if (rc != M2_OK) {
+        m2_dataset_free(ds);
+        m2_checkpoint_free(ck);
+    }
+    return rc;
+}
+
 /* Steps of the files named ckpt_STEP.h5 in dir, descending. Temporary files (".ckpt_*.tmp.*") never match. */
 static int list_steps(const char *dir, int64_t **steps, int *n)
 {

@@ -33,6 +33,13 @@ int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim);
 
 void m2_checkpoint_free(m2_checkpoint *ck);
 
+/* What evaluation and streaming start from: the checkpoint (without optimiser state) and the dataset to run it on,
+ * data_path or, when NULL, the dataset named in the checkpoint's config; checked compatible. Errors name the role
+ * ("checkpoint ...", "dataset ...") and, for the default dataset, say where its path came from. On success the
+ * caller frees both; on failure nothing is left to free. *data_used points at the path that was read. */
+int m2_checkpoint_load_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint *ck, m2_dataset *ds,
+                                    const char **data_used);
+
 /* Can this checkpoint's model read this dataset? Same feature count, target count and feature names
  * (M2_EFAIL with one line naming both files otherwise). */
 int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
