@@ -14,6 +14,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+scratch=$dir
+source "$(dirname "$0")/../lib/cli.sh"
 
 "$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
 ck=$dir/ckpt_7.h5
@@ -77,44 +79,24 @@ for i, r in enumerate(wrow):
 print("JSON and predictions OK")
 EOF
 
-"$eval_bin" --help >"$dir/help.txt" 2>&1 || fail "--help exit status"
-for opt in --checkpoint --data --split --mode --json --predictions --version; do
-    grep -q -- "$opt" "$dir/help.txt" || fail "--help lacks $opt"
-done
-"$eval_bin" --version >"$dir/version.txt" 2>&1 || fail "--version exit status"
-grep -q '^mamba2_eval [0-9]' "$dir/version.txt" && grep -q 'backends: cpu' "$dir/version.txt" ||
-    fail "--version: $(cat "$dir/version.txt")"
+check_help_version "$eval_bin" --checkpoint --data --split --mode --json --predictions --version
 
 # ---- bad inputs ----------------------------------------------------------------------------------
-# expect_error STATUS PATTERN ARGS...: one stderr line "mamba2_eval: error: ...PATTERN...", exit STATUS
-expect_error() {
-    local want=$1 pattern=$2
-    shift 2
-    "$eval_bin" "$@" >/dev/null 2>"$dir/err.txt"
-    local rc=$? lines
-    lines=$(wc -l <"$dir/err.txt")
-    if [ $rc -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q '^mamba2_eval: error: ' "$dir/err.txt" ||
-        ! grep -q -- "$pattern" "$dir/err.txt"; then
-        fail "$*: exit $rc (want $want), $lines stderr lines (want 1) matching '$pattern': $(cat "$dir/err.txt")"
-    else
-        echo "ok ($rc): $(cat "$dir/err.txt")"
-    fi
-}
 head -c 3000 "$ck" >"$dir/truncated.h5"
 head -c 4096 /dev/urandom >"$dir/garbage.h5"
-expect_error 1 "nope.h5" --checkpoint "$ck" --data "$dir/nope.h5"
-expect_error 1 "5 features" --checkpoint "$ck" --data "$dir/data_f5.h5"
-expect_error 1 "truncated.h5" --checkpoint "$dir/truncated.h5"
-expect_error 1 "garbage.h5" --checkpoint "$dir/garbage.h5"
-expect_error 1 "missing.h5" --checkpoint "$dir/missing.h5"
-expect_error 1 "checkpoint" --checkpoint "$dir/data.h5" # a dataset is not a checkpoint
-expect_error 2 "split foo" --checkpoint "$ck" --split foo
-expect_error 2 "mode batch" --checkpoint "$ck" --mode batch
-expect_error 2 "--bogus" --checkpoint "$ck" --bogus
-expect_error 2 "--checkpoint" --split val
-expect_error 2 "--json" --checkpoint "$ck" --json
+expect_error 1 "nope.h5" "$eval_bin" --checkpoint "$ck" --data "$dir/nope.h5"
+expect_error 1 "5 features" "$eval_bin" --checkpoint "$ck" --data "$dir/data_f5.h5"
+expect_error 1 "truncated.h5" "$eval_bin" --checkpoint "$dir/truncated.h5"
+expect_error 1 "garbage.h5" "$eval_bin" --checkpoint "$dir/garbage.h5"
+expect_error 1 "missing.h5" "$eval_bin" --checkpoint "$dir/missing.h5"
+expect_error 1 "checkpoint" "$eval_bin" --checkpoint "$dir/data.h5" # a dataset is not a checkpoint
+expect_error 2 "split foo" "$eval_bin" --checkpoint "$ck" --split foo
+expect_error 2 "mode batch" "$eval_bin" --checkpoint "$ck" --mode batch
+expect_error 2 "--bogus" "$eval_bin" --checkpoint "$ck" --bogus
+expect_error 2 "--checkpoint" "$eval_bin" --split val
+expect_error 2 "--json" "$eval_bin" --checkpoint "$ck" --json
 mv "$dir/data.h5" "$dir/moved.h5" # the default --data is the checkpoint's [data] path: the message says so
-expect_error 1 "data.h5.*the checkpoint's \[data\] path" --checkpoint "$ck"
+expect_error 1 "data.h5.*the checkpoint's \[data\] path" "$eval_bin" --checkpoint "$ck"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all mamba2_eval CLI checks passed"

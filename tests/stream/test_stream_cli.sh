@@ -15,6 +15,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+scratch=$dir
+source "$(dirname "$0")/../lib/cli.sh"
 
 "$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
 ck=$dir/ckpt_7.h5
@@ -92,37 +94,18 @@ for (i, r), l in zip(order, lines):
 check("stream_example", pred, 2e-5)
 EOF2
 
-"$bin" --help >"$dir/help.txt" 2>&1 || fail "--help exit status"
-for opt in --checkpoint --data --split --predictions --bf16 --batch --version; do
-    grep -q -- "$opt" "$dir/help.txt" || fail "--help lacks $opt"
-done
-"$bin" --version >"$dir/version.txt" 2>&1 || fail "--version exit status"
-grep -q '^mamba2_stream [0-9]' "$dir/version.txt" && grep -q 'backends: cpu' "$dir/version.txt" ||
-    fail "--version: $(cat "$dir/version.txt")"
+check_help_version "$bin" --checkpoint --data --split --predictions --bf16 --batch --version
 
 # ---- bad inputs ----------------------------------------------------------------------------------
-expect_error() {
-    local want=$1 pattern=$2
-    shift 2
-    "$bin" "$@" >/dev/null 2>"$dir/err.txt"
-    local rc=$? lines
-    lines=$(wc -l <"$dir/err.txt")
-    if [ $rc -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q '^mamba2_stream: error: ' "$dir/err.txt" ||
-        ! grep -q -- "$pattern" "$dir/err.txt"; then
-        fail "$*: exit $rc (want $want), $lines stderr lines (want 1) matching '$pattern': $(cat "$dir/err.txt")"
-    else
-        echo "ok ($rc): $(cat "$dir/err.txt")"
-    fi
-}
-expect_error 2 "--checkpoint" --split val
-expect_error 2 "--bogus" --checkpoint "$ck" --bogus
-expect_error 2 "split foo" --checkpoint "$ck" --split foo
-expect_error 2 "--batch 0" --checkpoint "$ck" --batch 0
-expect_error 2 "--batch" --checkpoint "$ck" --batch
-expect_error 1 "missing.h5" --checkpoint "$dir/missing.h5"
-expect_error 1 "5 features" --checkpoint "$ck" --data "$dir/data_f5.h5"
-expect_error 1 "nope.h5" --checkpoint "$ck" --data "$dir/nope.h5"
-expect_error 1 "no/such/dir" --checkpoint "$ck" --split val --predictions "$dir/no/such/dir/p.h5"
+expect_error 2 "--checkpoint" "$bin" --split val
+expect_error 2 "--bogus" "$bin" --checkpoint "$ck" --bogus
+expect_error 2 "split foo" "$bin" --checkpoint "$ck" --split foo
+expect_error 2 "--batch 0" "$bin" --checkpoint "$ck" --batch 0
+expect_error 2 "--batch" "$bin" --checkpoint "$ck" --batch
+expect_error 1 "missing.h5" "$bin" --checkpoint "$dir/missing.h5"
+expect_error 1 "5 features" "$bin" --checkpoint "$ck" --data "$dir/data_f5.h5"
+expect_error 1 "nope.h5" "$bin" --checkpoint "$ck" --data "$dir/nope.h5"
+expect_error 1 "no/such/dir" "$bin" --checkpoint "$ck" --split val --predictions "$dir/no/such/dir/p.h5"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all mamba2_stream CLI checks passed"

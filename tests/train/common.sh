@@ -16,14 +16,6 @@ fast_model=(--set model.d_model=16 --set model.n_layers=2 --set model.headdim=8 
             --set train.global_batch=8 --set train.eval_batches=2 --set train.log_every=1000 --set train.threads=1)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+scratch=$work
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cli.sh"
 
-# expect_error EXIT_CODE PATTERN command...: the command must exit with EXIT_CODE and print exactly one line on
-# stderr, matching PATTERN.
-expect_error() {
-  local code=$1 pattern=$2; shift 2
-  local rc=0
-  "$@" >"$work/out.txt" 2>"$work/err.txt" || rc=$?
-  [ "$rc" -eq "$code" ] || { cat "$work/err.txt" >&2; fail "exit $rc, expected $code: $*"; }
-  [ "$(wc -l <"$work/err.txt")" -eq 1 ] || { cat "$work/err.txt" >&2; fail "stderr is not one line: $*"; }
-  grep -qE "$pattern" "$work/err.txt" || { cat "$work/err.txt" >&2; fail "stderr does not match '$pattern'"; }
-}
