@@ -146,9 +146,9 @@ static int alloc_buffers(m2_stream *s)
     s->ring_floats = (size_t)(d->K - 1) * s->Ccp;
     s->layer_stride = s->ring_floats + (size_t)d->H * d->N * pad16(d->P);   /* m2s_ssm's rows are whole vectors */
     s->state_stride = (size_t)d->L * s->layer_stride;
-    s->mats = alloc64(s->mat_bytes);
+    s->mats = m2s_alloc_pages(s->mat_bytes);
     s->vecs = alloc64(s->vec_bytes);
-    s->state = alloc64(S * s->state_stride * sizeof(float));
+    s->state = m2s_alloc_pages(S * s->state_stride * sizeof(float));
     s->pos = calloc(S, sizeof *s->pos);
     s->all = calloc(S, sizeof *s->all);
     s->mean = calloc((size_t)d->F, sizeof *s->mean);

@@ -149,6 +149,23 @@ double m2_now_ns(void);
  *        evicted by other work between sparse ticks). */
 double m2_stream_floor_ns(size_t bytes, int cold, int reps);
 
+/* The same read loop, with the whole distribution of its reps times (the floor's own tail: a plain read of
+ * the weight bytes is hit by the same interrupts and stalls as a tick). Returns 0, or -1 out of memory. */
+int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out);
+
+/* Stalls of this core as a program sees them: spins on the monotonic clock for `seconds` and counts the gaps
+ * between consecutive reads that are at least min_ns long (time in which this thread did not run: timer and
+ * other interrupts, the hypervisor taking the CPU). *per_s: gaps per second; *share: fraction of the time
+ * lost in them. A tick of length t is hit by one with probability about per_s * t. */
+void m2_stall_census(double seconds, double min_ns, double *per_s, double *share);
+
+/* Zeroed memory for the engine's large read-every-tick buffers (packed weights, states) and the floor's read
+ * buffer, so that both get the same page policy: from M2S_HUGE_MIN bytes on, 2 MiB-aligned, rounded up to 2 MiB
+ * and advised as transparent huge pages (one TLB entry instead of 512; a no-op where THP is off), otherwise
+ * 64-byte aligned. Pages are touched here, so no tick takes a page fault. Release with free(). */
+#define M2S_HUGE_MIN ((size_t)256 << 10)
+void *m2s_alloc_pages(size_t bytes);
+
 /* Pins the calling thread to one CPU (the one it runs on now); returns that CPU, or -1. */
 int m2_pin_to_current_cpu(void);
 

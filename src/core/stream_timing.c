@@ -5,6 +5,7 @@
 #include "core/stream.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -46,6 +47,21 @@ void m2_latency_summarize(double *ns, size_t n, m2_latency *out)
     out->max = ns[n - 1];
 }
 
+void *m2s_alloc_pages(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    const int big = bytes >= M2S_HUGE_MIN;
+    const size_t align = big ? huge : 64;
+    bytes = bytes ? (bytes + align - 1) / align * align : align;
+    void *p = aligned_alloc(align, bytes);
+    if (!p) return NULL;
+#if defined(MADV_HUGEPAGE)
+    if (big) (void)madvise(p, bytes, MADV_HUGEPAGE);   /* advice only: failure leaves 4 KiB pages */
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
+
 int m2_pin_to_current_cpu(void)
 {
     int cpu = sched_getcpu();
@@ -83,20 +99,20 @@ static __attribute__((noinline)) uint64_t read_once(const void *buf, size_t n)
 #endif
 }
 
-double m2_stream_floor_ns(size_t bytes, int cold, int reps)
+int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
 {
     const size_t arena_bytes = (size_t)256 << 20;
     bytes = (bytes + 4095) / 4096 * 4096;
     size_t total = cold ? (bytes > arena_bytes / 4 ? 4 * bytes : arena_bytes) : bytes;
     size_t slices = total / bytes;
-    char *buf = aligned_alloc(4096, total);
+    char *buf = m2s_alloc_pages(total);   /* the engine's page policy (m2s_alloc_pages) */
     double *t = malloc((size_t)reps * sizeof *t);
     if (!buf || !t) {
         free(buf);
         free(t);
-        return -1.0;
+        return -1;
     }
-    for (size_t i = 0; i < total; i += 4096) buf[i] = 1;   /* a private page each (not the shared zero page) */
+    for (size_t i = 0; i < total; i += 4096) buf[i] = 1;   /* private pages (not the shared zero page) */
     volatile uint64_t sink = 0;
     sink |= read_once(buf, bytes);                                  /* warm the hot buffer */
     for (int r = 0; r < reps; r++) {
@@ -106,9 +122,29 @@ double m2_stream_floor_ns(size_t bytes, int cold, int reps)
         t[r] = m2_now_ns() - t0;
     }
     (void)sink;
-    m2_latency lat;
-    m2_latency_summarize(t, (size_t)reps, &lat);
+    m2_latency_summarize(t, (size_t)reps, out);
     free(buf);
     free(t);
-    return lat.p50;
+    return 0;
+}
+
+double m2_stream_floor_ns(size_t bytes, int cold, int reps)
+{
+    m2_latency lat;
+    return m2_stream_floor(bytes, cold, reps, &lat) ? -1.0 : lat.p50;
+}
+
+void m2_stall_census(double seconds, double min_ns, double *per_s, double *share)
+{
+    long n = 0;
+    double lost = 0, t0 = m2_now_ns(), prev = t0, end = t0 + seconds * 1e9, t;
+    while ((t = m2_now_ns()) < end) {
+        if (t - prev >= min_ns) {
+            n++;
+            lost += t - prev;
+        }
+        prev = t;
+    }
+    *per_s = (double)n / ((t - t0) * 1e-9);
+    *share = lost / (t - t0);
 }
