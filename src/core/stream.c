@@ -77,6 +77,14 @@ static float *take(float **cur, size_t n)
     return p;
 }
 
+/* Takes n floats from the packed buffer and fills them with a copy of src. */
+static const float *take_copy(float **cur, const float *src, size_t n)
+{
+    float *p = take(cur, n);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
 static size_t vec_floats(const m2_dims *d)
 {
     size_t per_layer = pad16(d->D) + 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc) + pad16(d->Di);
@@ -88,42 +96,26 @@ static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
     const m2_dims *d = &s->d;
     float *cur = s->vecs, *v;
     const int Ccp = s->Ccp;
-    v = take(&cur, d->D);
-    memcpy(v, params + lay->embed_b, (size_t)d->D * sizeof *v);
-    s->embed_b = v;
+    s->embed_b = take_copy(&cur, params + lay->embed_b, (size_t)d->D);
     for (int l = 0; l < d->L; l++) {
         const float *pl = params + m2_layer_base(lay, l);
         const m2_layer_offsets *o = &lay->layer;
         m2s_layer *L = &s->layers[l];
-        v = take(&cur, d->D);
-        memcpy(v, pl + o->norm_w, (size_t)d->D * sizeof *v);
-        L->norm_w = v;
+        L->norm_w = take_copy(&cur, pl + o->norm_w, (size_t)d->D);
         v = take(&cur, (size_t)(d->K > 4 ? d->K : 4) * Ccp);   /* rows K..3 stay zero (m2s_conv_silu) */
         for (int c = 0; c < d->Cc; c++)   /* [Cc,1,K] -> [K][Ccp]: one tap of every channel is contiguous */
             for (int k = 0; k < d->K; k++) v[(size_t)k * Ccp + c] = pl[o->conv_w + (size_t)c * d->K + k];
         L->conv_wT = v;
-        v = take(&cur, d->Cc);
-        memcpy(v, pl + o->conv_b, (size_t)d->Cc * sizeof *v);
-        L->conv_b = v;
-        v = take(&cur, d->H);
-        memcpy(v, pl + o->dt_bias, (size_t)d->H * sizeof *v);
-        L->dt_bias = v;
+        L->conv_b = take_copy(&cur, pl + o->conv_b, (size_t)d->Cc);
+        L->dt_bias = take_copy(&cur, pl + o->dt_bias, (size_t)d->H);
         v = take(&cur, d->H);
         for (int h = 0; h < d->H; h++) v[h] = -expf(pl[o->A_log + h]);
         L->A = v;
-        v = take(&cur, d->H);
-        memcpy(v, pl + o->Dskip, (size_t)d->H * sizeof *v);
-        L->Dskip = v;
-        v = take(&cur, d->Di);
-        memcpy(v, pl + o->gnorm_w, (size_t)d->Di * sizeof *v);
-        L->gnorm_w = v;
+        L->Dskip = take_copy(&cur, pl + o->Dskip, (size_t)d->H);
+        L->gnorm_w = take_copy(&cur, pl + o->gnorm_w, (size_t)d->Di);
     }
-    v = take(&cur, d->D);
-    memcpy(v, params + lay->normf_w, (size_t)d->D * sizeof *v);
-    s->normf_w = v;
-    v = take(&cur, d->O);
-    memcpy(v, params + lay->head_b, (size_t)d->O * sizeof *v);
-    s->head_b = v;
+    s->normf_w = take_copy(&cur, params + lay->normf_w, (size_t)d->D);
+    s->head_b = take_copy(&cur, params + lay->head_b, (size_t)d->O);
 }
 
 static int check_dims(const m2_dims *d, const m2_stream_options *opt)
