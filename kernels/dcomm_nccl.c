@@ -14,10 +14,11 @@ typedef struct {
 
 static m2_nccl *nccl_of(m2_dcomm *c) { return ((nccl_dcomm *)c)->nccl; }
 
-static int nccl_reduce_scatter(m2_dcomm *c, const float *send, float *recv, size_t recv_count)
+static int nccl_reduce_range(m2_dcomm *c, const float *grads, float *shard_grad, size_t shard, size_t begin,
+                             size_t end)
 {
-    int rc = m2_nccl_after(nccl_of(c), m2_ops_cuda_stream()); /* after the backward that wrote send */
-    return rc ? rc : m2_nccl_reduce_scatter(nccl_of(c), send, recv, recv_count);
+    int rc = m2_nccl_after(nccl_of(c), m2_ops_cuda_stream()); /* after the kernels that wrote this bucket */
+    return rc ? rc : m2_nccl_reduce_range(nccl_of(c), grads, shard_grad, shard, begin, end);
 }
 
 static int nccl_all_gather(m2_dcomm *c, const float *send, float *recv, size_t send_count)
@@ -46,7 +47,7 @@ int m2_dcomm_nccl_create(m2_dcomm **out, const m2_dist *pg, double timeout_s)
         free(c);
         return rc;
     }
-    c->base = (m2_dcomm){.name = "nccl", .reduce_scatter = nccl_reduce_scatter, .all_gather = nccl_all_gather,
+    c->base = (m2_dcomm){.name = "nccl", .reduce_range = nccl_reduce_range, .all_gather = nccl_all_gather,
                          .wait = nccl_wait, .free = nccl_free};
     *out = &c->base;
     return M2_OK;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "dist/grad_ranges.h"
 
 struct m2_nccl {
     ncclComm_t comm;
@@ -167,12 +168,21 @@ int m2_nccl_after(m2_nccl *c, void *compute_stream)
     return e == cudaSuccess ? M2_OK : cuda_fail(c, c->rank, "ordering after the compute stream", e);
 }
 
-int m2_nccl_reduce_scatter(m2_nccl *c, const float *send, float *recv, size_t recv_count)
+int m2_nccl_reduce_range(m2_nccl *c, const float *grads, float *shard_grad, size_t shard, size_t begin, size_t end)
 {
     int rc = usable(c, "reduce-scatter");
     if (rc) return rc;
-    return settle(c, ncclReduceScatter(send, recv, recv_count, ncclFloat32, ncclSum, c->comm, c->stream),
-                  "reduce-scatter");
+    ncclResult_t r = ncclGroupStart();
+    for (int q = 0; q < c->world && (r == ncclSuccess || r == ncclInProgress); q++) {
+        const m2_range part = m2_shard_part(shard, q, begin, end);
+        if (part.end == part.begin) continue; /* q owns nothing of this range */
+        /* recvbuff is read only at the root (this rank when q == rank); elsewhere any device pointer does */
+        float *recv = q == c->rank ? shard_grad + (part.begin - (size_t)q * shard) : shard_grad;
+        r = ncclReduce(grads + part.begin, recv, part.end - part.begin, ncclFloat32, ncclSum, q, c->comm, c->stream);
+    }
+    ncclResult_t e = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress) r = e;
+    return settle(c, r, "reduce-scatter");
 }
 
 int m2_nccl_all_gather(m2_nccl *c, const float *send, float *recv, size_t send_count)

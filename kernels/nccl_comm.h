@@ -12,8 +12,9 @@
  * (m2_dist_abort), so no rank is left hanging in a collective.
  *
  * Errors follow core/error.h. The trainer uses it through dist/dcomm.h (kernels/dcomm_nccl.c): the device ZeRO-1
- * step (dist/zero_dev.c) reduce-scatters the whole padded gradient buffer after the backward and all-gathers the
- * parameters; per-bucket overlap would need reduces to each owning rank, which this module does not offer yet. */
+ * step (dist/zero_dev.c) reduces each gradient bucket to the ranks that own its parts as soon as the backward has
+ * written it (m2_nccl_reduce_range, on the comm stream, overlapping the rest of the backward) and all-gathers the
+ * parameters after AdamW. */
 #ifndef MAMBA2_NCCL_COMM_H
 #define MAMBA2_NCCL_COMM_H
 
@@ -41,9 +42,11 @@ void *m2_nccl_stream(const m2_nccl *c);
  * without blocking the host: a recorded event the comm stream waits on. */
 int m2_nccl_after(m2_nccl *c, void *compute_stream);
 
-/* Queued on the comm stream, fp32, sum. send holds world * recv_count floats (rank r's result is the sum of
- * every rank's send[r*recv_count, (r+1)*recv_count)). In place is allowed: send + rank * recv_count == recv. */
-int m2_nccl_reduce_scatter(m2_nccl *c, const float *send, float *recv, size_t recv_count);
+/* Queued on the comm stream, fp32, sum: the range [begin, end) of a padded buffer cut in shards of `shard`
+ * elements; rank r receives the sum of the part inside [r*shard, (r+1)*shard) at shard_grad[part begin - r*shard]
+ * (dist/dcomm.h's reduce_range). A bucket's range seldom falls on shard boundaries, so it is one ncclReduce per
+ * owning rank (rooted there), fused by an NCCL group: a reduce-scatter with unequal parts. */
+int m2_nccl_reduce_range(m2_nccl *c, const float *grads, float *shard_grad, size_t shard, size_t begin, size_t end);
 /* recv (world * send_count floats) receives every rank's send in rank order; in place when
  * send == recv + rank * send_count. */
 int m2_nccl_all_gather(m2_nccl *c, const float *send, float *recv, size_t send_count);

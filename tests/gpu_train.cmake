@@ -10,11 +10,13 @@ set(_gt ${CMAKE_CURRENT_SOURCE_DIR}/gpu_train)
 # The choice of backend (model.device, dist.backend, device = local rank, errors) with a fake device API; flops.h.
 mamba2_unit_test(test_backend SOURCES ${_gt}/test_backend.c)
 
-# The device ZeRO-1 step against the host one, op by op (sharding rule, step, moments), at 1 and 2 ranks.
+# The device ZeRO-1 step against the host one, op by op (sharding rule, buckets, step, moments), at 1 to 4 ranks.
 mamba2_unit_test(test_zero_dev SOURCES ${_gt}/test_zero_dev.c)
-add_test(NAME test_zero_dev_2 COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe
-         ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_zero_dev> ${MPIEXEC_POSTFLAGS})
-set_tests_properties(test_zero_dev_2 PROPERTIES ENVIRONMENT "${MAMBA2_TEST_ENV}" TIMEOUT 120)
+foreach(_r 2 3 4)
+  add_test(NAME test_zero_dev_${_r} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_r} --oversubscribe
+           ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_zero_dev> ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(test_zero_dev_${_r} PROPERTIES ENVIRONMENT "${MAMBA2_TEST_ENV}" TIMEOUT 120)
+endforeach()
 
 add_executable(mamba2_train_cpudev ${CMAKE_SOURCE_DIR}/src/mamba2_train.c ${_gt}/cpu_device_api.c)
 target_compile_definitions(mamba2_train_cpudev PRIVATE M2_TEST_DEVICE_API=1)

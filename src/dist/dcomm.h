@@ -1,11 +1,13 @@
 /* Collectives on backend buffers (the memory of an ops table, core/ops.h: device memory on a GPU) for the device
  * ZeRO-1 step (zero_dev.h). Two implementations behind one table:
  *   - NCCL (kernels/dcomm_nccl.c, dist.backend = nccl or auto on a GPU): queued on NCCL's own stream after the
- *     compute stream's work, finished by NCCL's watchdog;
- *   - MPI through host staging buffers (here): the backend's buffers are copied to the host, reduced or gathered
- *     with MPI (under the group's watchdog), and copied back. Correct on any backend; the path for dist.backend =
- *     mpi on a GPU (Debian's Open MPI is not CUDA-aware, so device memory never goes to MPI directly), and what the
- *     tests drive on the CPU ops and the CUDA emulation. With one rank it makes no MPI call (dist.backend = none).
+ *     compute stream's work, so a bucket's reduction runs while the backward goes on; finished by NCCL's watchdog;
+ *   - MPI through host staging buffers (dcomm_mpi.c): the backend's buffers are copied to the host, reduced or
+ *     gathered with MPI's non-blocking collectives (under the group's watchdog), and copied back. Correct on any
+ *     backend; the path for dist.backend = mpi on a GPU (Debian's Open MPI is not CUDA-aware, so device memory
+ *     never goes to MPI directly), and what the tests drive on the CPU ops and the CUDA emulation: it issues the
+ *     same MPI calls as the host step (zero.c), so both compute the same bits at any rank count. With one rank it
+ *     makes no MPI call (dist.backend = none).
  * Buffers hold fp32 elements; counts are elements. Errors follow core/error.h. */
 #ifndef MAMBA2_DCOMM_H
 #define MAMBA2_DCOMM_H
@@ -21,11 +23,14 @@ struct m2_dcomm {
     const char *name; /* "nccl", "mpi" (host-staged) */
     /* Start a collective after all the work the ops have queued so far. Its result is ready for later ops and for
      * the host once wait has returned M2_OK.
-     * reduce_scatter: send holds world * recv_count elements; rank r receives the sum over ranks of
-     *   send[r * recv_count, (r + 1) * recv_count). send and recv do not overlap.
+     * reduce_range: one range [begin, end) of a padded gradient buffer cut in ZeRO-1 shards of `shard` elements
+     *   (zero.h): rank r receives the sum over ranks of the part of grads[begin, end) inside its shard
+     *   [r*shard, (r+1)*shard), written at shard_grad[part begin - r*shard]; the rest of shard_grad is left alone.
+     *   Several ranges may be in flight before one wait (the buckets of one backward): they are disjoint, started
+     *   in the same order on every rank, and grads and shard_grad are the same buffers for all of them.
      * all_gather: recv (world * send_count) receives every rank's send in rank order; in place when
      *   send == recv + rank * send_count. */
-    int (*reduce_scatter)(m2_dcomm *c, const float *send, float *recv, size_t recv_count);
+    int (*reduce_range)(m2_dcomm *c, const float *grads, float *shard_grad, size_t shard, size_t begin, size_t end);
     int (*all_gather)(m2_dcomm *c, const float *send, float *recv, size_t send_count);
     int (*wait)(m2_dcomm *c, const char *what); /* `what` names the step in a watchdog error */
     void (*free)(m2_dcomm *c);

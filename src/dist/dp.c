@@ -11,7 +11,10 @@ struct m2_dp {
     m2_zero *host;     /* exactly one of host and dev is set */
     m2_zero_dev *dev;
     const char *name;
-    m2_zero_hook hook; /* the host step's bucket callback state */
+    /* the bucket callback's state for one backward */
+    const m2_layout *lay;
+    const float *grads;
+    int bucket_err;
 };
 
 static int make(m2_dp **out, const m2_dist *pg)
@@ -81,15 +84,30 @@ int64_t m2_dp_optim_step(const m2_dp *dp)
     return dp->host ? m2_zero_optim_step(dp->host) : m2_zero_dev_optim_step(dp->dev);
 }
 
+/* model.h's on_ready: the bucket's range of the flat buffer to the step. The first error is kept and later
+ * buckets are ignored (the trainer checks m2_dp_bucket_error after the backward). */
+static void on_bucket(int bucket, void *user)
+{
+    m2_dp *dp = user;
+    if (dp->bucket_err) return;
+    size_t begin, end;
+    m2_layout_bucket(dp->lay, bucket, &begin, &end);
+    if (end <= begin) return;
+    dp->bucket_err = dp->host ? m2_zero_bucket_ready(dp->host, dp->grads, begin, end)
+                              : m2_zero_dev_bucket_ready(dp->dev, dp->grads, begin, end);
+}
+
 void m2_dp_bucket_hook(m2_dp *dp, const m2_layout *lay, const float *grads, m2_bucket_ready_fn *on_ready,
                        void **user)
 {
-    dp->hook = (m2_zero_hook){.z = dp->host, .lay = lay, .grads = grads};
-    *on_ready = dp->host ? m2_zero_on_bucket : NULL;
-    *user = dp->host ? &dp->hook : NULL;
+    dp->lay = lay;
+    dp->grads = grads;
+    dp->bucket_err = M2_OK;
+    *on_ready = on_bucket;
+    *user = dp;
 }
 
-int m2_dp_bucket_error(const m2_dp *dp) { return dp->hook.err; }
+int m2_dp_bucket_error(const m2_dp *dp) { return dp->bucket_err; }
 
 int m2_dp_step(m2_dp *dp, float *params, const float *grads, double local_sse, int64_t local_count, float lr,
                float wd, float grad_clip, double *out_loss, double *out_grad_norm, int *out_skipped)

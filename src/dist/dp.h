@@ -1,9 +1,10 @@
 /* The data-parallel optimiser step the trainer drives: one interface over the two ZeRO-1 implementations, so the
  * training loop is written once.
- *   host:   zero.h, on host buffers through MPI, each gradient bucket's reduce-scatter started while the backward
- *           goes on (the CPU backend);
- *   device: zero_dev.h, on backend buffers (a GPU's memory) through device collectives (dcomm.h), one reduce-scatter
- *           after the backward.
+ *   host:   zero.h, on host buffers through MPI (the CPU backend);
+ *   device: zero_dev.h, on backend buffers (a GPU's memory) through device collectives (dcomm.h: NCCL, or MPI
+ *           through host staging).
+ * Both start each gradient bucket's reduction as soon as the backward has completed it, so communication overlaps
+ * the rest of the backward.
  * params and grads are buffers of the backend the step was made for (host memory for the host step), padded to
  * m2_dp_padded_len() floats with a zero tail. */
 #ifndef MAMBA2_DP_H
@@ -32,9 +33,9 @@ void m2_dp_shard(const m2_dp *dp, int rank, size_t *begin, size_t *end);
 size_t m2_dp_state_bytes(const m2_dp *dp);
 int64_t m2_dp_optim_step(const m2_dp *dp);
 
-/* What to pass to the LAST micro-batch's m2_model_forward_backward as on_ready/user for the gradients in grads:
- * the host step's per-bucket reduce-scatter, or NULL/NULL. After the backward, m2_dp_bucket_error says whether a
- * bucket failed (its message in m2_last_error). */
+/* What to pass to the LAST micro-batch's m2_model_forward_backward as on_ready/user for the gradients in grads
+ * (lay: their layout, whose buckets the backward reports): each bucket's reduction starts when it is complete.
+ * After the backward, m2_dp_bucket_error says whether a bucket failed (its message in m2_last_error). */
 void m2_dp_bucket_hook(m2_dp *dp, const m2_layout *lay, const float *grads, m2_bucket_ready_fn *on_ready,
                        void **user);
 int m2_dp_bucket_error(const m2_dp *dp);

@@ -2,18 +2,13 @@
 
 #include "core/adamw.h"
 #include "core/error.h"
+#include "dist/grad_ranges.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One reduce-scatter in flight: the bucket's range and its per-rank receive counts (MPI reads them until done). */
-typedef struct {
-    size_t begin, end;
-    int *counts;
-    MPI_Request req;
-} bucket;
 
 struct m2_zero {
     const m2_dist *pg;
@@ -22,9 +17,10 @@ struct m2_zero {
     unsigned char *mask;          /* [shard], index 0 = rank*shard */
     float *m, *v, *grad;          /* [shard] each */
     int64_t step;
-    bucket *buckets;              /* started this step, in issue order */
-    MPI_Request *reqs;            /* [cap], parallel to buckets, for MPI_Testall */
-    int n_buckets, cap;
+    m2_grad_ranges started;       /* the ranges whose reduce-scatter this step has started, in start order */
+    int **counts;                 /* [cap]: per-rank receive counts of each (MPI reads them until done) */
+    MPI_Request *reqs;            /* [cap], parallel to counts, for MPI_Testall */
+    int n_reqs, cap;
     int *shard_counts, *shard_displs; /* [R]: real elements per rank and their offsets (gatherv/scatterv) */
     m2_zero_timing timing;
 };
@@ -61,6 +57,7 @@ int m2_zero_create(m2_zero **out, const m2_dist *pg, size_t n_params, const unsi
     z->grad = calloc(shard, sizeof *z->grad);
     z->shard_counts = calloc(R, sizeof *z->shard_counts);
     z->shard_displs = calloc(R, sizeof *z->shard_displs);
+    m2_grad_ranges_init(&z->started, n_params, pg->rank);
     if (!z->mask || !z->m || !z->v || !z->grad || !z->shard_counts || !z->shard_displs) {
         m2_zero_free(z);
         return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for a shard of %zu", pg->rank, shard);
@@ -78,15 +75,17 @@ int m2_zero_create(m2_zero **out, const m2_dist *pg, size_t n_params, const unsi
 
 static void clear_buckets(m2_zero *z)
 {
-    for (int i = 0; i < z->n_buckets; i++) free(z->buckets[i].counts);
-    z->n_buckets = 0;
+    for (int i = 0; i < z->n_reqs; i++) free(z->counts[i]);
+    z->n_reqs = 0;
+    m2_grad_ranges_clear(&z->started);
 }
 
 void m2_zero_free(m2_zero *z)
 {
     if (!z) return;
     clear_buckets(z); /* callers free only after a completed step, so nothing is in flight */
-    free(z->buckets);
+    m2_grad_ranges_free(&z->started);
+    free(z->counts);
     free(z->reqs);
     free(z->mask);
     free(z->m);
@@ -110,102 +109,62 @@ void m2_zero_moments(const m2_zero *z, const float **m, const float **v)
     *v = z->v;
 }
 
-static int grow_buckets(m2_zero *z)
+static int grow_requests(m2_zero *z)
 {
-    if (z->n_buckets < z->cap) return M2_OK;
+    if (z->n_reqs < z->cap) return M2_OK;
     int cap = z->cap ? 2 * z->cap : 16;
-    bucket *b = realloc(z->buckets, (size_t)cap * sizeof *b);
-    if (b) z->buckets = b;
-    MPI_Request *q = b ? realloc(z->reqs, (size_t)cap * sizeof *q) : NULL;
+    int **c = realloc(z->counts, (size_t)cap * sizeof *c);
+    if (c) z->counts = c;
+    MPI_Request *q = c ? realloc(z->reqs, (size_t)cap * sizeof *q) : NULL;
     if (q) z->reqs = q;
-    if (!b || !q) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for buckets", z->pg->rank);
+    if (!c || !q) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for buckets", z->pg->rank);
     z->cap = cap;
     return M2_OK;
 }
 
-/* Starts the reduce-scatter of [begin, end): rank r receives the sum of the part of the range inside its shard,
- * written where that part sits in its shard gradient. The caller has checked the range. */
+/* Starts the reduce-scatter of [begin, end) (already recorded in z->started): rank r receives the sum of the part
+ * of the range inside its shard, written where that part sits in its shard gradient. */
 static int start_reduce_scatter(m2_zero *z, const float *grads, size_t begin, size_t end)
 {
     const m2_dist *pg = z->pg;
-    int err = grow_buckets(z);
+    int err = grow_requests(z);
     if (err) return err;
     int *counts = malloc((size_t)pg->world * sizeof *counts);
     if (!counts) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", pg->rank);
     for (int r = 0; r < pg->world; r++) {
-        size_t lo = (size_t)r * z->shard, hi = lo + z->shard;
-        if (lo < begin) lo = begin;
-        if (hi > end) hi = end;
-        counts[r] = hi > lo ? (int)(hi - lo) : 0;
+        const m2_range part = m2_shard_part(z->shard, r, begin, end);
+        counts[r] = (int)(part.end - part.begin);
     }
-    size_t my_lo = (size_t)pg->rank * z->shard;
-    float *recv = z->grad + (begin > my_lo ? begin - my_lo : 0);
-    if (counts[pg->rank] == 0) recv = z->grad; /* nothing lands here; any valid address */
-    bucket *b = &z->buckets[z->n_buckets];
-    b->begin = begin;
-    b->end = end;
-    b->counts = counts;
-    int rc = MPI_Ireduce_scatter(grads + begin, recv, counts, MPI_FLOAT, MPI_SUM, pg->comm, &z->reqs[z->n_buckets]);
+    const m2_range mine = m2_shard_part(z->shard, pg->rank, begin, end);
+    float *recv = z->grad + (mine.begin - (size_t)pg->rank * z->shard); /* any valid address when empty */
+    if (mine.end == mine.begin) recv = z->grad;
+    int rc = MPI_Ireduce_scatter(grads + begin, recv, counts, MPI_FLOAT, MPI_SUM, pg->comm, &z->reqs[z->n_reqs]);
     if (rc != MPI_SUCCESS) {
         free(counts);
         return m2_dist_check(pg, rc, "MPI_Ireduce_scatter");
     }
-    z->n_buckets++;
+    z->counts[z->n_reqs++] = counts;
     return M2_OK;
 }
 
 int m2_zero_bucket_ready(m2_zero *z, const float *grads, size_t begin, size_t end)
 {
-    const m2_dist *pg = z->pg;
-    if (begin >= end || end > z->n)
-        return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) is empty or past %zu parameters",
-                       pg->rank, begin, end, z->n);
-    for (int i = 0; i < z->n_buckets; i++)
-        if (begin < z->buckets[i].end && z->buckets[i].begin < end)
-            return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) overlaps [%zu, %zu) started earlier",
-                           pg->rank, begin, end, z->buckets[i].begin, z->buckets[i].end);
-    int err = start_reduce_scatter(z, grads, begin, end);
+    int err = m2_grad_ranges_add(&z->started, begin, end);
+    if (!err) err = start_reduce_scatter(z, grads, begin, end);
     if (err) return err;
     /* Non-blocking collectives only advance inside MPI calls: each new bucket gives the earlier ones a push. */
     int done = 0;
-    return m2_dist_check(pg, MPI_Testall(z->n_buckets, z->reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    return m2_dist_check(z->pg, MPI_Testall(z->n_reqs, z->reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
 }
 
-void m2_zero_on_bucket(int bucket_index, void *user)
-{
-    m2_zero_hook *h = user;
-    if (h->err) return;
-    size_t begin, end;
-    m2_layout_bucket(h->lay, bucket_index, &begin, &end);
-    if (end > begin) h->err = m2_zero_bucket_ready(h->z, h->grads, begin, end);
-}
-
-static int by_begin(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Starts a reduce-scatter for every gap of [0, n) that no bucket covered, in ascending order (the same on every
- * rank, since every rank started the same buckets). */
+/* Starts a reduce-scatter for every gap of [0, n) that no bucket covered, in ascending order. */
 static int start_gaps(m2_zero *z, const float *grads)
 {
-    int nb = z->n_buckets;
-    size_t *ranges = malloc(((size_t)nb + 1) * 2 * sizeof *ranges);
-    if (!ranges) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", z->pg->rank);
-    for (int i = 0; i < nb; i++) {
-        ranges[2 * i] = z->buckets[i].begin;
-        ranges[2 * i + 1] = z->buckets[i].end;
-    }
-    qsort(ranges, (size_t)nb, 2 * sizeof *ranges, by_begin);
-    ranges[2 * nb] = z->n; /* sentinel: the end of the buffer */
-    size_t at = 0;
-    int err = M2_OK;
-    for (int i = 0; i <= nb && !err; i++) {
-        if (ranges[2 * i] > at) err = start_reduce_scatter(z, grads, at, ranges[2 * i]);
-        if (i < nb) at = ranges[2 * i + 1];
-    }
-    free(ranges);
+    m2_range *gaps;
+    int n_gaps;
+    int err = m2_grad_ranges_gaps(&z->started, &gaps, &n_gaps);
+    for (int i = 0; i < n_gaps && !err; i++) err = start_reduce_scatter(z, grads, gaps[i].begin, gaps[i].end);
+    free(gaps);
     return err;
 }
 
@@ -213,7 +172,7 @@ int m2_zero_reduce(m2_zero *z, const float *grads)
 {
     int err = start_gaps(z, grads);
     double t0 = MPI_Wtime();
-    if (!err) err = m2_dist_wait(z->pg, z->n_buckets, z->reqs, "gradient reduce-scatter");
+    if (!err) err = m2_dist_wait(z->pg, z->n_reqs, z->reqs, "gradient reduce-scatter");
     z->timing.reduce_wait_s = MPI_Wtime() - t0;
     clear_buckets(z);
     return err;

@@ -8,7 +8,7 @@
  *
  * One step, as the trainer drives it:
  *   during the last micro-batch's backward: m2_zero_bucket_ready(z, grads, begin, end) for each bucket as soon as it
- *       is complete (or pass m2_zero_on_bucket to m2_model_forward_backward); this starts a non-blocking
+ *       is complete (dp.h's m2_dp_bucket_hook adapts it to m2_model_forward_backward); this starts a non-blocking
  *       reduce-scatter of that range and progresses earlier ones, overlapping communication with the backward;
  *   then m2_zero_step(...): starts whatever part of [0, n) no bucket covered (all of it when bucket_ready was never
  *       called), waits, all-reduces (sse, count, shard sum of squares) in one collective, scales by 1/global count,
@@ -27,7 +27,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/layout.h"
 #include "dist/dist.h"
 
 #define M2_ZERO_ALIGN 64
@@ -55,18 +54,9 @@ size_t m2_zero_state_bytes(const m2_zero *z);
 int64_t m2_zero_optim_step(const m2_zero *z);
 
 /* Starts the reduce-scatter of grads[begin, end) (a complete bucket, 0 <= begin < end <= n, disjoint from every
- * bucket already started this step) and progresses those in flight. */
+ * bucket already started this step: grad_ranges.h checks) and progresses those in flight. */
 int m2_zero_bucket_ready(m2_zero *z, const float *grads, size_t begin, size_t end);
 
-/* Adapter for m2_model_forward_backward's on_ready callback: user = &hook. The first error is kept in hook->err
- * (its message in m2_last_error) and later buckets are ignored; check hook->err after the backward. */
-typedef struct {
-    m2_zero *z;
-    const m2_layout *lay;
-    const float *grads;
-    int err;
-} m2_zero_hook;
-void m2_zero_on_bucket(int bucket, void *hook);
 
 /* The data-parallel step (collective). local_sse/local_count: this rank's sum of squared errors and number of
  * terms over its micro-batches. lr, wd: this step's learning rate and weight decay; grad_clip <= 0: no clipping.

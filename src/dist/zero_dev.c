@@ -1,6 +1,7 @@
 #include "dist/zero_dev.h"
 
 #include "core/error.h"
+#include "dist/grad_ranges.h"
 #include "dist/zero.h"
 
 #include <limits.h>
@@ -17,6 +18,7 @@ struct m2_zero_dev {
     size_t begin, end;        /* this rank's real range */
     float *grad, *m, *v;      /* [shard] each, backend memory; index 0 = padded position rank*shard */
     unsigned char *mask;      /* [shard], backend memory */
+    m2_grad_ranges started;   /* the ranges whose reduction this step has started */
     int64_t step;
 };
 
@@ -41,6 +43,7 @@ void m2_zero_dev_free(m2_zero_dev *z)
     o->free(o, z->v);
     o->free(o, z->mask);
     if (z->comm) z->comm->free(z->comm);
+    m2_grad_ranges_free(&z->started);
     free(z);
 }
 
@@ -66,6 +69,7 @@ int m2_zero_dev_create(m2_zero_dev **out, const m2_dist *pg, const m2_ops *ops, 
     z->shard = shard;
     z->padded = shard * R;
     m2_zero_dev_shard(z, pg->rank, &z->begin, &z->end);
+    m2_grad_ranges_init(&z->started, n_params, pg->rank);
     if (shard > INT_MAX) {
         m2_zero_dev_free(z);
         return m2_fail(M2_EUSAGE, "ZeRO-1 (rank %d): a shard of %zu is over MPI's count limit", pg->rank, shard);
@@ -89,13 +93,32 @@ int m2_zero_dev_create(m2_zero_dev **out, const m2_dist *pg, const m2_ops *ops, 
     return M2_OK;
 }
 
+int m2_zero_dev_bucket_ready(m2_zero_dev *z, const float *grads, size_t begin, size_t end)
+{
+    int err = m2_grad_ranges_add(&z->started, begin, end);
+    return err ? err : z->comm->reduce_range(z->comm, grads, z->grad, z->shard, begin, end);
+}
+
+/* Starts the gaps no bucket covered (all of [0, n) when none did), waits for every range of the step. */
+static int reduce_gradients(m2_zero_dev *z, const float *grads)
+{
+    m2_range *gaps;
+    int n_gaps;
+    int err = m2_grad_ranges_gaps(&z->started, &gaps, &n_gaps);
+    for (int i = 0; i < n_gaps && !err; i++)
+        err = z->comm->reduce_range(z->comm, grads, z->grad, z->shard, gaps[i].begin, gaps[i].end);
+    free(gaps);
+    if (!err) err = z->comm->wait(z->comm, "gradient reduce-scatter");
+    m2_grad_ranges_clear(&z->started);
+    return err;
+}
+
 int m2_zero_dev_step(m2_zero_dev *z, float *params, const float *grads, double local_sse, int64_t local_count,
                      float lr, float wd, float grad_clip, double *out_loss, double *out_grad_norm, int *out_skipped)
 {
     const m2_ops *o = z->ops;
     m2_dcomm *c = z->comm;
-    int err = c->reduce_scatter(c, grads, z->grad, z->shard);
-    if (!err) err = c->wait(c, "gradient reduce-scatter");
+    int err = reduce_gradients(z, grads);
     if (err) return err;
 
     const size_t k = z->end - z->begin;

@@ -2,9 +2,10 @@
  * the memory of an ops table (core/ops.h) and the collectives are device collectives (dcomm.h: NCCL, or MPI through
  * host staging). Same shards (the rule of zero.h: S = ceil(n / R) rounded up to 64, rank r owns [r*S, (r+1)*S) of
  * the padded buffer, the real part clipped to n), same step, same checkpoint form:
- *   1. after the backward, one reduce-scatter of the whole padded gradient buffer (equal chunks of S per rank; no
- *      per-bucket overlap: the GEMM-bound backward on a GPU leaves little to hide, and one large collective runs
- *      at full bandwidth);
+ *   1. during the last micro-batch's backward, m2_zero_dev_bucket_ready for each bucket as soon as it is complete
+ *      (dp.h's m2_dp_bucket_hook adapts it to the model's on_ready): the bucket's reduction to the ranks that own
+ *      its parts starts at once (on a GPU: queued on NCCL's stream behind the kernels that wrote it, so it runs
+ *      while the backward goes on); at the step, the gaps no bucket covered, then one wait (grad_ranges.h);
  *   2. this rank's shard sum of squares (ops->sumsq, fp64, fixed order) and the local loss sums, all-reduced on the
  *      host in one MPI call (m2_dist_allreduce_sum_f64: rank order, so every rank gets the same bits);
  *   3. loss = sse / count, norm = sqrt(sum of squares) / count; skip everywhere when not finite; otherwise scale
@@ -14,9 +15,8 @@
  * host memory unsharded (n floats each), and a checkpoint saved at any rank count, by either ZeRO implementation,
  * loads at any other.
  *
- * With the CPU ops and the MPI collectives this computes bit for bit what zero.h computes at R <= 2 (the tests hold
- * it to that); with more ranks MPI's summation order for one large reduce-scatter may differ from its per-bucket
- * one. */
+ * With the CPU ops and the host-staged MPI collectives this computes bit for bit what zero.h computes, at any rank
+ * count, when both see the same buckets: the same MPI calls in the same order (the tests hold it to that). */
 #ifndef MAMBA2_ZERO_DEV_H
 #define MAMBA2_ZERO_DEV_H
 
@@ -41,6 +41,10 @@ size_t m2_zero_dev_shard_len(const m2_zero_dev *z);  /* S */
 void m2_zero_dev_shard(const m2_zero_dev *z, int rank, size_t *begin, size_t *end);
 size_t m2_zero_dev_state_bytes(const m2_zero_dev *z); /* m, v and the reduced gradient: S floats each */
 int64_t m2_zero_dev_optim_step(const m2_zero_dev *z);
+
+/* Starts the reduction of grads[begin, end) (a complete bucket; see m2_zero_bucket_ready). Grads must not change
+ * until m2_zero_dev_step has returned. */
+int m2_zero_dev_bucket_ready(m2_zero_dev *z, const float *grads, size_t begin, size_t end);
 
 /* The step (collective), as m2_zero_step: params and grads are padded backend buffers whose tail [n, R*S) is zero;
  * grads are left as they are. */

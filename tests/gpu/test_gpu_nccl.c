@@ -3,7 +3,8 @@
  * after the compute stream, finished by the watchdog's wait. Written for any rank count (each rank contributes
  * values that depend on its rank, the expected sums are known in closed form). Started by a launcher
  * (`mpirun -np R` on a machine with R GPUs) it bootstraps through MPI; started alone (ctest, check.sh) it is a
- * group of one rank filled by hand, which needs no MPI runtime (nccl_comm.h). Without a GPU: one SKIP line. */
+ * group of one rank filled by hand, which needs no MPI runtime (nccl_comm.h). Without a GPU: one SKIP line.
+ * Every value is a small multiple of 0.5, so sums over any number of ranks are exact in fp32 whatever NCCL's order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,14 +35,24 @@ static void test_collectives(void **state)
     float *grads = m2_dev_from(g, h, n), *shard = g->alloc(g, S * sizeof(float));
     assert_non_null(shard);
 
-    /* reduce-scatter after the compute stream's work (the upload above), then all-gather in place */
-    if (m2_nccl_after(c, m2_ops_cuda_stream()) || m2_nccl_reduce_scatter(c, grads, shard, S) ||
-        m2_nccl_wait(c, "reduce-scatter"))
-        fail_msg("%s", m2_last_error());
-    float *got = m2_host_from(g, shard, S);
+    /* The whole buffer as one range (a reduce-scatter), then as buckets that do not fall on shard boundaries,
+     * started from the end as a backward reports them, several in flight before one wait: the same shard. */
     const float rank_sum = 0.5f * (float)(R * (R + 1) / 2);
-    for (size_t i = 0; i < S; i++) assert_true(got[i] == rank_sum + (float)R * (float)((r * S + i) % 97));
-    free(got);
+    const size_t cuts[] = {0, 37, S - 1, S + 5, 2 * S - 3, 2 * S + 400, n};
+    for (int pass = 0; pass < 2; pass++) {
+        g->memset0(g, shard, S * sizeof(float));
+        if (m2_nccl_after(c, m2_ops_cuda_stream())) fail_msg("%s", m2_last_error());
+        if (pass == 0 && m2_nccl_reduce_range(c, grads, shard, S, 0, n)) fail_msg("%s", m2_last_error());
+        for (int k = (int)(sizeof cuts / sizeof cuts[0]) - 2; pass == 1 && k >= 0; k--) {
+            const size_t lo = cuts[k] < n ? cuts[k] : n, hi = cuts[k + 1] < n ? cuts[k + 1] : n;
+            if (hi > lo && m2_nccl_reduce_range(c, grads, shard, S, lo, hi)) fail_msg("%s", m2_last_error());
+        }
+        if (m2_nccl_wait(c, "reduce-scatter")) fail_msg("%s", m2_last_error());
+        float *got = m2_host_from(g, shard, S);
+        for (size_t i = 0; i < S; i++) assert_true(got[i] == rank_sum + (float)R * (float)((r * S + i) % 97));
+        free(got);
+    }
+    float *got;
 
     g->copy(g, grads + (size_t)r * S, shard, S * sizeof(float)); /* this rank's updated shard */
     if (m2_nccl_after(c, m2_ops_cuda_stream()) || m2_nccl_all_gather(c, grads + (size_t)r * S, grads, S) ||
@@ -55,7 +66,7 @@ static void test_collectives(void **state)
     for (int q = 0; q < R; q++) want += rank_sum + (float)R * (float)(((size_t)q * S) % 97);
     assert_true(got[0] == want);
     free(got);
-    printf("  NCCL over %d rank(s): reduce-scatter, all-gather, all-reduce exact\n", R);
+    printf("  NCCL over %d rank(s): reduce-scatter (whole and by buckets), all-gather, all-reduce exact\n", R);
 
     g->free(g, grads);
     g->free(g, shard);

@@ -3,7 +3,8 @@
 # built with tests/gpu_train/cpu_device_api.c), against the CPU path of mamba2_train:
 #   - model.device = cuda there takes the device path: "backend: cpu-as-device" and collectives "mpi" (host-staged);
 #   - the same run on both paths gives bitwise-identical per-step losses, validation losses, final parameters and
-#     Adam moments, at 1 rank and at 2 ranks (dist.backend none at 1 rank too: its local collectives);
+#     Adam moments, at 1, 2 and 3 ranks (dist.backend none at 1 rank too: its local collectives); both paths start
+#     each gradient bucket's reduction during the backward with the same MPI calls, so this holds at any rank count;
 #   - resume: a device-path run stopped at step 6 and resumed on the CPU path (and the reverse) ends where the
 #     straight runs end, bit for bit: the checkpoints are one format;
 #   - SIGTERM on the device path checkpoints and exits 0;
@@ -56,6 +57,9 @@ run cpu2 2 "$bin/mamba2_train"
 run dev2 2 "$dev" --set model.device=cuda
 grep -q "^1 .* cuda:1" "$work/dev2.log" || fail "dev2: rank 1 does not own device 1 (its local rank)"
 same_run cpu2 dev2
+run cpu3 3 "$bin/mamba2_train" --set train.global_batch=12 # a multiple of 3 ranks x micro_batch 4
+run dev3 3 "$dev" --set model.device=cuda --set train.global_batch=12
+same_run cpu3 dev3
 
 # resume across the paths: stop at 6 on one, continue on the other
 run d2c 1 "$dev" --set model.device=cuda --set train.stop_at=6
@@ -98,4 +102,4 @@ timeout 60 "$mpirun" -np 2 --oversubscribe "$dev" "${args[@]}" --set dist.backen
   --set train.run_dir="$work/err" >"$work/none2.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "dist.backend (none): 2 ranks need collectives" "$work/none2.log" ||
   fail "dist.backend none on 2 ranks: exit $rc"
-echo "device path: bitwise equal to the CPU path at 1 and 2 ranks, resume across paths, SIGTERM, MFU, errors"
+echo "device path: bitwise equal to the CPU path at 1, 2 and 3 ranks, resume across paths, SIGTERM, MFU, errors"

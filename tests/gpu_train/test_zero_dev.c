@@ -3,10 +3,13 @@
  *   - the same shards as zero.h for many (n, R) (the rule is restated in zero_dev.c: this holds it to zero.h's);
  *   - step after step on the same per-rank gradients (a pure function of rank, step and index) the same loss, norm,
  *     skip decision and bitwise-identical parameters, through a clipped step, an unclipped one, a non-finite one
- *     (skipped everywhere) and a zero-count one; the host step is started without buckets, as zero_dev does;
+ *     (skipped everywhere) and a zero-count one; every other step reports buckets during a "backward" (ranges off
+ *     the shard boundaries, from the end of the buffer, leaving gaps the step fills), the others none;
  *   - the same unsharded moments on rank 0, and moments loaded into one continue the same way in the other;
  *   - the CPU's sumsq and scale ops compute zero.c's arithmetic.
- * Bitwise equality holds at R <= 2 (a sum of two floats does not depend on MPI's order); zero_dev.h says so.
+ *   - a bucket that overlaps one started earlier is refused with one line, as zero.h's.
+ * Bitwise equality holds at any rank count (registered at 1 to 4): both issue the same MPI reduce-scatters with
+ * the same counts in the same order (zero_dev.h).
  * Checks go through M2_ASSERT_ALL (tests/dist/mpi_check.h) so that no rank is left waiting in a collective. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,10 +123,20 @@ static void pair_free(pair *p)
     free(p->g);
 }
 
-/* One step of each on the same gradient; everything they report and hold must be identical. */
-static void step_both(pair *p, int s, int64_t count)
+/* Buckets of an odd step, as a backward reports them: from the end of the buffer, [N/3, N/2) left as a gap. */
+static void report_buckets(pair *p, int s)
 {
-    gradient(p->g, p->len, s);
+    const size_t cuts[] = {0, 17, N / 3, N / 2, N / 2 + 1, N - 7, N};
+    for (int k = (int)(sizeof cuts / sizeof cuts[0]) - 2; s % 2 == 1 && k >= 0; k--) {
+        if (cuts[k] == N / 3) continue;
+        M2_ASSERT_ALL(m2_zero_bucket_ready(p->h, p->g, cuts[k], cuts[k + 1]) == M2_OK);
+        M2_ASSERT_ALL(m2_zero_dev_bucket_ready(p->d, p->g, cuts[k], cuts[k + 1]) == M2_OK);
+    }
+}
+
+/* One step of each on the gradient in p->g; everything they report and hold must be identical. */
+static void compare_step(pair *p, int s, int64_t count)
+{
     const double sse = 10.0 + s + pg.rank;
     double lh, nh, ld, nd;
     int kh, kd;
@@ -137,6 +150,13 @@ static void step_both(pair *p, int s, int64_t count)
     if (s == 1) M2_ASSERT_ALL(!kd && nd > clip); /* the clip was exercised */
     if (s == 4) M2_ASSERT_ALL(!kd && nd < clip);
     if (s == 3 || count == 0) M2_ASSERT_ALL(kd);
+}
+
+static void step_both(pair *p, int s, int64_t count)
+{
+    gradient(p->g, p->len, s);
+    report_buckets(p, s);
+    compare_step(p, s, count);
 }
 
 static void expect_same_moments(pair *p)
@@ -162,6 +182,21 @@ static void test_steps_match(void **state)
     pair_init(&p);
     for (int s = 0; s < STEPS; s++) step_both(&p, s, s == 5 ? 0 : 1000 * pg.world);
     expect_same_moments(&p);
+    pair_free(&p);
+}
+
+static void test_bucket_misuse(void **state)
+{
+    pair p;
+    pair_init(&p);
+    gradient(p.g, p.len, 0);
+    M2_ASSERT_ALL(m2_zero_dev_bucket_ready(p.d, p.g, 100, 200) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_dev_bucket_ready(p.d, p.g, 150, 300) == M2_EUSAGE &&
+                  strstr(m2_last_error(), "overlaps [100, 200)"));
+    M2_ASSERT_ALL(m2_zero_dev_bucket_ready(p.d, p.g, 10, N + 1) == M2_EUSAGE);
+    /* the good bucket and the gaps complete: the step runs as if no bucket had been reported */
+    M2_ASSERT_ALL(m2_zero_bucket_ready(p.h, p.g, 100, 200) == M2_OK);
+    compare_step(&p, 0, 1000);
     pair_free(&p);
 }
 
@@ -204,6 +239,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ops_arithmetic),
         cmocka_unit_test(test_steps_match),
         cmocka_unit_test(test_moments_cross_load),
+        cmocka_unit_test(test_bucket_misuse),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     m2_dist_finalize(&pg);
