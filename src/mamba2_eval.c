@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
+#include "core/device_api.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "core/eval.h"
@@ -18,7 +20,7 @@
 _Static_assert(sizeof(m2_real) == sizeof(float), "mamba2_eval runs the fp32 model on the checkpoint's fp32 parameters");
 
 typedef struct {
-    const char *checkpoint, *data, *json, *predictions;
+    const char *checkpoint, *data, *json, *predictions, *device;
     int split, mode;
     const char *split_name;
 } options;
@@ -27,7 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: " PROG " --checkpoint FILE [--data FILE] [--split val|test] [--mode stream|window]\n"
-            "                   [--json OUT] [--predictions OUT]\n"
+            "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda]\n"
             "\n"
             "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
             "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
@@ -41,6 +43,9 @@ static void usage(FILE *f)
             "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
             "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
             "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
+            "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
+            "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
+            "                      not used: a model trained on GPUs evaluates anywhere)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
@@ -64,7 +69,11 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
 
 static int parse_choice(options *o, const char *key, const char *value)
 {
-    if (strcmp(key, "--split") == 0) {
+    if (strcmp(key, "--device") == 0) {
+        o->device = value;
+        if (strcmp(value, "auto") && strcmp(value, "cpu") && strcmp(value, "cuda"))
+            return m2_fail(M2_EUSAGE, "--device %s: unknown device (auto, cpu or cuda)", value);
+    } else if (strcmp(key, "--split") == 0) {
         o->split = m2_split_from_name(value);
         o->split_name = value;
         if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (val, test or train)", value);
@@ -77,14 +86,16 @@ static int parse_choice(options *o, const char *key, const char *value)
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test"};
-    static const char *names[] = {"--checkpoint", "--data", "--json", "--predictions", "--split", "--mode"};
+    *o = (options){.split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
+    static const char *names[] = {"--checkpoint", "--data", "--json", "--predictions", "--split", "--mode",
+                                  "--device"};
+    const int n_names = (int)(sizeof names / sizeof names[0]);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return SHOW_HELP;
         if (strcmp(argv[i], "--version") == 0) return SHOW_VERSION;
         const char *v = NULL;
         int k, missing = 0;
-        for (k = 0; k < 6 && !v && !missing; k++) v = option_value(argc, argv, &i, names[k], &missing);
+        for (k = 0; k < n_names && !v && !missing; k++) v = option_value(argc, argv, &i, names[k], &missing);
         k--;
         if (missing) return m2_fail(M2_EUSAGE, "%s: needs a value (see --help)", names[k]);
         if (!v) return m2_fail(M2_EUSAGE, "%s: unknown argument (see --help)", argv[i]);
@@ -136,13 +147,30 @@ static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoi
     memcpy(rep->horizons, ds->horizons, sizeof rep->horizons);
 }
 
+/* The backend for --device (core/backend.h: one process, no collectives), named in the report. */
+static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend *be, m2_eval_report *rep)
+{
+    m2_config cfg = ck->cfg;
+    snprintf(cfg.model.device, sizeof cfg.model.device, "%s", o->device);
+    int rc = m2_backend_choose(be, &cfg, NULL, m2_program_device_api());
+    if (rc) return m2_fail_context(rc, "--device %s", o->device);
+    if (be->api)
+        snprintf(rep->backend, sizeof rep->backend, "%s (%.200s)", be->api->name, be->device_name);
+    else
+        snprintf(rep->backend, sizeof rep->backend, "cpu");
+    return M2_OK;
+}
+
 /* Model and ridge on the loaded inputs, then the outputs. */
 static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data)
 {
     m2_eval_report rep;
     fill_header(&rep, o, ck, ds, data);
+    m2_backend be;
+    int rc = choose_backend(o, ck, &be, &rep);
+    if (rc != M2_OK) return rc;
     m2_eval_rows rows;
-    int rc = m2_eval_predict(&ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &rows);
+    rc = m2_eval_predict(be.ops, &ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &rows);
     if (rc != M2_OK) return rc;
     m2_ridge fit = {0};
     float *ridge_pred = malloc(sizeof(float) * (size_t)rows.M * (size_t)rows.O);

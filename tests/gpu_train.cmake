@@ -1,9 +1,10 @@
-# The trainer on a device backend (issue 6): model.device / dist.backend choice, the device ZeRO-1 step, checkpoints,
-# resume, validation and MFU on the device path. Without a GPU the device path runs on stand-ins, each a second build
-# of src/mamba2_train.c with another device API (M2_TEST_DEVICE_API; the program's code is the same):
-#   mamba2_train_cpudev: the CPU ops dressed as a device; must match the CPU path bit for bit at 1 and 2 ranks;
-#   mamba2_train_emu:    the CUDA kernels on the CPU emulation of the CUDA runtime (tests/gpu/emu; needs C++), one
-#                        rank; must track the CPU path's losses.
+# The trainer and the evaluator on a device backend (issue 6): model.device / dist.backend choice, the device ZeRO-1
+# step, checkpoints, resume, validation and MFU on the device path, mamba2_eval --device. Without a GPU the device
+# path runs on stand-ins, each a second build of src/mamba2_train.c / src/mamba2_eval.c with another device API
+# (M2_TEST_DEVICE_API; the program's code is the same):
+#   mamba2_{train,eval}_cpudev: the CPU ops dressed as a device; must match the CPU path bit for bit (1 to 3 ranks);
+#   mamba2_{train,eval}_emu:    the CUDA kernels on the CPU emulation of the CUDA runtime (tests/gpu/emu; needs C++),
+#                               one rank; must track the CPU path.
 # On a GPU, tests/gpu/check.sh trains with the real backend (CUDA, NCCL).
 set(_gt ${CMAKE_CURRENT_SOURCE_DIR}/gpu_train)
 
@@ -18,16 +19,20 @@ foreach(_r 2 3 4)
   set_tests_properties(test_zero_dev_${_r} PROPERTIES ENVIRONMENT "${MAMBA2_TEST_ENV}" TIMEOUT 120)
 endforeach()
 
-add_executable(mamba2_train_cpudev ${CMAKE_SOURCE_DIR}/src/mamba2_train.c ${_gt}/cpu_device_api.c)
-target_compile_definitions(mamba2_train_cpudev PRIVATE M2_TEST_DEVICE_API=1)
-target_link_libraries(mamba2_train_cpudev PRIVATE mamba2)
+foreach(_prog train eval)
+  add_executable(mamba2_${_prog}_cpudev ${CMAKE_SOURCE_DIR}/src/mamba2_${_prog}.c ${_gt}/cpu_device_api.c)
+  target_compile_definitions(mamba2_${_prog}_cpudev PRIVATE M2_TEST_DEVICE_API=1)
+  target_link_libraries(mamba2_${_prog}_cpudev PRIVATE mamba2)
+endforeach()
 mamba2_script_test(test_train_device_path gpu_train/test_device_path.sh ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_train_device_path PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 if(TARGET mamba2_cuda_emu)
-  add_executable(mamba2_train_emu ${CMAKE_SOURCE_DIR}/src/mamba2_train.c ${_gt}/emu_device_api.c)
-  target_compile_definitions(mamba2_train_emu PRIVATE M2_TEST_DEVICE_API=1)
-  target_link_libraries(mamba2_train_emu PRIVATE mamba2_io mamba2_dist mamba2_core mamba2_cuda_emu)
+  foreach(_prog train eval)
+    add_executable(mamba2_${_prog}_emu ${CMAKE_SOURCE_DIR}/src/mamba2_${_prog}.c ${_gt}/emu_device_api.c)
+    target_compile_definitions(mamba2_${_prog}_emu PRIVATE M2_TEST_DEVICE_API=1)
+    target_link_libraries(mamba2_${_prog}_emu PRIVATE mamba2_io mamba2_dist mamba2_core mamba2_cuda_emu)
+  endforeach()
   mamba2_script_test(test_train_emu gpu_train/test_emu_train.sh)
   set_tests_properties(test_train_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/m2stream.h"
 #include "core/model.h"
+#include "core/model_ext.h"
 
 int m2_eval_mode_from_name(const char *name)
 {
@@ -61,22 +62,36 @@ static int seg_next(seg_iter *it, int64_t *begin, int64_t *len)
 
 /* ---- the model over segments ------------------------------------------------------------------------ */
 
+/* The chunked forward on a backend (core/ops.h): the parameters are copied to its memory once, each segment's
+ * features go over as they are needed and the predictions come back. On the CPU backend the copies are memcpy's,
+ * small beside the forward. */
 typedef struct {
     const m2_layout *lay;
-    const m2_real *params;
+    const m2_ops *ops;
     m2_model *model;
-    m2_real *X, *P;                /* [max_T, F], [max_T, O]: the model's scalar type (fp64 in the test build) */
+    m2_real *params;               /* backend memory */
+    m2_real *X, *P;                /* host staging [max_T, F], [max_T, O]: the model's scalar type */
+    m2_real *dX, *dP;              /* backend memory, same shapes */
 } runner;
 
-static int runner_init(runner *r, const m2_layout *lay, const m2_real *params, int max_T)
+static int runner_init(runner *r, const m2_ops *ops, const m2_layout *lay, const m2_real *params, int max_T)
 {
     memset(r, 0, sizeof *r);
     r->lay = lay;
-    r->params = params;
-    r->X = malloc(sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.F);
-    r->P = malloc(sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.O);
+    r->ops = ops;
+    const size_t x_bytes = sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.F;
+    const size_t p_bytes = sizeof(m2_real) * (size_t)max_T * (size_t)lay->d.O;
+    const size_t w_bytes = sizeof(m2_real) * lay->n_params;
+    r->X = malloc(x_bytes);
+    r->P = malloc(p_bytes);
     if (!r->X || !r->P) return m2_fail(M2_EFAIL, "eval: cannot allocate buffers for %d ticks", max_T);
-    int rc = m2_model_create(&r->model, lay, 1, max_T);
+    r->params = ops->alloc(ops, w_bytes);
+    r->dX = ops->alloc(ops, x_bytes);
+    r->dP = ops->alloc(ops, p_bytes);
+    if (!r->params || !r->dX || !r->dP)
+        return m2_fail(M2_EFAIL, "eval: out of %s memory for the parameters and %d ticks", ops->name, max_T);
+    ops->to_device(ops, r->params, params, w_bytes);
+    int rc = m2_model_create_with_ops(&r->model, lay, 1, max_T, ops);
     if (rc != M2_OK) return m2_fail_context(rc, "eval: model workspace for one sequence of %d ticks", max_T);
     return M2_OK;
 }
@@ -84,6 +99,11 @@ static int runner_init(runner *r, const m2_layout *lay, const m2_real *params, i
 static void runner_free(runner *r)
 {
     if (r->model) m2_model_free(r->model);
+    if (r->ops) {
+        r->ops->free(r->ops, r->params);
+        r->ops->free(r->ops, r->dX);
+        r->ops->free(r->ops, r->dP);
+    }
     free(r->X);
     free(r->P);
 }
@@ -91,10 +111,14 @@ static void runner_free(runner *r)
 /* Predictions for rows [b, b+T) from a zero state into r->P [T, O]. */
 static int runner_run(runner *r, const m2_dataset *ds, int64_t b, int T)
 {
-    int F = r->lay->d.F;
+    const m2_ops *o = r->ops;
+    const int F = r->lay->d.F, O = r->lay->d.O;
     const float *x = ds->X + b * F;
     for (size_t i = 0; i < (size_t)T * (size_t)F; i++) r->X[i] = (m2_real)x[i];
-    return m2_model_forward(r->model, r->params, r->X, 1, T, r->P);
+    o->to_device(o, r->dX, r->X, sizeof(m2_real) * (size_t)T * (size_t)F);
+    int rc = m2_model_forward(r->model, r->params, r->dX, 1, T, r->dP);
+    if (rc == M2_OK) o->to_host(o, r->P, r->dP, sizeof(m2_real) * (size_t)T * (size_t)O);
+    return rc;
 }
 
 /* Rows kept from a segment of len rows: positions >= keep_from. */
@@ -174,9 +198,10 @@ static void append(m2_eval_rows *out, const runner *r, const m2_dataset *ds, int
     }
 }
 
-int m2_eval_predict(const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split, int mode,
-                    int seq_len, int burn_in, m2_eval_rows *out)
+int m2_eval_predict(const m2_ops *ops, const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split,
+                    int mode, int seq_len, int burn_in, m2_eval_rows *out)
 {
+    if (!ops) ops = m2_ops_cpu();
     memset(out, 0, sizeof *out);
     int rc = check_shapes(lay, ds, split);
     if (rc != M2_OK) return rc;
@@ -191,7 +216,7 @@ int m2_eval_predict(const m2_layout *lay, const m2_real *params, const m2_datase
     if (rc == M2_OK) rc = alloc_rows(out, M, lay->d.O);
     runner r;
     memset(&r, 0, sizeof r);
-    if (rc == M2_OK && max_T > 0) rc = runner_init(&r, lay, params, (int)max_T);
+    if (rc == M2_OK && max_T > 0) rc = runner_init(&r, ops, lay, params, (int)max_T);
     m2_stream *stream = NULL;
     seg_iter it = seg_begin(ds, split, seg_len);
     int64_t b, len;
@@ -258,7 +283,7 @@ void m2_eval_print_table(FILE *f, const m2_eval_report *rep)
     fprintf(f, "eval: checkpoint %s (step %lld), data %s, split %s, mode %s", rep->checkpoint, (long long)rep->step,
             rep->data, rep->split, rep->mode);
     if (strcmp(rep->mode, "window") == 0) fprintf(f, " (seq_len %d, burn_in %d)", rep->seq_len, rep->burn_in);
-    fprintf(f, ", %lld rows\n", (long long)rep->rows);
+    fprintf(f, ", %lld rows%s%s\n", (long long)rep->rows, rep->backend[0] ? ", on " : "", rep->backend);
     fprintf(f, "%8s  %-6s %10s %10s %10s %9s %9s %9s %9s\n", "horizon", "model", "n", "mse", "zero_mse", "r2", "ic",
             "rank_ic", "dir_acc");
     for (int o = 0; o < rep->O; o++) {
@@ -314,6 +339,10 @@ void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
     fputs(",\"mode\":", f);
     json_str(f, rep->mode);
     if (strcmp(rep->mode, "window") == 0) fprintf(f, ",\"seq_len\":%d,\"burn_in\":%d", rep->seq_len, rep->burn_in);
+    if (rep->backend[0]) {
+        fputs(",\"backend\":", f);
+        json_str(f, rep->backend);
+    }
     fprintf(f, ",\"rows\":%lld,\"ridge_lambda\":", (long long)rep->rows);
     json_num(f, rep->ridge_lambda);
     fputs(",\"horizons\":[", f);

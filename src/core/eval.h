@@ -26,6 +26,7 @@
 
 #include "core/layout.h"
 #include "core/metrics.h"
+#include "core/ops.h"
 #include "core/real.h"
 #include "core/ridge.h"
 #include "io/dataset.h"
@@ -45,9 +46,11 @@ typedef struct {
 } m2_eval_rows;
 
 /* Runs the model (params in the flat layout of lay, host memory) over `split` of ds in `mode`
- * (seq_len and burn_in are used in window mode only). The dataset's F and O must be the layout's. */
-int m2_eval_predict(const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split, int mode,
-                    int seq_len, int burn_in, m2_eval_rows *out);
+ * (seq_len and burn_in are used in window mode only). The dataset's F and O must be the layout's.
+ * ops: the backend of the chunked forwards (core/backend.h chooses it; NULL: the CPU); parts that stream mode
+ * runs through the recurrent step run on the CPU, whatever ops is (core/m2stream.h is a CPU engine). */
+int m2_eval_predict(const m2_ops *ops, const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split,
+                    int mode, int seq_len, int burn_in, m2_eval_rows *out);
 
 void m2_eval_rows_free(m2_eval_rows *r);
 
@@ -59,6 +62,7 @@ int m2_eval_ridge(const m2_dataset *ds, const m2_eval_rows *rows, m2_ridge *fit,
 typedef struct {
     char split[16], mode[16];
     char checkpoint[1024], data[1024];
+    char backend[320];             /* where the model ran, e.g. "cuda (NVIDIA H200)", "cpu" ("": not said) */
     int64_t step;                  /* checkpoint step */
     int seq_len, burn_in;          /* window mode's window */
     int64_t rows;                  /* M */

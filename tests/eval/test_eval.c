@@ -118,7 +118,7 @@ static float *direct_forward(const fixture *fx, int64_t b, int64_t e)
 static m2_eval_rows predict(const fixture *fx, int split, int mode)
 {
     m2_eval_rows r;
-    assert_int_equal(m2_eval_predict(&fx->lay, fx->params, &fx->ds, split, mode, SEQ, BURN, &r), M2_OK);
+    assert_int_equal(m2_eval_predict(NULL, &fx->lay, fx->params, &fx->ds, split, mode, SEQ, BURN, &r), M2_OK);
     return r;
 }
 
@@ -253,7 +253,7 @@ static void test_long_session_streams(void **state)
     for (int64_t i = 0; i < (int64_t)LONG * O; i++) ds->y[i] = (float)gauss(&r);
 
     m2_eval_rows got;
-    assert_int_equal(m2_eval_predict(&big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
+    assert_int_equal(m2_eval_predict(NULL, &big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
     assert_int_equal(got.M, LONG - TEST_BEGIN);
     float *want = direct_forward(&big, TEST_BEGIN, LONG);
     double scale = 0, worst = 0;
@@ -273,14 +273,14 @@ static void test_bad_inputs(void **state)
     fixture *fx = *state;
     m2_eval_rows r;
     fx->ds.n_features = F + 1;
-    assert_int_equal(m2_eval_predict(&fx->lay, fx->params, &fx->ds, 1, M2_EVAL_STREAM, SEQ, BURN, &r), M2_EFAIL);
+    assert_int_equal(m2_eval_predict(NULL, &fx->lay, fx->params, &fx->ds, 1, M2_EVAL_STREAM, SEQ, BURN, &r), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "5 features"));
     fx->ds.n_features = F;
     fx->ds.split[2][1] = fx->ds.split[2][0];
-    assert_int_equal(m2_eval_predict(&fx->lay, fx->params, &fx->ds, 2, M2_EVAL_STREAM, SEQ, BURN, &r), M2_EFAIL);
+    assert_int_equal(m2_eval_predict(NULL, &fx->lay, fx->params, &fx->ds, 2, M2_EVAL_STREAM, SEQ, BURN, &r), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "split test is empty"));
     fx->ds.split[2][1] = SPLITS[2][1];
-    assert_int_equal(m2_eval_predict(&fx->lay, fx->params, &fx->ds, 1, M2_EVAL_WINDOW, 8, 8, &r), M2_EUSAGE);
+    assert_int_equal(m2_eval_predict(NULL, &fx->lay, fx->params, &fx->ds, 1, M2_EVAL_WINDOW, 8, 8, &r), M2_EUSAGE);
     assert_int_equal(m2_eval_mode_from_name("stream"), M2_EVAL_STREAM);
     assert_int_equal(m2_eval_mode_from_name("window"), M2_EVAL_WINDOW);
     assert_int_equal(m2_eval_mode_from_name("batch"), -1);

@@ -29,6 +29,9 @@ rc=$?
 [ "$(grep -c '^ *[0-9]*  mamba2 ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 model lines: $(cat "$dir/out.txt")"
 [ "$(grep -c '^ *[0-9]*  ridge ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 ridge lines"
 grep -q 'split val, mode stream' "$dir/out.txt" || fail "table header lacks split/mode"
+header=$(head -1 "$dir/out.txt")
+grep -qE ', on (cpu|cuda \(.+\))$' <<<"$header" || fail "table header does not say where the model ran: $header"
+grep -qE '"backend":"(cpu|cuda \(.+\))"' "$dir/stream.json" || fail "JSON lacks the backend"
 cat "$dir/out.txt"
 
 "$eval_bin" --checkpoint "$ck" --data "$dir/data.h5" --split=val --mode window --json "$dir/window.json" \
@@ -79,7 +82,7 @@ for i, r in enumerate(wrow):
 print("JSON and predictions OK")
 EOF
 
-check_help_version "$eval_bin" --checkpoint --data --split --mode --json --predictions --version
+check_help_version "$eval_bin" --checkpoint --data --split --mode --json --predictions --device --version
 
 # ---- bad inputs ----------------------------------------------------------------------------------
 head -c 3000 "$ck" >"$dir/truncated.h5"
@@ -95,6 +98,14 @@ expect_error 2 "mode batch" "$eval_bin" --checkpoint "$ck" --mode batch
 expect_error 2 "--bogus" "$eval_bin" --checkpoint "$ck" --bogus
 expect_error 2 "--checkpoint" "$eval_bin" --split val
 expect_error 2 "--json" "$eval_bin" --checkpoint "$ck" --json
+expect_error 2 "--device tpu: unknown device \(auto, cpu or cuda\)" "$eval_bin" --checkpoint "$ck" --device tpu
+if grep -q ', on cpu$' <<<"$header"; then # auto found no GPU here: asking for one is an error naming why
+  expect_error 1 "^mamba2_eval: error: --device cuda: model.device \(cuda\): (no CUDA GPU: .+|this build has no CUDA backend.*)$" \
+    "$eval_bin" --checkpoint "$ck" --device cuda
+fi
+"$eval_bin" --checkpoint "$ck" --split val --device cpu --json "$dir/cpu.json" >/dev/null 2>"$dir/err.txt" ||
+  fail "--device cpu: $(cat "$dir/err.txt")"
+grep -q '"backend":"cpu"' "$dir/cpu.json" || fail "--device cpu did not run on the CPU"
 mv "$dir/data.h5" "$dir/moved.h5" # the default --data is the checkpoint's [data] path: the message says so
 expect_error 1 "data.h5.*the checkpoint's \[data\] path" "$eval_bin" --checkpoint "$ck"
 

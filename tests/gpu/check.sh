@@ -5,7 +5,8 @@
 #      forward/backward against the CPU, 50 training steps whose losses must track the CPU's, NCCL on one rank;
 #   3. train with mamba2_train itself: 50 steps of configs/tiny.ini with model.device=cuda (NCCL, one rank) whose
 #      per-step losses must track a CPU run's, MFU in its metrics; then `mpirun -np 1` with dist.backend=nccl, 2 steps,
-#      a checkpoint and a resume to step 4 that must equal a straight 4-step GPU run bit for bit;
+#      a checkpoint and a resume to step 4 that must equal a straight 4-step GPU run bit for bit; mamba2_eval of the
+#      GPU run's checkpoint with --device cuda, whose predictions must match --device cpu's;
 #   4. run the GPU benchmark (configs/8gpu.ini's layer shape, T = 2048): tokens/s, MFU, per-kernel times, memory;
 #   5. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
 # Usage: tests/gpu/check.sh            (from anywhere; exit status 0 only on PASS)
@@ -47,7 +48,7 @@ echo "GPU: ${gpu_name:-unknown}"
 
 # ---- 1. build (or unpack the bundle) ----------------------------------------------------------------------------
 tests="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl"
-programs="mamba2_train mamba2_ticks"
+programs="mamba2_train mamba2_ticks mamba2_eval"
 mode=build
 bindir="$build/tests"
 progdir="$build"
@@ -168,6 +169,20 @@ else
     why="the NCCL run did not resume from step 2"
   elif ! diff <(losses gpu4) <(losses nccl) > /dev/null; then
     why="NCCL 2 steps + resume + 2 steps differ from 4 straight GPU steps: $(diff <(losses gpu4) <(losses nccl) | tr '\n' ' ')"
+  else
+    for d in cpu cuda; do
+      "$progdir/mamba2_eval" --checkpoint "$tdir/gpu/ckpt_50.h5" --split val --device $d --json "$tdir/eval_$d.json" \
+        > "$tdir/eval_$d.log" 2>&1 || why="mamba2_eval --device $d failed: $(tail -1 "$tdir/eval_$d.log")"
+    done
+    cat "$tdir/eval_cuda.log"
+    # the model's IC on the validation split, per horizon: bf16 GEMM operands move it in the third digit at most
+    ics() { grep -o '"ic":[-0-9.e+]*' "$tdir/eval_$1.json" | sed -n '1~2p' | cut -d: -f2; }
+    if [ -z "$why" ] && ! grep -q ', on cuda (' "$tdir/eval_cuda.log"; then
+      why="mamba2_eval --device cuda did not run on the GPU"
+    elif [ -z "$why" ] && ! paste <(ics cpu) <(ics cuda) | awk 'NF == 2 {n++; d = $1 - $2; if (d < 0) d = -d; if (d > 0.01) bad++}
+                                                          END {exit !(n > 0 && !bad)}'; then
+      why="mamba2_eval on the GPU: ICs $(ics cuda | tr '\n' ' ') differ from the CPU's $(ics cpu | tr '\n' ' ') by > 0.01"
+    fi
   fi
 fi
 if [ -z "$why" ]; then

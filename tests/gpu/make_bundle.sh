@@ -4,7 +4,7 @@
 # CUDA libraries but not HDF5/MPI/OpenBLAS/inih/cmocka (the workplace's H200 image: nvcc and CMake, no Debian -dev
 # packages, no network). tests/gpu/check.sh uses the archive when it cannot configure the project itself.
 #   tests/gpu/make_bundle.sh              -> build-gpubundle/gpu-bundle.tar.xz  (about 15 MB)
-# Packed: bin/ (test_gpu_*, bench_gpu, and mamba2_train + mamba2_ticks for check.sh's training runs), lib/ (every
+# Packed: bin/ (test_gpu_*, bench_gpu, and mamba2_train + mamba2_ticks + mamba2_eval for check.sh's training and evaluation runs), lib/ (every
 # library they load except the C runtime, the compiler runtime and the big CUDA libraries cuBLAS/cuBLASLt/NCCL, which
 # check.sh finds on the GPU machine), ompi/ (Open MPI's runtime: mpirun, orted, its plugins and help files, laid out
 # under a prefix as installed here, so that OPAL_PREFIX=<bundle>/ompi relocates it; mamba2_train initialises MPI
@@ -14,7 +14,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUNDLE_BUILD:-$root/build-gpubundle}"
 targets="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl bench_gpu"
-programs="mamba2_train mamba2_ticks"
+programs="mamba2_train mamba2_ticks mamba2_eval"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMAMBA2_CUDA=ON -DMAMBA2_NATIVE=OFF -DMAMBA2_WERROR=ON \
   >/dev/null

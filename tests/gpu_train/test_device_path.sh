@@ -8,6 +8,7 @@
 #   - resume: a device-path run stopped at step 6 and resumed on the CPU path (and the reverse) ends where the
 #     straight runs end, bit for bit: the checkpoints are one format;
 #   - SIGTERM on the device path checkpoints and exits 0;
+#   - mamba2_eval --device cuda (the same stand-in) gives the CPU evaluation's metrics and predictions bit for bit;
 #   - MFU appears in metrics.jsonl and the status lines when the device's bf16 peak is known, never on the CPU;
 #   - the choice's errors: model.device = cuda without a GPU (mamba2_train here: no GPU), dist.backend nccl on the
 #     CPU, dist.backend none on 2 ranks: one line each and the CLI.md exit code.
@@ -79,6 +80,20 @@ for _ in $(seq 300); do [ "$(logged "$work/term/metrics.jsonl")" -ge 3 ] && brea
 kill -TERM "$pid"
 wait "$pid" || fail "SIGTERM: exit $? (expected 0)"
 grep -q "stopping early (signal): checkpointed at step" "$work/term.log" || fail "SIGTERM: no checkpoint"
+
+# evaluation on the device path: the same numbers as on the CPU (the table names the backend)
+evaldev="$bin/tests/mamba2_eval_cpudev"
+for mode in stream window; do
+  "$bin/mamba2_eval" --checkpoint "$work/cpu1/ckpt_12.h5" --split val --mode $mode --device cpu \
+    --json "$work/eval_cpu.json" --predictions "$work/pred_cpu.h5" >"$work/eval_cpu.txt" 2>&1 || fail "eval on the CPU"
+  "$evaldev" --checkpoint "$work/cpu1/ckpt_12.h5" --split val --mode $mode --device cuda \
+    --json "$work/eval_dev.json" --predictions "$work/pred_dev.h5" >"$work/eval_dev.txt" 2>&1 ||
+    fail "eval on the device path: $(tail -1 "$work/eval_dev.txt")"
+  grep -q ", on cpu-as-device (" "$work/eval_dev.txt" || fail "eval --device cuda: not on the device path"
+  diff <(sed 's/"backend":"[^"]*",//' "$work/eval_cpu.json") <(sed 's/"backend":"[^"]*",//' "$work/eval_dev.json") \
+    >&2 || fail "eval $mode: the device path's metrics differ from the CPU's"
+  h5diff "$work/pred_cpu.h5" "$work/pred_dev.h5" /pred /pred >/dev/null || fail "eval $mode: predictions differ"
+done
 
 # MFU: only with a known peak
 (export M2_TEST_DEVICE_NAME="NVIDIA H200"; run mfu 1 "$dev" --set model.device=cuda --set train.log_every=1)
