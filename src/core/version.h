@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "mamba2_git_describe.h" /* generated at build time (cmake/git_describe.cmake) */
+
 static inline void m2_print_version(const char *prog)
 {
     printf("%s %s (%s)\nbackends: cpu mpi%s\n", prog, MAMBA2_VERSION, MAMBA2_GIT_DESCRIBE,

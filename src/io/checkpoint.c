@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "io/h5util.h"
+#include "mamba2_git_describe.h" /* generated at build time (cmake/git_describe.cmake) */
 
 #include <dirent.h>
 #include <errno.h>
