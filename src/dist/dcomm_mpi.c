@@ -5,15 +5,10 @@
 
 #include "core/error.h"
 #include "dist/grad_ranges.h"
+#include "dist/range_reduce.h"
 
 #include <limits.h>
 #include <stdlib.h>
-
-/* One range in flight: MPI reads counts until it is done; mine is this rank's part (padded-buffer positions). */
-typedef struct {
-    int *counts;
-    m2_range mine;
-} pending;
 
 typedef struct {
     m2_dcomm base; /* first: the table is the object */
@@ -21,10 +16,8 @@ typedef struct {
     const m2_ops *ops;
     float *host;   /* staging: the padded buffer (world * shard), then the shard's result (shard), grown on demand */
     size_t cap;
-    pending *in_flight;
-    MPI_Request *reqs; /* parallel to in_flight */
-    int n_flight, flight_cap;
-    float *shard_grad; /* where the parts in flight go when they are done */
+    m2_range_reduces in_flight; /* into the staged shard result */
+    float *shard_grad;          /* where the parts in flight go when they are done */
     size_t shard;
 } mpi_comm;
 
@@ -32,7 +25,7 @@ typedef struct {
 static int stage(mpi_comm *c, size_t n)
 {
     if (n <= c->cap) return M2_OK;
-    if (c->n_flight)
+    if (c->in_flight.n)
         return m2_fail(M2_EUSAGE, "collectives (rank %d): staging must grow while reductions are in flight",
                        c->pg->rank);
     float *p = realloc(c->host, n * sizeof *p);
@@ -47,19 +40,6 @@ static int check_count(const mpi_comm *c, size_t count, const char *what)
     if (count > INT_MAX)
         return m2_fail(M2_EUSAGE, "%s (rank %d): %zu elements per rank is over MPI's count limit", what, c->pg->rank,
                        count);
-    return M2_OK;
-}
-
-static int grow_flight(mpi_comm *c)
-{
-    if (c->n_flight < c->flight_cap) return M2_OK;
-    const int cap = c->flight_cap ? 2 * c->flight_cap : 32;
-    pending *p = realloc(c->in_flight, (size_t)cap * sizeof *p);
-    if (p) c->in_flight = p;
-    MPI_Request *q = p ? realloc(c->reqs, (size_t)cap * sizeof *q) : NULL;
-    if (q) c->reqs = q;
-    if (!p || !q) return m2_fail(M2_EFAIL, "collectives (rank %d): out of memory", c->pg->rank);
-    c->flight_cap = cap;
     return M2_OK;
 }
 
@@ -79,52 +59,28 @@ static int mpi_reduce_range(m2_dcomm *base, const float *grads, float *shard_gra
     const size_t padded = (size_t)pg->world * shard;
     int err = check_count(c, shard, "gradient reduce-scatter");
     if (!err) err = stage(c, padded + shard); /* [the padded buffer][this rank's shard] */
-    if (!err) err = grow_flight(c);
     if (err) return err;
-    int *counts = malloc((size_t)pg->world * sizeof *counts);
-    if (!counts) return m2_fail(M2_EFAIL, "collectives (rank %d): out of memory", pg->rank);
-    for (int r = 0; r < pg->world; r++) {
-        const m2_range part = m2_shard_part(shard, r, begin, end);
-        counts[r] = (int)(part.end - part.begin);
-    }
-    float *result = c->host + padded;
     c->ops->to_host(c->ops, c->host + begin, grads + begin, (end - begin) * sizeof *grads);
-    float *recv = mine.end > mine.begin ? result + (mine.begin - mine0) : result;
-    int rc = MPI_Ireduce_scatter(c->host + begin, recv, counts, MPI_FLOAT, MPI_SUM, pg->comm, &c->reqs[c->n_flight]);
-    if (rc != MPI_SUCCESS) {
-        free(counts);
-        return m2_dist_check(pg, rc, "MPI_Ireduce_scatter");
-    }
-    c->in_flight[c->n_flight++] = (pending){counts, mine};
     c->shard_grad = shard_grad;
     c->shard = shard;
-    /* Non-blocking collectives only advance inside MPI calls: each new range gives the earlier ones a push. */
-    int done = 0;
-    return m2_dist_check(pg, MPI_Testall(c->n_flight, c->reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    return m2_range_reduce_start(&c->in_flight, pg, c->host, c->host + padded, shard, begin, end);
 }
 
-static void forget_flight(mpi_comm *c)
-{
-    for (int i = 0; i < c->n_flight; i++) free(c->in_flight[i].counts);
-    c->n_flight = 0;
-}
-
+/* Finishes the reductions in flight and copies this rank's parts of each to the backend's shard gradient. */
 static int mpi_wait(m2_dcomm *base, const char *what)
 {
     mpi_comm *c = (mpi_comm *)base;
-    if (!c->n_flight) return M2_OK;
-    int err = m2_dist_wait(c->pg, c->n_flight, c->reqs, what);
-    if (!err) {
-        const size_t mine0 = (size_t)c->pg->rank * c->shard;
-        const float *result = c->host + (size_t)c->pg->world * c->shard;
-        for (int i = 0; i < c->n_flight; i++) {
-            const m2_range m = c->in_flight[i].mine;
-            if (m.end > m.begin)
-                c->ops->to_device(c->ops, c->shard_grad + (m.begin - mine0), result + (m.begin - mine0),
-                                  (m.end - m.begin) * sizeof(float));
-        }
+    m2_range_reduces *q = &c->in_flight;
+    int err = m2_range_reduce_wait(q, c->pg, what);
+    const size_t mine0 = (size_t)c->pg->rank * c->shard;
+    const float *result = c->host + (size_t)c->pg->world * c->shard;
+    for (int i = 0; i < q->n && !err; i++) {
+        const m2_range m = q->mine[i];
+        if (m.end > m.begin)
+            c->ops->to_device(c->ops, c->shard_grad + (m.begin - mine0), result + (m.begin - mine0),
+                              (m.end - m.begin) * sizeof(float));
     }
-    forget_flight(c);
+    m2_range_reduce_clear(q);
     return err;
 }
 
@@ -153,9 +109,7 @@ static void mpi_free(m2_dcomm *base)
 {
     mpi_comm *c = (mpi_comm *)base;
     if (!c) return;
-    forget_flight(c); /* freed only after a completed step or a failed one (the job then ends) */
-    free(c->in_flight);
-    free(c->reqs);
+    m2_range_reduce_free(&c->in_flight); /* only after a completed step or a failed one (the job then ends) */
     free(c->host);
     free(c);
 }

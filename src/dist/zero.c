@@ -3,6 +3,7 @@
 #include "core/adamw.h"
 #include "core/error.h"
 #include "dist/grad_ranges.h"
+#include "dist/range_reduce.h"
 
 #include <limits.h>
 #include <math.h>
@@ -18,9 +19,7 @@ struct m2_zero {
     float *m, *v, *grad;          /* [shard] each */
     int64_t step;
     m2_grad_ranges started;       /* the ranges whose reduce-scatter this step has started, in start order */
-    int **counts;                 /* [cap]: per-rank receive counts of each (MPI reads them until done) */
-    MPI_Request *reqs;            /* [cap], parallel to counts, for MPI_Testall */
-    int n_reqs, cap;
+    m2_range_reduces in_flight;   /* their reduce-scatters */
     int *shard_counts, *shard_displs; /* [R]: real elements per rank and their offsets (gatherv/scatterv) */
     m2_zero_timing timing;
 };
@@ -75,8 +74,7 @@ int m2_zero_create(m2_zero **out, const m2_dist *pg, size_t n_params, const unsi
 
 static void clear_buckets(m2_zero *z)
 {
-    for (int i = 0; i < z->n_reqs; i++) free(z->counts[i]);
-    z->n_reqs = 0;
+    m2_range_reduce_clear(&z->in_flight);
     m2_grad_ranges_clear(&z->started);
 }
 
@@ -85,8 +83,7 @@ void m2_zero_free(m2_zero *z)
     if (!z) return;
     clear_buckets(z); /* callers free only after a completed step, so nothing is in flight */
     m2_grad_ranges_free(&z->started);
-    free(z->counts);
-    free(z->reqs);
+    m2_range_reduce_free(&z->in_flight);
     free(z->mask);
     free(z->m);
     free(z->v);
@@ -109,52 +106,16 @@ void m2_zero_moments(const m2_zero *z, const float **m, const float **v)
     *v = z->v;
 }
 
-static int grow_requests(m2_zero *z)
-{
-    if (z->n_reqs < z->cap) return M2_OK;
-    int cap = z->cap ? 2 * z->cap : 16;
-    int **c = realloc(z->counts, (size_t)cap * sizeof *c);
-    if (c) z->counts = c;
-    MPI_Request *q = c ? realloc(z->reqs, (size_t)cap * sizeof *q) : NULL;
-    if (q) z->reqs = q;
-    if (!c || !q) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory for buckets", z->pg->rank);
-    z->cap = cap;
-    return M2_OK;
-}
-
-/* Starts the reduce-scatter of [begin, end) (already recorded in z->started): rank r receives the sum of the part
- * of the range inside its shard, written where that part sits in its shard gradient. */
+/* The reduce-scatter of [begin, end) (already recorded in z->started) onto the shard gradient. */
 static int start_reduce_scatter(m2_zero *z, const float *grads, size_t begin, size_t end)
 {
-    const m2_dist *pg = z->pg;
-    int err = grow_requests(z);
-    if (err) return err;
-    int *counts = malloc((size_t)pg->world * sizeof *counts);
-    if (!counts) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", pg->rank);
-    for (int r = 0; r < pg->world; r++) {
-        const m2_range part = m2_shard_part(z->shard, r, begin, end);
-        counts[r] = (int)(part.end - part.begin);
-    }
-    const m2_range mine = m2_shard_part(z->shard, pg->rank, begin, end);
-    float *recv = z->grad + (mine.begin - (size_t)pg->rank * z->shard); /* any valid address when empty */
-    if (mine.end == mine.begin) recv = z->grad;
-    int rc = MPI_Ireduce_scatter(grads + begin, recv, counts, MPI_FLOAT, MPI_SUM, pg->comm, &z->reqs[z->n_reqs]);
-    if (rc != MPI_SUCCESS) {
-        free(counts);
-        return m2_dist_check(pg, rc, "MPI_Ireduce_scatter");
-    }
-    z->counts[z->n_reqs++] = counts;
-    return M2_OK;
+    return m2_range_reduce_start(&z->in_flight, z->pg, grads, z->grad, z->shard, begin, end);
 }
 
 int m2_zero_bucket_ready(m2_zero *z, const float *grads, size_t begin, size_t end)
 {
     int err = m2_grad_ranges_add(&z->started, begin, end);
-    if (!err) err = start_reduce_scatter(z, grads, begin, end);
-    if (err) return err;
-    /* Non-blocking collectives only advance inside MPI calls: each new bucket gives the earlier ones a push. */
-    int done = 0;
-    return m2_dist_check(z->pg, MPI_Testall(z->n_reqs, z->reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    return err ? err : start_reduce_scatter(z, grads, begin, end);
 }
 
 /* Starts a reduce-scatter for every gap of [0, n) that no bucket covered, in ascending order. */
@@ -172,7 +133,7 @@ int m2_zero_reduce(m2_zero *z, const float *grads)
 {
     int err = start_gaps(z, grads);
     double t0 = MPI_Wtime();
-    if (!err) err = m2_dist_wait(z->pg, z->n_reqs, z->reqs, "gradient reduce-scatter");
+    if (!err) err = m2_range_reduce_wait(&z->in_flight, z->pg, "gradient reduce-scatter");
     z->timing.reduce_wait_s = MPI_Wtime() - t0;
     clear_buckets(z);
     return err;
