@@ -8,7 +8,9 @@
  * - GEMMs (embed, in_proj, out_proj, head and their gradients) go through cublasGemmEx on the fp32 buffers with
  *   a compute type chosen by m2_ops_cuda_set_gemm_precision: bf16 (the default: operands rounded to bf16 inside
  *   cuBLAS, tensor cores, fp32 accumulation and fp32 output), tf32, or full fp32.
- * - The chunked SSD runs in fp32 throughout (operands, cumsums, decays, chunk states, reductions).
+ * - The chunked SSD's per-chunk products (kernels/tile_gemm.cuh) follow the same switch: bf16 (default) or tf32
+ *   operands on tensor cores with fp32 accumulation, or fp32 on CUDA cores; what feeds them (cumsums, decays,
+ *   masks, dt scaling), the chunk states, the state passing and every reduction stay fp32 (MODEL.md §3).
  * - Norm statistics, softplus, the loss (accumulated in fp64) and AdamW are fp32 or wider.
  * - Every reduction is deterministic: parameter gradients and the loss are block partial sums reduced in a fixed
  *   order (no float atomics), so two runs on the same GPU give bitwise-identical results.

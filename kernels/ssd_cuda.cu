@@ -124,7 +124,8 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
                      m2_real *scratch)
 {
     if (sh->B <= 0 || sh->T <= 0) return;
-    cudaStream_t st = m2_cuda_ctx_of(o)->stream;
+    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    cudaStream_t st = c->stream;
     const ssd_layout L = ssd_layout_of(sh);
     ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
     ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
@@ -133,10 +134,10 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
 
     ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_fwd (cumsum)");
-    ssd_compute_cb(st, a);
-    m2_tile_gemm(st, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, "ssd_fwd (chunk states)");
+    ssd_compute_cb(c, a);
+    m2_tile_gemm(c, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, "ssd_fwd (chunk states)");
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
     ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_fwd (state passing)");
-    m2_tile_gemm(st, ssd_y_op{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+    m2_tile_gemm(c, ssd_y_op{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
 }

@@ -9,7 +9,10 @@
  *   st_c  = sum_s e^{a_last-a_s} dt_s x_s B_s^T   [P,N]
  *   S_0 = 0,  S_{c+1} = e^{a_last(c)} S_c + st_c   chunk-start states (saved)
  * Every exponent is of a quantity that is <= 0 mathematically and is computed as exp(min(delta, 0)); every mask
- * is applied by not reading (or zeroing) the masked term before any product. Everything is fp32.
+ * is applied by not reading (or zeroing) the masked term before any product. Everything is fp32 (cumsums, decays,
+ * masks, dt scaling, chunk states, reductions) except the operands of the per-chunk products when the backend's
+ * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
+ * accumulates in fp32 (MODEL.md §3).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
@@ -147,9 +150,9 @@ struct ssd_cb_op {
     __device__ void store(int zg, int l, int j, float acc) const { s.QQ(s.CB, zg)[(size_t)l * s.Q + j] = acc; }
 };
 
-static inline void ssd_compute_cb(cudaStream_t st, const ssd_args &a)
+static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_args &a)
 {
-    m2_tile_gemm(st, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
+    m2_tile_gemm(c, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
 }
 
 #endif

@@ -320,7 +320,8 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
                      m2_real *dD, m2_real *scratch)
 {
     if (sh->B <= 0 || sh->T <= 0) return;
-    cudaStream_t st = m2_cuda_ctx_of(o)->stream;
+    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    cudaStream_t st = c->stream;
     const ssd_layout L = ssd_layout_of(sh);
     ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
     ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs and S are only read */
@@ -332,18 +333,18 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
-    ssd_compute_cb(st, a);
-    m2_tile_gemm(st, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
+    ssd_compute_cb(c, a);
+    m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
-    m2_tile_gemm(st, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
-    m2_tile_gemm(st, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
+    m2_tile_gemm(c, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
+    m2_tile_gemm(c, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
     ssd_dcbw_kernel<<<m2_cuda_blocks((size_t)groups * a.Q * a.Q), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
-    m2_tile_gemm(st, ssd_dcoff_op{a}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
-    m2_tile_gemm(st, ssd_dbst_op{a}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
-    m2_tile_gemm(st, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
-    m2_tile_gemm(st, ssd_db_op{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
+    m2_tile_gemm(c, ssd_dcoff_op{a}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
+    m2_tile_gemm(c, ssd_dbst_op{a}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
+    m2_tile_gemm(c, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+    m2_tile_gemm(c, ssd_db_op{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);
     if (shmem > 48 * 1024) /* a block's default dynamic shared memory; chunk sizes are 64..256 in practice */
         m2_cuda_check(cudaErrorInvalidValue, "ssd_bwd: chunk_size above 6144 (per-position scalars in shared memory)");

@@ -1,11 +1,25 @@
-/* A batched, tiled fp32 GEMM whose operands are read through functors, for the SSD's per-chunk products
+/* A batched, tiled GEMM whose operands are read through functors, for the SSD's per-chunk products
  * (ssd_cuda*.cu). Each SSD stage is a small matrix product whose operands are gathered from strided token rows
  * and scaled by decays and masks on the fly (C.B^T, masked and decayed, times x; states; their gradients), so the
  * stage only has to say how to read A(i,k) and B(k,j) and where to put C(i,j); the tiling is written once here.
  *
- * One block of 256 threads computes a 64x64 tile of one batch entry's C, walking K in steps of 16 through shared
- * memory; each thread owns a 4x4 sub-tile (rows ty + 16r, columns tx + 16c). fp32 operands, fp32 fma
- * accumulation in a fixed order along k (deterministic). Correctness first: no tensor cores yet.
+ * One block of 256 threads computes a 64x64 tile of one batch entry's C. The operands are always gathered and
+ * scaled in fp32 by the Op (decays, masks and dt stay fp32, MODEL.md §3); what multiplies them follows the
+ * backend's precision switch (m2_cuda_ctx::gemm_prec, ops_cuda.h):
+ * - FP32: CUDA cores. K in steps of 16 through shared memory; each thread owns a 4x4 sub-tile (rows ty + 16r,
+ *   columns tx + 16c), fp32 fma accumulation in a fixed order along k.
+ * - BF16 (the default) and TF32: tensor cores through nvcuda::wmma. K in steps of 32; every gathered fp32
+ *   operand is rounded once, when it is stored to shared memory (bf16: round to nearest even; tf32:
+ *   wmma::__float_to_tf32), and the 8 warps each multiply a 16x32 strip of C (two 16x16 accumulators, fp32)
+ *   with m16n16k16 (bf16) or m16n16k8 (tf32) fragments. The fp32 accumulators go through shared memory to the
+ *   same per-thread (ty + 16r, tx + 16c) stores as the fp32 path.
+ * Both are deterministic: a fixed order of the k steps, no atomics, so a run repeats bitwise on one GPU.
+ * wmma rules kept here (and checked by the CPU emulation, tests/gpu/emu/mma.h): every fragment pointer is
+ * 32-byte aligned (the shared arrays are aligned to 32 bytes, fragment offsets are multiples of 16 elements
+ * along the fast dimension and of 8 (tf32) or 16 (bf16) rows of a leading dimension whose row is a multiple of
+ * 16 bytes) and ldm is a multiple of 8 elements for bf16, 4 for float. Fragments are only touched through
+ * fill_fragment / load_matrix_sync / mma_sync / store_matrix_sync, never element by element (the element layout
+ * inside a fragment is unspecified; the emulation holds whole tiles, which is exact only under this rule).
  *
  * The Op concept (all members __device__ const, batch entry z):
  *   static constexpr bool a_kfast;  A(i,k) is contiguous in memory along k (else along i): picks the load order
@@ -19,34 +33,96 @@
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
+#include <cuda_bf16.h>
+#include <mma.h>
+
 #include "cuda_common.cuh"
 
 namespace m2tile {
 enum { BM = 64, BN = 64, BK = 16, THREADS = 256, SUB = 4 };
 static_assert(BM * BK == SUB * THREADS && BN * BK == SUB * THREADS, "each thread loads SUB elements per operand");
 static_assert(BM == 16 * SUB && BN == 16 * SUB && THREADS == 256, "16x16 threads, SUBxSUB outputs each");
+
+/* tensor-core path: K step, warps, and each warp's share of the 4x4 grid of 16x16 accumulators */
+constexpr int TBK = 32, WARPS = THREADS / 32, FRAGS = (BM / 16) * (BN / 16) / WARPS, CPAD = 4;
+static_assert(FRAGS == 2 && BN / 16 == 2 * FRAGS, "a warp owns one row of 16 and two columns of 16");
+
+/* How the operands reach shared memory, per path: the element type and the rounding applied on the way. */
+struct fp32_operands {
+    typedef float elem;
+    __device__ static float round(float v) { return v; }
+};
+struct bf16_operands {
+    typedef __nv_bfloat16 elem;
+    typedef __nv_bfloat16 frag_type;
+    static constexpr int WK = 16, PAD = 8; /* m16n16k16; rows of 72 bf16 = 144 bytes (ldm a multiple of 8) */
+    __device__ static elem round(float v) { return __float2bfloat16(v); }
+};
+struct tf32_operands {
+    typedef float elem;
+    typedef nvcuda::wmma::precision::tf32 frag_type;
+    static constexpr int WK = 8, PAD = 4; /* m16n16k8; rows of 68 floats = 272 bytes (ldm a multiple of 4) */
+    __device__ static elem round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
+};
+
+/* One block's tile: batch entry z, rows [i0, i1), columns [j0, j1), reduction range [kb, ke). */
+struct span {
+    int z, i0, i1, j0, j1, kb, ke;
+};
+
+/* The block's tile; false when it lies outside its entry (uniform over the block, so the caller may return
+ * before any barrier). */
+template <class Op>
+__device__ bool locate(const Op &op, int tiles_m, int tiles_n, span &t)
+{
+    int bid = blockIdx.x;
+    const int tn = bid % tiles_n;
+    bid /= tiles_n;
+    const int tm = bid % tiles_m;
+    t.z = bid / tiles_m;
+    int m, n, k;
+    op.dims(t.z, m, n, k);
+    t.i0 = tm * BM;
+    t.j0 = tn * BN;
+    if (t.i0 >= m || t.j0 >= n) return false;
+    t.i1 = min(m, t.i0 + BM);
+    t.j1 = min(n, t.j0 + BN);
+    t.kb = 0;
+    t.ke = k;
+    op.krange(t.z, t.i0, t.i1, t.j0, t.j1, t.kb, t.ke);
+    if (t.kb < 0) t.kb = 0;
+    if (t.ke > k) t.ke = k;
+    return true;
+}
+
+/* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
+ * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. */
+template <int KB, class R, class Op, class T>
+__device__ __forceinline__ void stage(const Op &op, const span &t, int k0, T *As, int lda, T *Bs, int ldb)
+{
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < BM * KB / THREADS; q++) {
+        const int e = tid + THREADS * q;
+        const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
+        const int gi = t.i0 + ai, gka = k0 + ak;
+        As[ak * lda + ai] = R::round((gi < t.i1 && gka < t.ke) ? op.a(t.z, gi, gka) : 0.0f);
+        const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
+        const int gj = t.j0 + bj, gkb = k0 + bk;
+        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < t.ke) ? op.b(t.z, gkb, gj) : 0.0f);
+    }
+}
 } // namespace m2tile
 
+/* FP32: CUDA cores (the reference path: the GPU tests compare it with the CPU at fp32 tolerances). */
 template <class Op>
 __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, int tiles_m, int tiles_n)
 {
     using namespace m2tile;
     __shared__ float As[BK][BM + 4]; /* As[k][i] */
     __shared__ float Bs[BK][BN + 4]; /* Bs[k][j] */
-    int bid = blockIdx.x;
-    const int tn = bid % tiles_n;
-    bid /= tiles_n;
-    const int tm = bid % tiles_m;
-    const int z = bid / tiles_m;
-    int m, n, k;
-    op.dims(z, m, n, k);
-    const int i0 = tm * BM, j0 = tn * BN;
-    if (i0 >= m || j0 >= n) return; /* uniform over the block, before any barrier */
-    const int i1 = min(m, i0 + BM), j1 = min(n, j0 + BN);
-    int kb = 0, ke = k;
-    op.krange(z, i0, i1, j0, j1, kb, ke);
-    if (kb < 0) kb = 0;
-    if (ke > k) ke = k;
+    span t;
+    if (!locate(op, tiles_m, tiles_n, t)) return;
 
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     float acc[SUB][SUB];
@@ -55,17 +131,8 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 #pragma unroll
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
-    for (int k0 = kb; k0 < ke; k0 += BK) {
-#pragma unroll
-        for (int q = 0; q < SUB; q++) {
-            const int e = tid + THREADS * q;
-            const int ai = Op::a_kfast ? e / BK : e % BM, ak = Op::a_kfast ? e % BK : e / BM;
-            const int gi = i0 + ai, gka = k0 + ak;
-            As[ak][ai] = (gi < i1 && gka < ke) ? op.a(z, gi, gka) : 0.0f;
-            const int bj = Op::b_jfast ? e % BN : e / BK, bk = Op::b_jfast ? e / BN : e % BK;
-            const int gj = j0 + bj, gkb = k0 + bk;
-            Bs[bk][bj] = (gj < j1 && gkb < ke) ? op.b(z, gkb, gj) : 0.0f;
-        }
+    for (int k0 = t.kb; k0 < t.ke; k0 += BK) {
+        stage<BK, fp32_operands>(op, t, k0, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk++) {
@@ -85,20 +152,95 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
     for (int r = 0; r < SUB; r++)
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
-            const int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
-            if (i < i1 && j < j1) op.store(z, i, j, acc[r][c]);
+            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
+            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, acc[r][c]);
         }
 }
 
-/* Runs op over nbatch entries whose sizes are at most max_m x max_n. */
+/* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
+ * names one template argument, as tests/gpu/emu/transform.cmake expects). */
+template <class Op, class Prec>
+__global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_wmma_kernel(Op op, Prec, int tiles_m, int tiles_n)
+{
+    using namespace m2tile;
+    namespace wmma = nvcuda::wmma;
+    typedef typename Prec::elem T;
+    constexpr int LDA = BM + Prec::PAD, LDB = BN + Prec::PAD, LDC = BN + CPAD, WK = Prec::WK;
+    static_assert(LDA * sizeof(T) % 16 == 0 && LDB * sizeof(T) % 16 == 0 && LDC * sizeof(float) % 16 == 0,
+                  "wmma ldm: a multiple of 16 bytes");
+    static_assert(WK * LDA * sizeof(T) % 32 == 0 && WK * LDB * sizeof(T) % 32 == 0 && 16 * LDC * sizeof(float) % 32 == 0,
+                  "fragment rows start 32-byte aligned");
+    /* the operands (As[k][i], Bs[k][j]) while accumulating, then the accumulators (Cs[i][j]) for the stores */
+    union alignas(32) smem_t {
+        struct {
+            T a[TBK * LDA];
+            T b[TBK * LDB];
+        } ab;
+        float c[BM * LDC];
+    };
+    static_assert(sizeof(smem_t) <= 48 * 1024, "static shared memory");
+    __shared__ smem_t sm;
+    span t;
+    if (!locate(op, tiles_m, tiles_n, t)) return;
+
+    const int warp = threadIdx.x / 32, wi = 16 * (warp / 2), wj = 16 * FRAGS * (warp % 2);
+    wmma::fragment<wmma::accumulator, 16, 16, WK, float> acc[FRAGS];
+#pragma unroll
+    for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
+
+    for (int k0 = t.kb; k0 < t.ke; k0 += TBK) {
+        stage<TBK, Prec>(op, t, k0, sm.ab.a, LDA, sm.ab.b, LDB);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TBK; kk += WK) {
+            wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
+            wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+#pragma unroll
+            for (int f = 0; f < FRAGS; f++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
+                wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
+                wmma::mma_sync(acc[f], fa, fb, acc[f]);
+            }
+        }
+        __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
+    }
+#pragma unroll
+    for (int f = 0; f < FRAGS; f++)
+        wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
+    __syncthreads();
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) {
+            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
+            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
+        }
+}
+
+/* Runs op over nbatch entries whose sizes are at most max_m x max_n, on c's stream, at c's precision. */
 template <class Op>
-void m2_tile_gemm(cudaStream_t stream, const Op &op, int nbatch, int max_m, int max_n, const char *what)
+void m2_tile_gemm(const m2_cuda_ctx *c, const Op &op, int nbatch, int max_m, int max_n, const char *what)
 {
     if (nbatch <= 0 || max_m <= 0 || max_n <= 0) return;
     const int tiles_m = (max_m + m2tile::BM - 1) / m2tile::BM, tiles_n = (max_n + m2tile::BN - 1) / m2tile::BN;
-    const long long blocks = (long long)nbatch * tiles_m * tiles_n;
-    if (blocks > 0x7fffffffLL) m2_cuda_check(cudaErrorInvalidConfiguration, what);
-    m2_tile_gemm_kernel<Op><<<(unsigned)blocks, m2tile::THREADS, 0, stream>>>(op, tiles_m, tiles_n);
+    const long long nblocks = (long long)nbatch * tiles_m * tiles_n;
+    if (nblocks > 0x7fffffffLL) m2_cuda_check(cudaErrorInvalidConfiguration, what);
+    const unsigned blocks = (unsigned)nblocks;
+    switch (c->gemm_prec) {
+    case M2_CUDA_GEMM_FP32:
+        m2_tile_gemm_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, tiles_m, tiles_n);
+        break;
+    case M2_CUDA_GEMM_TF32:
+        m2_tile_gemm_wmma_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::tf32_operands(), tiles_m,
+                                                                                tiles_n);
+        break;
+    case M2_CUDA_GEMM_BF16:
+    default:
+        m2_tile_gemm_wmma_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::bf16_operands(), tiles_m,
+                                                                                tiles_n);
+        break;
+    }
     M2_CUDA_LAUNCHED(what);
 }
 

@@ -5,10 +5,27 @@
  * model's strides from one xBC buffer, and the gradients are written into one such buffer whose padding columns
  * must stay untouched. Without a GPU: one SKIP line, exit 0.
  *
- * Tolerances (relative, norm-wise): everything is fp32 on the GPU against fp64; y, dx, dB, dC, dD to 1e-4 (sums of
- * at most a few hundred terms, decays in [e^-10, 1]: observed errors of fp32 chunked SSDs are ~1e-6);
- * ddt and dA to 1e-3: they are differences of decay-gradient terms of similar size (cancellation amplifies the
- * fp32 error by the ratio of those terms to their difference, ~10 here). */
+ * The products inside the chunked SSD (tile_gemm.cuh) follow the backend's precision switch, so every case runs
+ * with the products in fp32 (CUDA cores), tf32 and bf16 (tensor cores), and the CPU backend once.
+ *
+ * Tolerances (relative, norm-wise, against the fp64 oracle):
+ * - fp32 products: y, dx, dB, dC, dD to 1e-4 (sums of at most a few hundred terms, decays in [e^-10, 1]: observed
+ *   errors of fp32 chunked SSDs are ~1e-6); ddt and dA to 1e-3: they are differences of decay-gradient terms of
+ *   similar size (cancellation amplifies the error by the ratio of those terms to their difference, ~10 here).
+ * - bf16 products (unit roundoff u = 2^-8): every operand of a product is rounded once (relative error <= u, of
+ *   random sign), so each term of a sum carries about sqrt(2/3) u ~ 0.8u of relative error (two operands, each
+ *   uniform in [-u, u]); the terms have mixed signs, so both the sum and its error grow like sqrt(K): the
+ *   norm-wise relative error of one product is ~0.8u whatever K is. y and the gradients chain two or three such
+ *   products (C B^T, then the decayed CB times x; the states, then C times the state; likewise backward):
+ *   sqrt(3) * 0.8u ~ 1.4u = 5.4e-3 expected; tolerance 2e-2 (~5u; observed 2e-3 to 3.7e-3). ddt and dA are formed
+ *   from the same products' outputs (E, dCoff, dBst, CB) and may lose up to the cancellation factor ~10 noted for
+ *   fp32: 5.4e-2 at worst, tolerance 8e-2 (observed up to 3.9e-3: the rounding enters before the differences, so
+ *   little of it cancels). dD is a sum of dy.x formed in fp32 outside the products (MODEL.md §3: reductions stay
+ *   fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
+ * - tf32 products (u = 2^-11): the same reasoning, 8 times smaller: 2.5e-3 and 1e-2 (observed up to 6e-4 and
+ *   1.1e-3).
+ * - the tensor-core result must differ from the fp32 one by at least u/16 (norm-wise, y and dx): the fp32 path is
+ *   ~1e-6 from the oracle, so a precision switch that silently ran the fp32 products would fail here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -214,9 +231,10 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
     return r;
 }
 
-/* Compares one backend's results with the oracle (and its padding columns with the sentinel). */
+/* Compares one backend's results with the oracle (and its padding columns with the sentinel): y and the
+ * gradients of x, B, C to tol, ddt and dA to tol_decay, dD to 1e-4 (see the top of the file). */
 static void check_results(const char *name, const problem *p, const results *r, const oracle_out *o,
-                          const float *dA0, const float *dD0)
+                          const float *dA0, const float *dD0, double tol, double tol_decay)
 {
     const shape s = p->sh;
     const size_t ny = (size_t)p->rows * p->HP, nbc = (size_t)p->rows * p->GN, ndt = (size_t)p->rows * s.H;
@@ -233,18 +251,48 @@ static void check_results(const char *name, const problem *p, const results *r, 
         snprintf(what, sizeof what, "%s %s", name, label);                                                          \
         m2_expect_close(what, got, ref, (n), tol);                                                                   \
     } while (0)
-    CMP("y", ny, r->y[i_], o->y[i_], 1e-4);
-    CMP("dx", ny, r->dxbc[(i_ / p->HP) * p->ld + i_ % p->HP], o->dx[i_], 1e-4);
-    CMP("dB", nbc, r->dxbc[(i_ / p->GN) * p->ld + p->HP + i_ % p->GN], o->dB[i_], 1e-4);
-    CMP("dC", nbc, r->dxbc[(i_ / p->GN) * p->ld + p->HP + p->GN + i_ % p->GN], o->dC[i_], 1e-4);
-    CMP("ddt", ndt, r->ddt[i_], o->ddt[i_], 1e-3);
-    CMP("dA (adds)", (size_t)s.H, r->dA[i_] - dA0[i_], o->dA[i_], 1e-3);
+    CMP("y", ny, r->y[i_], o->y[i_], tol);
+    CMP("dx", ny, r->dxbc[(i_ / p->HP) * p->ld + i_ % p->HP], o->dx[i_], tol);
+    CMP("dB", nbc, r->dxbc[(i_ / p->GN) * p->ld + p->HP + i_ % p->GN], o->dB[i_], tol);
+    CMP("dC", nbc, r->dxbc[(i_ / p->GN) * p->ld + p->HP + p->GN + i_ % p->GN], o->dC[i_], tol);
+    CMP("ddt", ndt, r->ddt[i_], o->ddt[i_], tol_decay);
+    CMP("dA (adds)", (size_t)s.H, r->dA[i_] - dA0[i_], o->dA[i_], tol_decay);
     CMP("dD (adds)", (size_t)s.H, r->dD[i_] - dD0[i_], o->dD[i_], 1e-4);
 #undef CMP
     for (int row = 0; row < p->rows; row++)
         for (int j = p->HP + 2 * p->GN; j < p->ld; j++) assert_true(r->dxbc[(size_t)row * p->ld + j] == 7.0f);
     free(ref);
     free(got);
+}
+
+typedef struct { /* one precision of the SSD's products, with its tolerances (see the top of the file) */
+    const char *name;
+    m2_cuda_gemm_precision prec;
+    double tol, tol_decay, min_diff_from_fp32;
+} precision_case;
+
+static const precision_case PRECISIONS[] = {
+    {"cuda fp32", M2_CUDA_GEMM_FP32, 1e-4, 1e-3, 0.0},
+    {"cuda tf32", M2_CUDA_GEMM_TF32, 2.5e-3, 1e-2, 0x1p-11 / 16},
+    {"cuda bf16", M2_CUDA_GEMM_BF16, 2e-2, 8e-2, 0x1p-8 / 16},
+};
+enum { NPREC = sizeof PRECISIONS / sizeof PRECISIONS[0] };
+
+/* ||a - b|| / ||b|| over y and over dx (x's columns of dxbc): the smaller (both must differ); prints both. */
+static double differs_by(const char *name, const problem *p, const results *a, const results *b)
+{
+    const size_t ny = (size_t)p->rows * p->HP;
+    float *ga = malloc(ny * sizeof(float)), *gb = malloc(ny * sizeof(float));
+    assert_true(ga && gb);
+    for (size_t i = 0; i < ny; i++) {
+        ga[i] = a->dxbc[(i / p->HP) * p->ld + i % p->HP];
+        gb[i] = b->dxbc[(i / p->HP) * p->ld + i % p->HP];
+    }
+    const double dy = m2_rel_err(a->y, b->y, ny), dx = m2_rel_err(ga, gb, ny);
+    printf("  %-44s y %.3e  dx %.3e\n", name, dy, dx);
+    free(ga);
+    free(gb);
+    return dy < dx ? dy : dx;
 }
 
 static void run_case(shape sh)
@@ -254,11 +302,24 @@ static void run_case(shape sh)
     oracle_out o;
     oracle(&p, &o);
     float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9), *dD0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 10);
-    results rg = run_backend(m2_gpu_ops(), &p, dA0, dD0, 1);
-    check_results("cuda", &p, &rg, &o, dA0, dD0);
+    results rg[NPREC];
+    for (int k = 0; k < NPREC; k++) {
+        const precision_case *pc = &PRECISIONS[k];
+        m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(pc->prec);
+        rg[k] = run_backend(m2_gpu_ops(), &p, dA0, dD0, 1);
+        m2_ops_cuda_set_gemm_precision(old);
+        check_results(pc->name, &p, &rg[k], &o, dA0, dD0, pc->tol, pc->tol_decay);
+        if (pc->min_diff_from_fp32 > 0) {
+            char what[96];
+            snprintf(what, sizeof what, "%s differs from cuda fp32 (at least %.1e)", pc->name, pc->min_diff_from_fp32);
+            const double d = differs_by(what, &p, &rg[k], &rg[0]);
+            if (!(d >= pc->min_diff_from_fp32))
+                fail_msg("%s: within %.3e of the fp32 products: the tensor-core path did not run", pc->name, d);
+        }
+    }
     results rc = run_backend(m2_ops_cpu(), &p, dA0, dD0, 0);
-    check_results("cpu ", &p, &rc, &o, dA0, dD0);
-    results_free(&rg);
+    check_results("cpu", &p, &rc, &o, dA0, dD0, PRECISIONS[0].tol, PRECISIONS[0].tol_decay);
+    for (int k = 0; k < NPREC; k++) results_free(&rg[k]);
     results_free(&rc);
     free(dA0);
     free(dD0);

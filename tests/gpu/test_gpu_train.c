@@ -4,8 +4,8 @@
  * not depend on the trainer's device selection. Prints the two loss curves. Without a GPU: one SKIP line, exit 0.
  *
  * Tolerances: with fp32 GEMMs the runs differ by summation order only, and 50 Adam steps amplify that to well
- * under 1e-2 relative; with bf16 GEMMs (the default) every step's gradient carries a few 1e-2 of relative error
- * (test_gpu_model.c), which Adam's normalised steps turn into a loss gap of a few percent: 1e-1. Learning: the
+ * under 1e-2 relative; with bf16 GEMMs (the default; the SSD's per-chunk products then run in bf16 too) every
+ * step's gradient carries a few 1e-2 of relative error (test_gpu_model.c), which Adam's normalised steps turn into a loss gap of a few percent: 1e-1. Learning: the
  * final loss (mean of the last 5 steps) is below 0.7 of the first step's on both backends.
  * M2_GPU_TEST_STEPS (at least 10) runs fewer steps: the CPU emulation of the kernels (test_cuda_emu_train) uses it
  * to stay within seconds. */

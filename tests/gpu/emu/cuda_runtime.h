@@ -8,7 +8,9 @@
  * at __syncthreads (every live thread runs up to the barrier, then all continue), so __shared__ memory (function
  * statics) is per block as on the GPU. A barrier reached by some threads of a block while others have exited is a
  * bug on the GPU too: the emulator aborts with a message. Device memory is host memory; streams are synchronous.
- * Not emulated: warps, memory-model races, timing; nothing here says anything about speed. */
+ * Not emulated: warps, memory-model races, timing; nothing here says anything about speed. The tensor-core subset
+ * (nvcuda::wmma, mma.h) and bf16 (cuda_bf16.h) have their own emulated headers here, with the alignment and ldm
+ * rules of wmma checked. */
 #ifndef MAMBA2_EMU_CUDA_RUNTIME_H
 #define MAMBA2_EMU_CUDA_RUNTIME_H
 
