@@ -9,11 +9,15 @@
 #     a shard or all-gather fault leaves parameters unchanged or zero;
 #   - resume on the device: 3 steps, stop, resume to 6 gives bitwise the straight run (the emulated kernels are
 #     deterministic, like the real ones).
-# About 15 s: the emulation runs a block's threads one by one. Exits 77 without python3+numpy+h5py or the program.
+#   - mamba2_eval --device cuda on the emulated kernels: the CPU checkpoint's predictions on the validation split
+#     within 1e-2 relative (L2) of the CPU evaluation's, in stream and window mode (bf16 GEMM operands again;
+#     measured about 4e-3), and the same rows.
+# About 20 s: the emulation runs a block's threads one by one. Exits 77 without python3+numpy+h5py or the program.
 source "$(dirname "$0")/../train/common.sh"
 emu="$bin/tests/mamba2_train_emu"
+evalemu="$bin/tests/mamba2_eval_emu"
 py=/usr/bin/python3
-[ -x "$emu" ] || { echo "SKIP: $emu not built"; exit 77; }
+[ -x "$emu" ] && [ -x "$evalemu" ] || { echo "SKIP: $emu or $evalemu not built"; exit 77; }
 $py -c 'import numpy, h5py' 2>/dev/null || { echo "SKIP: $py has no numpy/h5py"; exit 77; }
 command -v h5diff >/dev/null || { echo "SKIP: h5diff (hdf5-tools) not found"; exit 77; }
 make_dataset "$work/ticks.h5" --signal memory
@@ -35,6 +39,14 @@ grep -q "resume: .*ckpt_3.h5 (step 3" "$work/resumed.log" || fail "resumed: did 
 for group in /model /optim/m /optim/v; do
   h5diff "$work/emu/ckpt_6.h5" "$work/resumed/ckpt_6.h5" "$group" "$group" >/dev/null ||
     fail "resume on the emulated device: $group differs from the straight run"
+done
+
+for mode in stream window; do
+  "$bin/mamba2_eval" --checkpoint "$work/cpu/ckpt_6.h5" --split val --mode $mode --device cpu \
+    --predictions "$work/pred_cpu_$mode.h5" >"$work/eval_cpu.txt" 2>&1 || fail "eval on the CPU"
+  "$evalemu" --checkpoint "$work/cpu/ckpt_6.h5" --split val --mode $mode --device cuda \
+    --predictions "$work/pred_emu_$mode.h5" >"$work/eval_emu.txt" 2>&1 || fail "eval on the emulated device"
+  grep -q ", on cuda-emulated (" "$work/eval_emu.txt" || fail "eval --device cuda: not on the emulated device"
 done
 
 $py - "$work" <<'PY'
@@ -66,6 +78,15 @@ for group in ("model", "optim/m", "optim/v"):
 ok = worst <= 1e-2 and worst_val <= 1e-2 and all(r <= 2e-2 for r in rel.values())
 print(f"{'ok' if ok else 'FAIL'}: emulated CUDA vs CPU over 6 steps: loss rel {worst:.2e}, val loss rel {worst_val:.2e} "
       f"(<= 1e-2); params {rel['model']:.2e}, m {rel['optim/m']:.2e}, v {rel['optim/v']:.2e} (<= 2e-2)")
+for mode in ("stream", "window"):
+    with h5py.File(f"{work}/pred_cpu_{mode}.h5", "r") as c, h5py.File(f"{work}/pred_emu_{mode}.h5", "r") as e:
+        same_rows = np.array_equal(c["row"][...], e["row"][...])
+        pc, pe = c["pred"][...].astype(np.float64), e["pred"][...].astype(np.float64)
+    erel = float(np.linalg.norm(pe - pc) / np.linalg.norm(pc))
+    good = same_rows and pc.size > 0 and erel <= 1e-2
+    ok = ok and good
+    print(f"{'ok' if good else 'FAIL'}: eval {mode} on the emulated CUDA vs the CPU: {pc.shape[0]} rows "
+          f"{'the same' if same_rows else 'DIFFERENT'}, predictions rel {erel:.2e} (<= 1e-2)")
 sys.exit(0 if ok else 1)
 PY
 echo "emulated device: tracks the CPU, resumes bitwise"
