@@ -226,43 +226,56 @@ static void test_ridge_fits_train_split(void **state)
     m2_eval_rows_free(&r);
 }
 
-/* A part longer than the chunked forward's cap (16384 rows, eval.c) is computed tick by tick by the streaming
- * engine; it must agree with one chunked forward over the whole part. Tolerance: the two sum in different orders
- * over up to 19,800 recurrent steps in fp32; tests/stream measures 7e-7 of the output scale between them, and 1e-4
- * of the scale leaves two orders of magnitude while a wrong state carry (e.g. a reset mid-part) moves outputs by
- * more than 1e-2. */
-static void test_long_session_streams(void **state)
+/* Parts longer than the chunked forward's cap (16384 rows, eval.c) are computed tick by tick by the streaming
+ * engine, a split's long parts stepped together in groups of 8; each must agree with one chunked forward over the
+ * whole part, and the rows must come out in ascending order with the short part among them chunked as usual
+ * (bitwise the direct forward). Nine long parts of different lengths: two groups, parts ending at different ticks.
+ * Tolerance: the two sum in different orders over up to 17,200 recurrent steps in fp32; tests/stream measures 7e-7
+ * of the output scale between them, and 1e-4 of the scale leaves two orders of magnitude while a wrong state carry
+ * (a reset mid-part, parts swapping streams) moves outputs by more than 1e-2. */
+static void test_long_sessions_stream(void **state)
 {
     fixture *fx = *state;
-    enum { LONG = 20000, TEST_BEGIN = 200 };
+    enum { TEST_BEGIN = 200, N_PARTS = 10, SHORT = 4 };
+    int64_t sessions[N_PARTS + 2] = {0, TEST_BEGIN};
+    for (int k = 0; k < N_PARTS; k++) /* part SHORT has 500 rows, the others 16,400 + 100 k */
+        sessions[k + 2] = sessions[k + 1] + (k == SHORT ? 500 : 16400 + 100 * k);
+    const int64_t rows = sessions[N_PARTS + 1];
     fixture big = *fx;
     m2_dataset *ds = &big.ds;
     memset(ds, 0, sizeof *ds);
-    ds->n_rows = LONG;
+    ds->n_rows = rows;
     ds->n_features = F;
     ds->n_targets = O;
-    ds->X = malloc(sizeof(float) * LONG * F);
-    ds->y = malloc(sizeof(float) * LONG * O);
-    ds->n_sessions = 1;
-    int64_t sessions[2] = {0, LONG};
+    ds->X = malloc(sizeof(float) * (size_t)rows * F);
+    ds->y = malloc(sizeof(float) * (size_t)rows * O);
+    ds->n_sessions = N_PARTS + 1;
     ds->sessions = sessions;
-    int64_t splits[3][2] = {{0, 100}, {100, TEST_BEGIN}, {TEST_BEGIN, LONG}};
+    int64_t splits[3][2] = {{0, 100}, {100, TEST_BEGIN}, {TEST_BEGIN, rows}};
     memcpy(ds->split, splits, sizeof splits);
     m2_rng r = {m2_rng_key(5, M2_RNG_TEST, 9, 0), 0};
-    for (int64_t i = 0; i < (int64_t)LONG * F; i++) ds->X[i] = (float)gauss(&r);
-    for (int64_t i = 0; i < (int64_t)LONG * O; i++) ds->y[i] = (float)gauss(&r);
+    for (int64_t i = 0; i < rows * F; i++) ds->X[i] = (float)gauss(&r);
+    for (int64_t i = 0; i < rows * O; i++) ds->y[i] = (float)gauss(&r);
 
     m2_eval_rows got;
     assert_int_equal(m2_eval_predict(NULL, &big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
-    assert_int_equal(got.M, LONG - TEST_BEGIN);
-    float *want = direct_forward(&big, TEST_BEGIN, LONG);
-    double scale = 0, worst = 0;
-    for (int64_t i = 0; i < got.M * O; i++) scale = fmax(scale, fabs(want[i]));
-    for (int64_t i = 0; i < got.M * O; i++) worst = fmax(worst, fabs((double)got.pred[i] - want[i]));
-    printf("long part streamed: max |stream - chunked| = %.3g (output scale %.3g)\n", worst, scale);
-    assert_true(scale > 0.1);
-    assert_true(worst <= 1e-4 * scale);
-    free(want);
+    assert_int_equal(got.M, rows - TEST_BEGIN);
+    for (int64_t i = 0; i < got.M; i++) assert_true(got.row[i] == TEST_BEGIN + i);
+    double worst_rel = 0;
+    for (int k = 0; k < N_PARTS; k++) {
+        const int64_t b = sessions[k + 1], e = sessions[k + 2], at = b - TEST_BEGIN;
+        float *want = direct_forward(&big, b, e);
+        double scale = 0, worst = 0;
+        for (int64_t i = 0; i < (e - b) * O; i++) scale = fmax(scale, fabs(want[i]));
+        for (int64_t i = 0; i < (e - b) * O; i++) worst = fmax(worst, fabs((double)got.pred[at * O + i] - want[i]));
+        assert_true(scale > 0.1);
+        if (k == SHORT) assert_true(worst == 0.0); /* chunked: the same call on the same inputs */
+        else assert_true(worst <= 1e-4 * scale);
+        worst_rel = fmax(worst_rel, worst / scale);
+        assert_memory_equal(&got.target[at * O], ds->y + b * O, sizeof(float) * (size_t)(e - b) * O);
+        free(want);
+    }
+    printf("9 long parts streamed in groups + 1 chunked: max |eval - chunked| = %.3g of the output scale\n", worst_rel);
     m2_eval_rows_free(&got);
     free(ds->X);
     free(ds->y);
@@ -292,7 +305,7 @@ int main(void)
         cmocka_unit_test(test_stream_is_one_forward_per_part),
         cmocka_unit_test(test_window_rows_and_equality_with_stream),
         cmocka_unit_test(test_ridge_fits_train_split),
-        cmocka_unit_test(test_long_session_streams),
+        cmocka_unit_test(test_long_sessions_stream),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
