@@ -124,27 +124,55 @@ static int runner_run(runner *r, const m2_dataset *ds, int64_t b, int T)
 /* Rows kept from a segment of len rows: positions >= keep_from. */
 static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len - keep_from : 0; }
 
-/* Stream mode computes a part with one chunked forward when it has at most this many rows, so that the model's
- * workspace (about 22 KB per tick for configs/small.ini) stays bounded however long a session is; a longer part
- * goes through the recurrent step (core/m2stream.h), which is the same computation (MODEL.md §4; tests/stream
- * checks the two agree) in O(state) memory. */
+/* Stream mode computes a part with one chunked forward when it has at most `cap` rows; a longer part goes
+ * through the recurrent step (core/m2stream.h), which is the same computation (MODEL.md §4; tests/stream checks
+ * the two agree) in O(state) memory, on the CPU. The cap:
+ * - on the CPU, M2_EVAL_MAX_CHUNKED_T, so that the model's workspace (about 22 KB per tick for configs/small.ini)
+ *   stays bounded however long a session is (an allocation there succeeds and fails later, when it is touched);
+ * - on a device, whatever fits: first the longest part, halved while the device cannot allocate the workspace
+ *   (cudaMalloc fails cleanly), down to M2_EVAL_MAX_CHUNKED_T. A GPU thus runs sessions of hundreds of thousands
+ *   of ticks in one forward instead of sending them to the CPU's recurrent step. Capped so that the widest
+ *   activation (T x the in_proj rows) keeps its element count within int range. */
 #define M2_EVAL_MAX_CHUNKED_T 16384
 
-static int chunked(int64_t len, int mode) { return mode == M2_EVAL_WINDOW || len <= M2_EVAL_MAX_CHUNKED_T; }
+static int chunked(int64_t len, int mode, int64_t cap) { return mode == M2_EVAL_WINDOW || len <= cap; }
 
-static int plan(const m2_dataset *ds, int split, int mode, int64_t seg_len, int keep_from, int64_t *M,
-                int64_t *max_T)
+/* Output rows M, the longest chunked part max_T under cap, and the longest part of all. */
+static void plan(const m2_dataset *ds, int split, int mode, int64_t seg_len, int keep_from, int64_t cap, int64_t *M,
+                 int64_t *max_T, int64_t *longest)
 {
     seg_iter it = seg_begin(ds, split, seg_len);
     int64_t b, len;
-    *M = 0;
-    *max_T = 0;
+    *M = *max_T = *longest = 0;
     while (seg_next(&it, &b, &len)) {
         *M += kept(len, keep_from);
-        if (chunked(len, mode) && len > *max_T) *max_T = len;
+        if (chunked(len, mode, cap) && len > *max_T) *max_T = len;
+        if (len > *longest) *longest = len;
     }
-    if (*max_T > INT_MAX) return m2_fail(M2_EFAIL, "eval: a window of %lld rows is too long for one forward", (long long)*max_T);
-    return M2_OK;
+}
+
+/* The runner for the split's chunked parts, with the largest cap the backend can hold (see above); *cap is the
+ * one chosen. No runner (r->model NULL) when no part is chunked. */
+static int open_runner(runner *r, const m2_ops *ops, const m2_layout *lay, const m2_real *params,
+                       const m2_dataset *ds, int split, int mode, int64_t seg_len, int keep_from, int64_t *cap)
+{
+    const int device = ops->lanes == NULL; /* ops.h: only a device backend has no lanes */
+    int64_t M, max_T, longest;
+    plan(ds, split, mode, seg_len, keep_from, INT64_MAX, &M, &max_T, &longest);
+    const int64_t int_safe = INT_MAX / (4 * (int64_t)lay->d.Win);
+    *cap = M2_EVAL_MAX_CHUNKED_T;
+    if (device && longest > *cap) *cap = longest < int_safe ? longest : int_safe;
+    for (;;) {
+        plan(ds, split, mode, seg_len, keep_from, *cap, &M, &max_T, &longest);
+        if (max_T > INT_MAX)
+            return m2_fail(M2_EFAIL, "eval: a window of %lld rows is too long for one forward", (long long)max_T);
+        if (max_T == 0) return M2_OK;
+        int rc = runner_init(r, ops, lay, params, (int)max_T);
+        if (rc == M2_OK || *cap <= M2_EVAL_MAX_CHUNKED_T) return rc;
+        runner_free(r); /* out of device memory, most likely: try half the length */
+        memset(r, 0, sizeof *r);
+        *cap = max_T / 2 > M2_EVAL_MAX_CHUNKED_T ? max_T / 2 : M2_EVAL_MAX_CHUNKED_T;
+    }
 }
 
 /* Long parts of stream mode, each with the place of its first row in the output. They go through the recurrent
@@ -252,14 +280,14 @@ int m2_eval_predict(const m2_ops *ops, const m2_layout *lay, const m2_real *para
         return m2_fail(M2_EUSAGE, "eval: window mode needs 0 <= burn_in (%d) < seq_len (%d)", burn_in, seq_len);
     int64_t seg_len = mode == M2_EVAL_WINDOW ? seq_len : INT64_MAX;
     int keep_from = mode == M2_EVAL_WINDOW ? burn_in : 0;
-    int64_t M, max_T;
-    rc = plan(ds, split, mode, seg_len, keep_from, &M, &max_T);
-    if (rc == M2_OK && M == 0)
+    int64_t M, max_T, longest, cap = M2_EVAL_MAX_CHUNKED_T;
+    plan(ds, split, mode, seg_len, keep_from, cap, &M, &max_T, &longest);
+    if (M == 0)
         rc = m2_fail(M2_EFAIL, "eval: split %s has no row past burn_in %d in any window", split_name(split), burn_in);
     if (rc == M2_OK) rc = alloc_rows(out, M, lay->d.O);
     runner r;
     memset(&r, 0, sizeof r);
-    if (rc == M2_OK && max_T > 0) rc = runner_init(&r, ops, lay, params, (int)max_T);
+    if (rc == M2_OK) rc = open_runner(&r, ops, lay, params, ds, split, mode, seg_len, keep_from, &cap);
     /* Short parts (and windows) now, each into its place; long parts (stream mode only, keep_from 0) afterwards,
      * together. Rows stay in ascending order either way. */
     long_part *longs = NULL;
@@ -270,7 +298,7 @@ int m2_eval_predict(const m2_ops *ops, const m2_layout *lay, const m2_real *para
         const int64_t at = out->M;
         out->M += kept(len, keep_from);
         if (at == out->M) continue;
-        if (!chunked(len, mode)) {
+        if (!chunked(len, mode, cap)) {
             if (n_long == cap_long) {
                 cap_long = cap_long ? 2 * cap_long : 16;
                 long_part *p = realloc(longs, sizeof *p * (size_t)cap_long);

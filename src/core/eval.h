@@ -8,10 +8,11 @@
  * Modes
  * - stream: the state starts at zero at each part's first row and is carried tick by tick to its end. Computed
  *   by ONE chunked forward (m2_model_forward, B = 1, T = the part's length) per part, which is mathematically
- *   the step-by-step recurrence (MODEL.md §4). Every row of the split gets a prediction. A part longer than
- *   M2_EVAL_MAX_CHUNKED_T rows (eval.c) runs through that recurrence itself (core/m2stream.h, on the CPU) instead,
- *   so memory stays bounded whatever the session length; the long parts of a split step together (up to 8 at a
- *   time), so each read of the weights serves one tick of each.
+ *   the step-by-step recurrence (MODEL.md §4). Every row of the split gets a prediction. A part longer than the
+ *   backend can take in one forward (on the CPU M2_EVAL_MAX_CHUNKED_T rows; on a device as many as its memory
+ *   holds: eval.c) runs through that recurrence itself (core/m2stream.h, on the CPU) instead, so memory stays
+ *   bounded whatever the session length; such parts step together (up to 8 at a time), so each read of the
+ *   weights serves one tick of each.
  * - window: each part is cut into consecutive, non-overlapping windows of seq_len rows starting at the part's
  *   first row (the last one may be shorter); each window starts from a zero state, as in training, and
  *   predictions are kept at window positions t >= burn_in only, the positions the training loss sees

@@ -23,6 +23,7 @@
 #include "core/eval.h"
 #include "core/layout.h"
 #include "core/model.h"
+#include "core/model_ext.h"
 #include "core/rng.h"
 
 enum { F = 4, O = 2, NROWS = 148, NSES = 3 };
@@ -226,6 +227,43 @@ static void test_ridge_fits_train_split(void **state)
     m2_eval_rows_free(&r);
 }
 
+/* The fixture's model on a dataset of random ticks cut into n_sessions sessions (sessions[0..n_sessions], kept by
+ * the caller); the first is split into train [0, 100) and val, the others are the test split. Free X and y. */
+static fixture sessions_fixture(const fixture *fx, int64_t *sessions, int n_sessions)
+{
+    const int64_t rows = sessions[n_sessions];
+    fixture big = *fx;
+    m2_dataset *ds = &big.ds;
+    memset(ds, 0, sizeof *ds);
+    ds->n_rows = rows;
+    ds->n_features = F;
+    ds->n_targets = O;
+    ds->X = malloc(sizeof(float) * (size_t)rows * F);
+    ds->y = malloc(sizeof(float) * (size_t)rows * O);
+    assert_true(ds->X && ds->y);
+    ds->n_sessions = n_sessions;
+    ds->sessions = sessions;
+    int64_t splits[3][2] = {{0, 100}, {100, sessions[1]}, {sessions[1], rows}};
+    memcpy(ds->split, splits, sizeof splits);
+    m2_rng r = {m2_rng_key(5, M2_RNG_TEST, 9, 0), 0};
+    for (int64_t i = 0; i < rows * F; i++) ds->X[i] = (float)gauss(&r);
+    for (int64_t i = 0; i < rows * O; i++) ds->y[i] = (float)gauss(&r);
+    return big;
+}
+
+/* Largest |eval - chunked forward| over the test-split part [b, e) of the output, and the part's output scale. */
+static double part_error(const fixture *big, const m2_eval_rows *got, int64_t b, int64_t e, double *scale)
+{
+    const int64_t at = b - big->ds.split[M2_SPLIT_TEST][0];
+    float *want = direct_forward(big, b, e);
+    double worst = 0;
+    *scale = 0;
+    for (int64_t i = 0; i < (e - b) * O; i++) *scale = fmax(*scale, fabs(want[i]));
+    for (int64_t i = 0; i < (e - b) * O; i++) worst = fmax(worst, fabs((double)got->pred[at * O + i] - want[i]));
+    free(want);
+    return worst;
+}
+
 /* Parts longer than the chunked forward's cap (16384 rows, eval.c) are computed tick by tick by the streaming
  * engine, a split's long parts stepped together in groups of 8; each must agree with one chunked forward over the
  * whole part, and the rows must come out in ascending order with the short part among them chunked as usual
@@ -241,21 +279,8 @@ static void test_long_sessions_stream(void **state)
     for (int k = 0; k < N_PARTS; k++) /* part SHORT has 500 rows, the others 16,400 + 100 k */
         sessions[k + 2] = sessions[k + 1] + (k == SHORT ? 500 : 16400 + 100 * k);
     const int64_t rows = sessions[N_PARTS + 1];
-    fixture big = *fx;
+    fixture big = sessions_fixture(fx, sessions, N_PARTS + 1);
     m2_dataset *ds = &big.ds;
-    memset(ds, 0, sizeof *ds);
-    ds->n_rows = rows;
-    ds->n_features = F;
-    ds->n_targets = O;
-    ds->X = malloc(sizeof(float) * (size_t)rows * F);
-    ds->y = malloc(sizeof(float) * (size_t)rows * O);
-    ds->n_sessions = N_PARTS + 1;
-    ds->sessions = sessions;
-    int64_t splits[3][2] = {{0, 100}, {100, TEST_BEGIN}, {TEST_BEGIN, rows}};
-    memcpy(ds->split, splits, sizeof splits);
-    m2_rng r = {m2_rng_key(5, M2_RNG_TEST, 9, 0), 0};
-    for (int64_t i = 0; i < rows * F; i++) ds->X[i] = (float)gauss(&r);
-    for (int64_t i = 0; i < rows * O; i++) ds->y[i] = (float)gauss(&r);
 
     m2_eval_rows got;
     assert_int_equal(m2_eval_predict(NULL, &big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
@@ -264,21 +289,65 @@ static void test_long_sessions_stream(void **state)
     double worst_rel = 0;
     for (int k = 0; k < N_PARTS; k++) {
         const int64_t b = sessions[k + 1], e = sessions[k + 2], at = b - TEST_BEGIN;
-        float *want = direct_forward(&big, b, e);
-        double scale = 0, worst = 0;
-        for (int64_t i = 0; i < (e - b) * O; i++) scale = fmax(scale, fabs(want[i]));
-        for (int64_t i = 0; i < (e - b) * O; i++) worst = fmax(worst, fabs((double)got.pred[at * O + i] - want[i]));
+        double scale;
+        const double worst = part_error(&big, &got, b, e, &scale);
         assert_true(scale > 0.1);
         if (k == SHORT) assert_true(worst == 0.0); /* chunked: the same call on the same inputs */
         else assert_true(worst <= 1e-4 * scale);
         worst_rel = fmax(worst_rel, worst / scale);
         assert_memory_equal(&got.target[at * O], ds->y + b * O, sizeof(float) * (size_t)(e - b) * O);
-        free(want);
     }
     printf("9 long parts streamed in groups + 1 chunked: max |eval - chunked| = %.3g of the output scale\n", worst_rel);
     m2_eval_rows_free(&got);
     free(ds->X);
     free(ds->y);
+}
+
+/* A stand-in device for the cap rule of eval.c: the CPU ops without lanes (what marks a device backend, ops.h)
+ * whose alloc refuses anything larger than alloc_limit bytes, as a GPU out of memory would. */
+static size_t alloc_limit, alloc_largest;
+static m2_ops small_device;
+static void *limited_alloc(const m2_ops *o, size_t bytes)
+{
+    if (bytes > alloc_limit) return NULL;
+    if (bytes > alloc_largest) alloc_largest = bytes;
+    return m2_ops_cpu()->alloc(m2_ops_cpu(), bytes);
+}
+
+/* On a device the chunked forward takes parts as long as its memory allows: the cap starts at the longest part
+ * and halves while the workspace cannot be allocated. Parts: A 40,000 rows, B 17,000, C 500; the device holds a
+ * workspace for 20,000 rows but not 40,000, so the cap settles at 20,000: B (over the CPU's 16,384) and C run
+ * chunked, exactly the direct forward, and A goes through the recurrent step (1e-4 of the scale, as above). */
+static void test_device_cap(void **state)
+{
+    fixture *fx = *state;
+    int64_t sessions[5] = {0, 200, 40200, 57200, 57700};
+    fixture big = sessions_fixture(fx, sessions, 4);
+    small_device = *m2_ops_cpu();
+    small_device.lanes = NULL;
+    small_device.alloc = limited_alloc;
+    alloc_limit = SIZE_MAX; /* measure the largest allocation of a 20,000-row workspace */
+    alloc_largest = 0;
+    m2_model *m;
+    assert_int_equal(m2_model_create_with_ops(&m, &big.lay, 1, 20000, &small_device), M2_OK);
+    m2_model_free(m);
+    alloc_limit = alloc_largest;
+
+    m2_eval_rows got;
+    assert_int_equal(m2_eval_predict(&small_device, &big.lay, big.params, &big.ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ,
+                                     BURN, &got), M2_OK);
+    assert_int_equal(got.M, 57500);
+    double scale, worst[3];
+    for (int k = 0; k < 3; k++) {
+        worst[k] = part_error(&big, &got, sessions[k + 1], sessions[k + 2], &scale);
+        assert_true(scale > 0.1);
+        assert_true(worst[k] <= 1e-4 * scale);
+    }
+    printf("device cap: A streamed (%.3g), B and C chunked (%.3g, %.3g)\n", worst[0], worst[1], worst[2]);
+    assert_true(worst[0] > 0 && worst[1] == 0 && worst[2] == 0);
+    m2_eval_rows_free(&got);
+    free(big.ds.X);
+    free(big.ds.y);
 }
 
 static void test_bad_inputs(void **state)
@@ -306,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_window_rows_and_equality_with_stream),
         cmocka_unit_test(test_ridge_fits_train_split),
         cmocka_unit_test(test_long_sessions_stream),
+        cmocka_unit_test(test_device_cap),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
