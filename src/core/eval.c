@@ -91,7 +91,7 @@ static int runner_init(runner *r, const m2_ops *ops, const m2_layout *lay, const
     if (!r->params || !r->dX || !r->dP)
         return m2_fail(M2_EFAIL, "eval: out of %s memory for the parameters and %d ticks", ops->name, max_T);
     ops->to_device(ops, r->params, params, w_bytes);
-    int rc = m2_model_create_with_ops(&r->model, lay, 1, max_T, ops);
+    int rc = m2_model_create_inference(&r->model, lay, 1, max_T, ops);
     if (rc != M2_OK) return m2_fail_context(rc, "eval: model workspace for one sequence of %d ticks", max_T);
     return M2_OK;
 }
@@ -127,8 +127,9 @@ static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len -
 /* Stream mode computes a part with one chunked forward when it has at most `cap` rows; a longer part goes
  * through the recurrent step (core/m2stream.h), which is the same computation (MODEL.md §4; tests/stream checks
  * the two agree) in O(state) memory, on the CPU. The cap:
- * - on the CPU, M2_EVAL_MAX_CHUNKED_T, so that the model's workspace (about 22 KB per tick for configs/small.ini)
- *   stays bounded however long a session is (an allocation there succeeds and fails later, when it is touched);
+ * - on the CPU, M2_EVAL_MAX_CHUNKED_T, so that the model's workspace stays bounded however long a session is (an
+ *   allocation there succeeds and fails later, when it is touched). The model is made for inference
+ *   (m2_model_create_inference): one layer's activations, not every layer's;
  * - on a device, whatever fits: first the longest part, halved while the device cannot allocate the workspace
  *   (cudaMalloc fails cleanly), down to M2_EVAL_MAX_CHUNKED_T. A GPU thus runs sessions of hundreds of thousands
  *   of ticks in one forward instead of sending them to the CPU's recurrent step. Capped so that the widest

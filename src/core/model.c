@@ -62,6 +62,7 @@ struct m2_model {
     int max_units;       /* units per micro-batch at most */
     size_t unit_rows;    /* rows of a lane's workspace */
     size_t saved_stride; /* SSD saved values per layer, for all units (m2_reals) */
+    int inference;       /* forward only: one layer's activations, reused layer after layer (h: two, in turn) */
 
     /* kept by the forward for the backward, for the whole micro-batch */
     void *block;
@@ -214,7 +215,7 @@ static int lanes_wanted(const m2_model *m)
     return n < 1 ? 1 : n > MAX_LANES ? MAX_LANES : n;
 }
 
-int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops)
+static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops, int inference)
 {
     *out = NULL;
     if (max_B <= 0 || max_T <= 0)
@@ -227,6 +228,7 @@ int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, in
     m->ops = ops;
     m->max_B = max_B;
     m->max_T = max_T;
+    m->inference = inference;
     m->per_seq = ops->lanes != NULL;
     m->max_units = m->per_seq ? max_B : 1;
     m->unit_rows = (size_t)(m->per_seq ? 1 : max_B) * max_T;
@@ -234,7 +236,7 @@ int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, in
     m->saved_stride = (size_t)m->max_units * ops->ssd_saved_size(ops, &us);
 
     const m2_dims *d = &lay->d;
-    const size_t M = (size_t)max_B * max_T, L = (size_t)d->L;
+    const size_t M = (size_t)max_B * max_T, L = inference ? 1 : (size_t)d->L; /* layers whose activations stay */
     size_t c = 0;
     for (int pass = 0; pass < 2; pass++) { /* count, then lay out */
         m2_real *base = pass ? m->block : NULL;
@@ -242,7 +244,7 @@ int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, in
         m->h = carve(base, &c, (L + 1) * M * d->D);
         m->zx = carve(base, &c, L * M * d->Win);
         m->y = carve(base, &c, L * M * d->Di);
-        m->saved = carve(base, &c, L * m->saved_stride);
+        m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
         m->dh = carve(base, &c, M * d->D);
         m->pred = carve(base, &c, M * d->O);
         m->dpred = carve(base, &c, M * d->O);
@@ -262,6 +264,16 @@ int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, in
     }
     *out = m;
     return M2_OK;
+}
+
+int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops)
+{
+    return create(out, lay, max_B, max_T, ops, 0);
+}
+
+int m2_model_create_inference(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops)
+{
+    return create(out, lay, max_B, max_T, ops, 1);
 }
 
 int m2_model_create(m2_model **out, const m2_layout *lay, int max_B, int max_T)
@@ -341,17 +353,20 @@ static unit unit_at(const call *c, int u)
     return un;
 }
 
+/* Layer l's slot of the kept activations: its own for a backward, shared in inference (h alternates between two:
+ * layer l reads slot l % 2 and writes (l + 1) % 2). */
 static m2_real *h_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    return m->h + ((size_t)l * c->M + un->r0) * m->lay.d.D;
+    const size_t slot = m->inference ? (size_t)(l % 2) : (size_t)l;
+    return m->h + (slot * c->M + un->r0) * m->lay.d.D;
 }
 static m2_real *zx_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    return m->zx + ((size_t)l * c->M + un->r0) * m->lay.d.Win;
+    return m->zx + ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Win;
 }
 static m2_real *y_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    return m->y + ((size_t)l * c->M + un->r0) * m->lay.d.Di;
+    return m->y + ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Di;
 }
 static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l)
 {
@@ -521,6 +536,8 @@ int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads
                               const m2_real *Y, int B, int T, int burn_in, double *sse, int64_t *count,
                               m2_real *pred, m2_bucket_ready_fn on_ready, void *user)
 {
+    if (m->inference)
+        return m2_fail(M2_EUSAGE, "model: made for inference (m2_model_create_inference), it has no backward");
     call c = {.params = params, .X = X, .Y = Y, .grads = grads, .pred = pred ? pred : m->pred, .B = B, .T = T,
               .burn_in = burn_in, .on_ready = on_ready, .user = user};
     int nl, rc = begin_call(m, &c, &nl);

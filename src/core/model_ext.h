@@ -10,6 +10,11 @@
  * backend's memory (m2_model_create uses m2_ops_cpu()). The ops table must outlive the model. */
 int m2_model_create_with_ops(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops);
 
+/* As m2_model_create_with_ops, for m2_model_forward only (evaluation): it keeps one layer's activations instead of
+ * every layer's for a backward (about L times less memory for them, so a device takes L times longer sequences);
+ * m2_model_forward gives the same bits as on a training model. m2_model_forward_backward fails (M2_EUSAGE). */
+int m2_model_create_inference(m2_model **out, const m2_layout *lay, int max_B, int max_T, const m2_ops *ops);
+
 /* When on, m2_model_forward_backward also computes d(sse)/dX [B,T,F], readable with m2_model_input_grad
  * until the next call (backend memory). Off by default: the trainer does not need it. */
 void m2_model_keep_input_grad(m2_model *m, int on);

@@ -4,7 +4,8 @@
  * (threads) run; several lanes give the same predictions and loss (bitwise: each sequence's forward is the
  * same arithmetic) and the same gradients up to the order of the sums, and a rerun gives the same bits;
  * sizes outside what the model was created for are refused with a message; the activation figure is what
- * model.c documents. fp32.
+ * model.c documents; a model made for inference predicts the same bits with less memory and refuses a backward.
+ * fp32.
  *
  * Tolerance for sums in another order: fp32 rounding, 1e-5 of the tensor's scale (sums of 2..4 sequences'
  * contributions, each ~1e-7 relative). */
@@ -226,6 +227,57 @@ static void test_activation_bytes(void **state)
     m2_fixture_free(&f);
 }
 
+/* Counts the bytes a model allocates (the CPU ops underneath; lanes as the table given). */
+static size_t counted_bytes;
+static void *counting_alloc(const m2_ops *o, size_t bytes)
+{
+    counted_bytes += bytes;
+    return m2_ops_cpu()->alloc(m2_ops_cpu(), bytes);
+}
+
+/* Inference keeps one layer's activations: with L = 3 (odd, so the residual stream's two slots alternate past
+ * the end) on the per-sequence and the whole-batch paths, the same predictions bit for bit as a training model
+ * (the same ops in the same order on the same values), at least (L - 1) layers' worth of h, in_proj output and
+ * SSD output less memory, and no backward. */
+static void test_inference_model(void **state)
+{
+    m2_fixture f;
+    m2_dims d = m2_fixture_dims(1, 4);
+    d.L = 3;
+    m2_fixture_init(&f, &d, 2, 13, 0, 21);
+    const size_t ny = (size_t)f.B * f.T * d.O;
+    for (int whole = 0; whole < 2; whole++) {
+        m2_ops ops = *m2_ops_cpu();
+        ops.alloc = counting_alloc;
+        if (whole) ops.lanes = NULL;
+        m2_model *train, *infer;
+        counted_bytes = 0;
+        assert_int_equal(m2_model_create_with_ops(&train, &f.lay, f.B, f.T, &ops), M2_OK);
+        const size_t train_bytes = counted_bytes;
+        counted_bytes = 0;
+        assert_int_equal(m2_model_create_inference(&infer, &f.lay, f.B, f.T, &ops), M2_OK);
+        const size_t infer_bytes = counted_bytes;
+        const size_t per_layer = (size_t)f.B * f.T * (d.D + d.Win + d.Di) * sizeof(m2_real);
+        assert_true(infer_bytes + (size_t)(d.L - 1) * per_layer <= train_bytes);
+
+        m2_real *p1 = malloc(ny * sizeof *p1), *p2 = malloc(ny * sizeof *p2);
+        assert_true(p1 && p2);
+        assert_int_equal(m2_model_forward(train, f.params, f.X, f.B, f.T, p1), M2_OK);
+        assert_int_equal(m2_model_forward(infer, f.params, f.X, f.B, f.T, p2), M2_OK);
+        assert_memory_equal(p1, p2, ny * sizeof *p1);
+        double sse;
+        int64_t count;
+        assert_int_equal(m2_model_forward_backward(infer, f.params, f.grads, f.X, f.Y, f.B, f.T, 0, &sse, &count, NULL,
+                                                   NULL, NULL),
+                         M2_EUSAGE);
+        assert_non_null(strstr(m2_last_error(), "inference"));
+        free(p1), free(p2);
+        m2_model_free(train);
+        m2_model_free(infer);
+    }
+    m2_fixture_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_whole_batch_path),
         cmocka_unit_test(test_sizes_outside_the_model_are_refused),
         cmocka_unit_test(test_activation_bytes),
+        cmocka_unit_test(test_inference_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
