@@ -176,7 +176,7 @@ void m2_cuda_adamw(const m2_ops *o, float *params, const float *grads, float *m,
 double m2_cuda_sumsq(const m2_ops *o, const float *x, size_t n);
 void m2_cuda_scale(const m2_ops *o, float *x, size_t n, double factor);
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s);
-size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s);
+size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
                      const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
                      m2_real *scratch);

@@ -163,6 +163,7 @@ static size_t lane_layout(const m2_model *m, lane *ln, m2_real *base)
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
+    if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve(base, &c, R * d->Win);
     ln->dxbc = carve(base, &c, R * d->Cc);
     ln->ddt = carve(base, &c, R * d->H);
@@ -196,7 +197,7 @@ static int ensure_lanes(m2_model *m, int n)
 /* SSD scratch for units of this call (the backend's thread count may have grown since creation). */
 static int ensure_scratch(m2_model *m, int n, const m2_ssd_shape *s)
 {
-    size_t need = m->ops->ssd_scratch_size(m->ops, s);
+    size_t need = m->ops->ssd_scratch_size(m->ops, s, !m->inference);
     for (int i = 0; i < n; i++) {
         lane *ln = &m->lanes[i];
         if (need <= ln->scratch_n) continue;

@@ -85,7 +85,8 @@ struct m2_ops {
 
     /* ---- chunked SSD (ssd.h: layouts, what ADDS); sizes in m2_reals for this backend's thread count ---- */
     size_t (*ssd_saved_size)(const m2_ops *o, const m2_ssd_shape *s);
-    size_t (*ssd_scratch_size)(const m2_ops *o, const m2_ssd_shape *s);
+    /* scratch for ssd_fwd and ssd_bwd; with_backward 0: for ssd_fwd with saved == NULL only (inference) */
+    size_t (*ssd_scratch_size)(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
     void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
                     m2_real *scratch);

@@ -149,8 +149,9 @@ static void cpu_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, 
 
 /* ---- SSD: ssd.c, sized for this backend's thread count ---- */
 static size_t cpu_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return m2_ssd_saved_size(s); }
-static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s)
+static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
+    (void)with_backward; /* the per-thread buffers serve both passes; per token it is the states either way */
     return m2_ssd_scratch_size(s, g_ctx.threads);
 }
 

@@ -326,10 +326,10 @@ static void test_device_cap(void **state)
     small_device = *m2_ops_cpu();
     small_device.lanes = NULL;
     small_device.alloc = limited_alloc;
-    alloc_limit = SIZE_MAX; /* measure the largest allocation of a 20,000-row workspace */
+    alloc_limit = SIZE_MAX; /* measure the largest allocation of a 20,000-row inference workspace */
     alloc_largest = 0;
     m2_model *m;
-    assert_int_equal(m2_model_create_with_ops(&m, &big.lay, 1, 20000, &small_device), M2_OK);
+    assert_int_equal(m2_model_create_inference(&m, &big.lay, 1, 20000, &small_device), M2_OK); /* as eval.c */
     m2_model_free(m);
     alloc_limit = alloc_largest;
 

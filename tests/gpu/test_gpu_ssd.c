@@ -179,7 +179,8 @@ static void results_free(results *r)
 
 /* Runs forward and backward on backend g (host memory for the CPU, device memory for CUDA). dA and dD start at
  * dA0 / dD0 (they ADD); dxbc and ddt start as 7 (their padding must stay 7). Also checks that a forward without
- * `saved` gives the same y, and, when `repeat`, that a second backward gives bitwise the same gradients. */
+ * `saved`, in the forward-only scratch size (ssd_scratch_size(.., 0), as inference allocates), gives the same y and
+ * writes nothing past that size, and, when `repeat`, that a second backward gives bitwise the same gradients. */
 static results run_backend(const m2_ops *g, const problem *p, const float *dA0, const float *dD0, int repeat)
 {
     const shape s = p->sh;
@@ -194,13 +195,23 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
 #undef UP
     float *y = g->alloc(g, ny * sizeof(float)), *y2 = g->alloc(g, ny * sizeof(float));
     float *saved = g->alloc(g, g->ssd_saved_size(g, &ss) * sizeof(float));
-    float *scratch = g->alloc(g, g->ssd_scratch_size(g, &ss) * sizeof(float));
-    assert_true(y && y2 && saved && scratch);
+    float *scratch = g->alloc(g, g->ssd_scratch_size(g, &ss, 1) * sizeof(float));
+    /* the forward alone (saved == NULL) gets only its own size, followed by a guard that must stay untouched */
+    enum { GUARD = 256 };
+    const size_t n_fwd = g->ssd_scratch_size(g, &ss, 0);
+    float *fwd_scratch = g->alloc(g, (n_fwd + GUARD) * sizeof(float)), *guard = m2_host_fill(GUARD, -7.0f);
+    assert_true(y && y2 && saved && scratch && fwd_scratch);
+    assert_true(n_fwd <= g->ssd_scratch_size(g, &ss, 1));
+    g->to_device(g, fwd_scratch + n_fwd, guard, GUARD * sizeof(float));
     const float *Bm = xbc + p->HP, *Cm = xbc + p->HP + p->GN;
     float *dBm = dxbc + p->HP, *dCm = dxbc + p->HP + p->GN;
 
     g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y, saved, scratch);
-    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y2, NULL, scratch);
+    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y2, NULL, fwd_scratch);
+    float *guard_after = m2_host_from(g, fwd_scratch + n_fwd, GUARD);
+    assert_memory_equal(guard_after, guard, GUARD * sizeof(float));
+    free(guard_after);
+    free(guard);
     g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
 
     results r;
@@ -225,7 +236,7 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
         free(ddt2);
         free(dA2);
     }
-    void *bufs[] = {xbc, dt, A, D, dy, dxbc, ddt, dA, dD, y, y2, saved, scratch};
+    void *bufs[] = {xbc, dt, A, D, dy, dxbc, ddt, dA, dD, y, y2, saved, scratch, fwd_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) g->free(g, bufs[i]);
     free(seven);
     return r;

@@ -237,8 +237,8 @@ static void *counting_alloc(const m2_ops *o, size_t bytes)
 
 /* Inference keeps one layer's activations: with L = 3 (odd, so the residual stream's two slots alternate past
  * the end) on the per-sequence and the whole-batch paths, the same predictions bit for bit as a training model
- * (the same ops in the same order on the same values), at least (L - 1) layers' worth of h, in_proj output and
- * SSD output less memory, and no backward. */
+ * (the same ops in the same order on the same values), less memory by at least (L - 1) layers' worth of h, in_proj
+ * output and SSD output and a lane's gradient arrays, and no backward. */
 static void test_inference_model(void **state)
 {
     m2_fixture f;
@@ -257,8 +257,10 @@ static void test_inference_model(void **state)
         counted_bytes = 0;
         assert_int_equal(m2_model_create_inference(&infer, &f.lay, f.B, f.T, &ops), M2_OK);
         const size_t infer_bytes = counted_bytes;
+        /* kept per layer: h, in_proj output, SSD output; the lanes' backward arrays: their gradients */
         const size_t per_layer = (size_t)f.B * f.T * (d.D + d.Win + d.Di) * sizeof(m2_real);
-        assert_true(infer_bytes + (size_t)(d.L - 1) * per_layer <= train_bytes);
+        const size_t lane_bwd = (size_t)(whole ? f.B : 1) * f.T * (d.Win + d.Cc + d.H + d.Di) * sizeof(m2_real);
+        assert_true(infer_bytes + (size_t)(d.L - 1) * per_layer + lane_bwd <= train_bytes);
 
         m2_real *p1 = malloc(ny * sizeof *p1), *p2 = malloc(ny * sizeof *p2);
         assert_true(p1 && p2);
