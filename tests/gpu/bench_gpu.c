@@ -11,7 +11,9 @@
  *     matters);
  *   - device memory per token (everything the run took on the device: parameters, gradients, moments, inputs,
  *     activations, workspaces; over B x T) and the activation bytes per token and layer kept for the backward;
- *   - AdamW over the whole flat buffer.
+ *   - AdamW over the whole flat buffer;
+ *   - evaluation (mamba2_eval's path): the forward of an inference model (m2_model_create_inference) over one
+ *     sequence of B x T ticks, tokens/s and its device memory per token.
  * Without a GPU it prints one SKIP line and exits 0. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +99,38 @@ static int fill_random(const m2_ops *g, float *dev, size_t n, uint64_t stream)
     g->to_device(g, dev, h, n * sizeof *h);
     free(h);
     return M2_OK;
+}
+
+/* Evaluation: one sequence of T ticks through an inference model (one layer's activations), median of 3. */
+static int eval_forward(const m2_ops *g, const m2_layout *lay, const float *params, const float *X, int T)
+{
+    m2_cuda_device_info info;
+    int rc = m2_ops_cuda_device_info(&info);
+    if (rc) return rc;
+    const size_t free0 = info.free_bytes;
+    m2_model *model = NULL;
+    float *pred = g->alloc(g, (size_t)T * lay->d.O * sizeof(float));
+    if (!pred) return m2_fail(M2_EFAIL, "bench_gpu: out of device memory");
+    if ((rc = m2_model_create_inference(&model, lay, 1, T, g))) return rc;
+    if ((rc = m2_ops_cuda_device_info(&info))) return rc;
+    const size_t used = free0 > info.free_bytes ? free0 - info.free_bytes : 0;
+    double secs[4];
+    for (int it = 0; it < 4 && !rc; it++) { /* the first is a warm-up */
+        g->sync(g);
+        const double t0 = now_s();
+        rc = m2_model_forward(model, params, X, 1, T, pred);
+        g->sync(g);
+        secs[it] = now_s() - t0;
+    }
+    if (!rc) {
+        qsort(secs + 1, 3, sizeof(double), cmp_double);
+        printf("  evaluation (inference model, one sequence of %d ticks): %.2f ms, %.0f ticks/s, %.1f KiB device "
+               "memory per tick\n",
+               T, 1e3 * secs[2], T / secs[2], (double)used / T / 1024);
+    }
+    m2_model_free(model);
+    g->free(g, pred);
+    return rc;
 }
 
 static int run(const options *o)
@@ -197,6 +231,7 @@ static int run(const options *o)
     for (int i = 0; i < 10; i++) g->adamw(g, params, grads, m, v, mask, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, i + 1);
     g->sync(g);
     printf("  AdamW over %zu parameters: %.3f ms\n", n, 1e3 * (now_s() - t0) / 10);
+    if ((rc = eval_forward(g, &lay, params, X, (int)ntok))) return rc;
     printf("bench_gpu: %s T=%d B=%d L=%d: %.0f tokens/s, MFU %s%.1f%%\n", info.name, T, B, d.L, tps,
            peak > 0 ? "" : "n/a ", peak > 0 ? 100.0 * tps * fpt / peak : 0.0);
 
