@@ -343,6 +343,8 @@ static void test_whole_chunks(void **state) { run_case((shape){1, 64, 2, 4, 1, 8
 static void test_one_partial_chunk(void **state) { run_case((shape){2, 5, 2, 4, 1, 4, 8}); }
 static void test_three_groups(void **state) { run_case((shape){2, 130, 6, 16, 3, 16, 64}); }
 static void test_past_one_tile(void **state) { run_case((shape){1, 200, 2, 72, 1, 70, 96}); }
+/* configs/8gpu.ini's head shape (P 64, N 128, Q 256; 2 of its 24 heads), a whole chunk and a partial one */
+static void test_production_head_shape(void **state) { run_case((shape){1, 300, 2, 64, 1, 128, 256}); }
 
 int main(void)
 {
@@ -350,7 +352,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tail_chunk_two_groups), cmocka_unit_test(test_whole_chunks),
         cmocka_unit_test(test_one_partial_chunk),     cmocka_unit_test(test_three_groups),
-        cmocka_unit_test(test_past_one_tile),
+        cmocka_unit_test(test_past_one_tile),         cmocka_unit_test(test_production_head_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
