@@ -45,10 +45,12 @@ if(CMAKE_CXX_COMPILER)
       DEPENDS ${_f} ${_g}/emu/transform.cmake VERBATIM)
     list(APPEND _emu_src ${_o})
   endforeach()
-  add_library(mamba2_cuda_emu STATIC ${_emu_src} ${_g}/emu/emu.cpp)
+  # NCCL too, over MPI (emu/nccl.h): the backend's NCCL host code, in C, compiled unchanged against the emulation
+  add_library(mamba2_cuda_emu STATIC ${_emu_src} ${_g}/emu/emu.cpp ${_g}/emu/emu_nccl.cpp
+              ${CMAKE_SOURCE_DIR}/kernels/nccl_comm.c ${CMAKE_SOURCE_DIR}/kernels/dcomm_nccl.c)
   set_target_properties(mamba2_cuda_emu PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   target_include_directories(mamba2_cuda_emu BEFORE PUBLIC ${_g}/emu ${CMAKE_SOURCE_DIR}/kernels)
-  target_link_libraries(mamba2_cuda_emu PUBLIC mamba2_core)
+  target_link_libraries(mamba2_cuda_emu PUBLIC mamba2_dist mamba2_core)
   # #pragma unroll is for nvcc; fmaf must be an instruction, not a libm call, or the emulation crawls
   target_compile_options(mamba2_cuda_emu PRIVATE -Wno-unknown-pragmas $<IF:$<BOOL:${MAMBA2_NATIVE}>,-march=native,-mfma>)
 
@@ -56,7 +58,7 @@ if(CMAKE_CXX_COMPILER)
   target_link_libraries(mamba2_gpu_test_util_emu PUBLIC mamba2_io mamba2_dist mamba2_core mamba2_cuda_emu
                         PkgConfig::CMOCKA)
   target_include_directories(mamba2_gpu_test_util_emu PUBLIC ${_g} ${CMAKE_CURRENT_SOURCE_DIR})
-  foreach(_t ops ssd model train)
+  foreach(_t ops ssd model train nccl)
     set(_extra "")
     if(_t STREQUAL "model")
       set(_extra ${CMAKE_CURRENT_SOURCE_DIR}/model/model_fixture.c)
@@ -65,6 +67,13 @@ if(CMAKE_CXX_COMPILER)
     target_link_libraries(test_cuda_emu_${_t} PRIVATE mamba2_gpu_test_util_emu)
     add_test(NAME test_cuda_emu_${_t} COMMAND test_cuda_emu_${_t})
     set_tests_properties(test_cuda_emu_${_t} PROPERTIES ENVIRONMENT "${MAMBA2_TEST_ENV}" TIMEOUT 600)
+  endforeach()
+  # NCCL over the emulation at 2 and 3 ranks too (2 emulated devices per node... one per rank: M2_EMU_DEVICES)
+  foreach(_r 2 3)
+    add_test(NAME test_cuda_emu_nccl_${_r} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_r} --oversubscribe
+             ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_cuda_emu_nccl> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(test_cuda_emu_nccl_${_r} PROPERTIES ENVIRONMENT "${MAMBA2_TEST_ENV};M2_EMU_DEVICES=${_r}"
+                         TIMEOUT 120)
   endforeach()
   # the emulation of the tensor-core subset itself: rounding, exact products, faults caught (emu/mma.h)
   add_executable(test_cuda_emu_wmma ${_g}/emu/test_emu_wmma.cpp)

@@ -1,10 +1,11 @@
 /* TEST ONLY: the CUDA backend's kernels running on the CPU emulation of the CUDA runtime (tests/gpu/emu), as the
- * device for model.device = cuda, linked into a build of mamba2_train (tests/gpu_train.cmake). The functions are
- * those kernels/backend_cuda.c puts in its table, minus NCCL (not emulated): dist.backend auto takes the
- * host-staged MPI collectives, which work because emulated device memory is host memory. One rank only (the
- * emulation has one device). */
+ * device for model.device = cuda, linked into builds of mamba2_train and mamba2_eval (tests/gpu_train.cmake). The
+ * functions are those kernels/backend_cuda.c puts in its table, NCCL included (emulated over MPI, emu/nccl.h);
+ * only the name differs, so the logs say the device is emulated. The emulation has M2_EMU_DEVICES devices
+ * (default 1): set it to the ranks per node for several ranks. */
 #include <stdio.h>
 
+#include "backend_cuda.h"
 #include "core/backend.h"
 #include "ops_cuda.h"
 
@@ -21,7 +22,7 @@ static const m2_device_api g_api = {
     .init = m2_ops_cuda_init,
     .ops = m2_ops_cuda,
     .device_name = device_name,
-    .comm_create = NULL,
+    .comm_create = m2_dcomm_nccl_create,
 };
 
 const m2_device_api *m2_test_device_api(void) { return &g_api; }

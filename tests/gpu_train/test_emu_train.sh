@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The trainer on the CUDA backend's kernels, run on the CPU emulation of the CUDA runtime (mamba2_train_emu: the same
-# program built with tests/gpu_train/emu_device_api.c and the emulated kernels), one rank, against the CPU path:
-#   - model.device = cuda takes the device path on the emulated GPU;
+# program built with tests/gpu_train/emu_device_api.c and the emulated kernels), against the CPU path:
+#   - model.device = cuda takes the device path on the emulated GPU, with NCCL (emulated over MPI) by default;
 #   - 6 steps track the CPU run: per-step losses within 1e-2 relative, and the final parameters and Adam moments
 #     within 2e-2 relative (L2). Why: the GEMMs round their operands to bf16 (2^-9 relative) as on the GPU, and a few
 #     Adam steps carry that into the parameters (measured: losses 2e-4, parameters and moments about 1e-3). A wiring
@@ -9,10 +9,14 @@
 #     a shard or all-gather fault leaves parameters unchanged or zero;
 #   - resume on the device: 3 steps, stop, resume to 6 gives bitwise the straight run (the emulated kernels are
 #     deterministic, like the real ones).
+#   - 2 ranks, one emulated device each: the NCCL collectives (bucket reductions to the owning ranks during the
+#     backward, the parameter all-gather) give bit for bit what the host-staged MPI ones give (a sum of two floats
+#     does not depend on the order), through the trainer itself;
 #   - mamba2_eval --device cuda on the emulated kernels: the CPU checkpoint's predictions on the validation split
 #     within 1e-2 relative (L2) of the CPU evaluation's, in stream and window mode (bf16 GEMM operands again;
 #     measured about 4e-3), and the same rows.
-# About 20 s: the emulation runs a block's threads one by one. Exits 77 without python3+numpy+h5py or the program.
+# About 30 s: the emulation runs a block's threads one by one. Exits 77 without python3+numpy+h5py or the program.
+mpirun="$1"
 source "$(dirname "$0")/../train/common.sh"
 emu="$bin/tests/mamba2_train_emu"
 evalemu="$bin/tests/mamba2_eval_emu"
@@ -23,16 +27,30 @@ command -v h5diff >/dev/null || { echo "SKIP: h5diff (hdf5-tools) not found"; ex
 make_dataset "$work/ticks.h5" --signal memory
 args=(--config "$src/configs/tiny.ini" --set data.path="$work/ticks.h5" "${fast_model[@]}" --set train.steps=6
       --set train.warmup=2 --set train.eval_every=3 --set checkpoint.every=3)
-run() { # run NAME PROGRAM [ARGS...]
-  local name=$1 prog=$2; shift 2
-  timeout 120 "$prog" "${args[@]}" --set train.run_dir="$work/$name" "$@" >"$work/$name.log" 2>&1 ||
+run() { # run NAME [-np R] PROGRAM [ARGS...]
+  local name=$1 launch=(); shift
+  if [ "$1" = -np ]; then launch=("$mpirun" -np "$2" --oversubscribe -x M2_EMU_DEVICES="$2"); shift 2; fi
+  local prog=$1; shift
+  timeout 120 "${launch[@]}" "$prog" "${args[@]}" --set train.run_dir="$work/$name" "$@" >"$work/$name.log" 2>&1 ||
     { tail -5 "$work/$name.log" >&2; fail "run $name failed"; }
 }
 
 run cpu "$bin/mamba2_train"
 run emu "$emu" --set model.device=cuda
-grep -q "^backend: cuda-emulated (.*collectives: mpi (ZeRO-1 on device buffers" "$work/emu.log" ||
-  fail "emu: not on the emulated device"
+grep -q "^backend: cuda-emulated (.*collectives: nccl (ZeRO-1 on device buffers" "$work/emu.log" ||
+  fail "emu: not on the emulated device with NCCL"
+
+# 2 ranks: NCCL (emulated) against the host-staged MPI collectives, bit for bit
+run nccl2 -np 2 "$emu" --set model.device=cuda --set dist.backend=nccl
+run mpi2 -np 2 "$emu" --set model.device=cuda --set dist.backend=mpi
+grep -q "^backend: cuda-emulated (.*collectives: nccl" "$work/nccl2.log" || fail "nccl2: not on NCCL"
+grep -q "^backend: cuda-emulated (.*collectives: mpi" "$work/mpi2.log" || fail "mpi2: not on MPI"
+diff <(sed -E 's/, "ticks_per_s".*//' "$work/nccl2/metrics.jsonl") <(sed -E 's/, "ticks_per_s".*//' "$work/mpi2/metrics.jsonl") \
+  >&2 || fail "2 ranks: NCCL and MPI per-step numbers differ"
+for group in /model /optim/m /optim/v; do
+  h5diff "$work/nccl2/ckpt_6.h5" "$work/mpi2/ckpt_6.h5" "$group" "$group" >/dev/null ||
+    fail "2 ranks: NCCL and MPI differ in $group"
+done
 run resumed "$emu" --set model.device=cuda --set train.stop_at=3
 run resumed "$emu" --set model.device=cuda --resume auto
 grep -q "resume: .*ckpt_3.h5 (step 3" "$work/resumed.log" || fail "resumed: did not resume at step 3"

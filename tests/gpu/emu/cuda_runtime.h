@@ -8,11 +8,17 @@
  * at __syncthreads (every live thread runs up to the barrier, then all continue), so __shared__ memory (function
  * statics) is per block as on the GPU. A barrier reached by some threads of a block while others have exited is a
  * bug on the GPU too: the emulator aborts with a message. Device memory is host memory; streams are synchronous.
- * Not emulated: warps, memory-model races, timing; nothing here says anything about speed. The tensor-core subset
+ * Not emulated: warps, memory-model races, timing; nothing here says anything about speed. From C, this header
+ * gives the host API alone (cuda_host_api.h); NCCL has its own emulation over MPI (nccl.h). The tensor-core subset
  * (nvcuda::wmma, mma.h) and bf16 (cuda_bf16.h) have their own emulated headers here, with the alignment and ldm
  * rules of wmma checked. */
 #ifndef MAMBA2_EMU_CUDA_RUNTIME_H
 #define MAMBA2_EMU_CUDA_RUNTIME_H
+
+#ifndef __cplusplus
+/* C (the backend's host code): the host API alone */
+#include "cuda_host_api.h"
+#else
 
 #include <math.h>
 #include <stddef.h>
@@ -46,45 +52,8 @@ extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 void __syncthreads();
 
-typedef enum cudaError {
-    cudaSuccess = 0,
-    cudaErrorInvalidValue = 1,
-    cudaErrorMemoryAllocation = 2,
-    cudaErrorInvalidConfiguration = 9,
-    cudaErrorInsufficientDriver = 35,
-    cudaErrorNotReady = 600,
-} cudaError_t;
+#include "cuda_host_api.h"
 
-typedef struct CUstream_st *cudaStream_t;
-enum cudaMemcpyKind {
-    cudaMemcpyHostToHost = 0,
-    cudaMemcpyHostToDevice = 1,
-    cudaMemcpyDeviceToHost = 2,
-    cudaMemcpyDeviceToDevice = 3,
-    cudaMemcpyDefault = 4
-};
-#define cudaStreamNonBlocking 0x01
-
-struct cudaDeviceProp {
-    char name[256];
-    int major, minor, multiProcessorCount;
-};
-
-const char *cudaGetErrorString(cudaError_t e);
-const char *cudaGetErrorName(cudaError_t e);
-cudaError_t cudaGetLastError(void);
-cudaError_t cudaGetDeviceCount(int *n);
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device);
-cudaError_t cudaSetDevice(int device);
-cudaError_t cudaGetDevice(int *device);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
-cudaError_t cudaStreamDestroy(cudaStream_t s);
-cudaError_t cudaStreamSynchronize(cudaStream_t s);
-cudaError_t cudaMalloc(void **p, size_t bytes);
-cudaError_t cudaFree(void *p);
-cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s);
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
-cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 template <class T>
 cudaError_t cudaMalloc(T **p, size_t bytes)
 {
@@ -123,4 +92,5 @@ struct launch {
 };
 } // namespace m2emu
 
+#endif /* __cplusplus */
 #endif

@@ -240,9 +240,18 @@ const char *cudaGetErrorString(cudaError_t e)
 }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* Emulated devices: M2_EMU_DEVICES (default 1), so that several ranks of one node can each own one (all share the
+ * host's memory; the emulation does not tell them apart). */
+static int emu_devices()
+{
+    const char *v = getenv("M2_EMU_DEVICES");
+    const int n = v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
+static int g_device = 0;
 cudaError_t cudaGetDeviceCount(int *n)
 {
-    *n = 1;
+    *n = emu_devices();
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
@@ -252,12 +261,17 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
     p->major = 9;
     p->minor = 0;
     p->multiProcessorCount = 1;
-    return device == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    return device >= 0 && device < emu_devices() ? cudaSuccess : cudaErrorInvalidValue;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= emu_devices()) return cudaErrorInvalidValue;
+    g_device = device;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int *device)
 {
-    *device = 0;
+    *device = g_device;
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
@@ -268,6 +282,19 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    static int dummy;
+    *e = (cudaEvent_t)&dummy;
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return e ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    return e ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
