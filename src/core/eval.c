@@ -132,8 +132,8 @@ static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len -
  *   (m2_model_create_inference): one layer's activations, not every layer's;
  * - on a device, whatever fits: first the longest part, halved while the device cannot allocate the workspace
  *   (cudaMalloc fails cleanly), down to M2_EVAL_MAX_CHUNKED_T. A GPU thus runs sessions of hundreds of thousands
- *   of ticks in one forward instead of sending them to the CPU's recurrent step. Capped so that the widest
- *   activation (T x the in_proj rows) keeps its element count within int range. */
+ *   of ticks in one forward instead of sending them to the CPU's recurrent step (the CUDA kernels index rows in
+ *   size_t and stride over grids, so sequences whose activations pass 2^31 elements are fine). */
 #define M2_EVAL_MAX_CHUNKED_T 16384
 
 static int chunked(int64_t len, int mode, int64_t cap) { return mode == M2_EVAL_WINDOW || len <= cap; }
@@ -160,9 +160,8 @@ static int open_runner(runner *r, const m2_ops *ops, const m2_layout *lay, const
     const int device = ops->lanes == NULL; /* ops.h: only a device backend has no lanes */
     int64_t M, max_T, longest;
     plan(ds, split, mode, seg_len, keep_from, INT64_MAX, &M, &max_T, &longest);
-    const int64_t int_safe = INT_MAX / (4 * (int64_t)lay->d.Win);
     *cap = M2_EVAL_MAX_CHUNKED_T;
-    if (device && longest > *cap) *cap = longest < int_safe ? longest : int_safe;
+    if (device && longest > *cap) *cap = longest < INT_MAX ? longest : INT_MAX; /* the model's T is an int */
     for (;;) {
         plan(ds, split, mode, seg_len, keep_from, *cap, &M, &max_T, &longest);
         if (max_T > INT_MAX)
