@@ -10,12 +10,8 @@ set -u
 fixture=$1
 eval_bin=$MAMBA2_BIN/mamba2_eval
 py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-scratch=$dir
 source "$(dirname "$0")/../lib/cli.sh"
+cli_begin
 
 "$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
 ck=$dir/ckpt_7.h5
@@ -109,5 +105,5 @@ grep -q '"backend":"cpu"' "$dir/cpu.json" || fail "--device cpu did not run on t
 mv "$dir/data.h5" "$dir/moved.h5" # the default --data is the checkpoint's [data] path: the message says so
 expect_error 1 "data.h5.*the checkpoint's \[data\] path" "$eval_bin" --checkpoint "$ck"
 
-[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+cli_end
 echo "all mamba2_eval CLI checks passed"

@@ -1,5 +1,16 @@
 # Shared by the command-line test scripts (source it). The script defines `fail MESSAGE` (count the failure, or exit)
-# and `scratch`, a folder for temporary files.
+# and `scratch`, a folder for temporary files, or has cli_begin define them.
+
+# cli_begin: for a script that checks many things and reports every failure: $dir (a scratch folder, removed on
+# exit, also $scratch), `fail MESSAGE` counting failures; cli_end then exits 1 with their number if there were any.
+cli_begin() {
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  scratch=$dir
+  failures=0
+  fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+}
+cli_end() { [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }; }
 
 # expect_error STATUS PATTERN PROGRAM [ARGS...]: PROGRAM exits with STATUS and prints exactly one line on stderr,
 # "<program>: error: ..." (the name the program gives itself; a test build may be named differently), matching the extended regular expression PATTERN (CLI.md's error contract).

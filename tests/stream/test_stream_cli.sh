@@ -11,12 +11,8 @@ example=$2
 bin=$MAMBA2_BIN/mamba2_stream
 eval_bin=$MAMBA2_BIN/mamba2_eval
 py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-scratch=$dir
 source "$(dirname "$0")/../lib/cli.sh"
+cli_begin
 
 "$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
 ck=$dir/ckpt_7.h5
@@ -107,5 +103,5 @@ expect_error 1 "5 features" "$bin" --checkpoint "$ck" --data "$dir/data_f5.h5"
 expect_error 1 "nope.h5" "$bin" --checkpoint "$ck" --data "$dir/nope.h5"
 expect_error 1 "no/such/dir" "$bin" --checkpoint "$ck" --split val --predictions "$dir/no/such/dir/p.h5"
 
-[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+cli_end
 echo "all mamba2_stream CLI checks passed"
