@@ -133,6 +133,20 @@ extern "C" m2_cuda_gemm_precision m2_ops_cuda_set_gemm_precision(m2_cuda_gemm_pr
     return old;
 }
 
+extern "C" int m2_ops_cuda_set_precision_named(const char *name)
+{
+    static const struct {
+        const char *name;
+        m2_cuda_gemm_precision p;
+    } names[] = {{"bf16", M2_CUDA_GEMM_BF16}, {"tf32", M2_CUDA_GEMM_TF32}, {"fp32", M2_CUDA_GEMM_FP32}};
+    for (const auto &n : names)
+        if (strcmp(name, n.name) == 0) {
+            m2_ops_cuda_set_gemm_precision(n.p);
+            return M2_OK;
+        }
+    return m2_fail(M2_EUSAGE, "CUDA backend: unknown precision %s (bf16, tf32 or fp32)", name);
+}
+
 extern "C" const char *m2_cuda_gemm_precision_name(m2_cuda_gemm_precision p)
 {
     switch (p) {

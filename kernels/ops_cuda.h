@@ -47,6 +47,8 @@ const m2_ops *m2_ops_cuda(void);
 typedef enum { M2_CUDA_GEMM_BF16 = 0, M2_CUDA_GEMM_TF32 = 1, M2_CUDA_GEMM_FP32 = 2 } m2_cuda_gemm_precision;
 m2_cuda_gemm_precision m2_ops_cuda_set_gemm_precision(m2_cuda_gemm_precision p);
 const char *m2_cuda_gemm_precision_name(m2_cuda_gemm_precision p);
+/* By the config's name (model.precision): "bf16", "tf32" or "fp32"; M2_EUSAGE (with a message) for another. */
+int m2_ops_cuda_set_precision_named(const char *name);
 
 /* Facts about the backend's device, for logs and the benchmark. */
 typedef struct {

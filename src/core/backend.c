@@ -95,6 +95,11 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
         return m2_fail_context(rc, "model.device (%s, rank %d, device %d)", api->name, pg ? pg->rank : 0,
                                be->device);
     if (!(be->ops = api->ops())) return m2_fail_context(M2_EFAIL, "model.device (%s)", api->name);
+    if (api->set_precision) {
+        if ((rc = api->set_precision(cfg->model.precision)))
+            return m2_fail_context(rc, "model.precision (%s)", cfg->model.precision);
+        snprintf(be->precision, sizeof be->precision, "%s", cfg->model.precision);
+    }
     if (pg) pg->device = be->device;
     api->device_name(be->device_name, sizeof be->device_name);
     be->peak_flops = m2_gpu_bf16_peak(be->device_name);
@@ -114,10 +119,11 @@ void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
                  be->note, be->note[0] ? ")" : "", be->dist, how);
         return;
     }
-    char peak[64] = "";
+    char peak[64] = "", prec[48] = "";
     if (be->peak_flops > 0) snprintf(peak, sizeof peak, ", bf16 peak %.0f TFLOP/s", be->peak_flops / 1e12);
-    snprintf(buf, cap, "backend: %s (%s, device = local rank%s), collectives: %s (%s on device buffers%s)",
-             be->api->name, be->device_name, peak, be->dist, how,
+    if (be->precision[0]) snprintf(prec, sizeof prec, ", %s matrix products", be->precision);
+    snprintf(buf, cap, "backend: %s (%s, device = local rank%s%s), collectives: %s (%s on device buffers%s)",
+             be->api->name, be->device_name, peak, prec, be->dist, how,
              strcmp(be->dist, "mpi") == 0 ? ", staged through host memory" : "");
 }
 

@@ -11,7 +11,9 @@
  *                      else the CPU (and why, in the description);
  *                cuda: the device, or an error "model.device (cuda): no CUDA GPU: <reason>";
  *                cpu:  the CPU.
- *   On the device, rank r uses GPU = its local rank (the API's init selects it before anything is allocated).
+ *   On the device, rank r uses GPU = its local rank (the API's init selects it before anything is allocated), and
+ *   model.precision sets the operands of its matrix products (GEMMs and the SSD's chunk products; accumulation and
+ *   everything else stay fp32, MODEL.md §3). The CPU computes in fp32 whatever the key says.
  *   dist.backend on the CPU: auto/mpi: ZeRO-1 on host buffers through MPI (dist/zero.h); none: the same, one rank
  *                only; nccl: an error (NCCL works on device buffers).
  *                on the device: auto: NCCL when the API has it, else MPI; nccl: NCCL; mpi: MPI through host
@@ -34,6 +36,9 @@ typedef struct {
     int (*init)(int device);                           /* selects the device and creates the backend on it */
     const m2_ops *(*ops)(void);                        /* the backend's ops (after init); NULL with a message */
     void (*device_name)(char *buf, size_t cap);        /* the selected device's name (after init) */
+    /* Sets the operand precision of the device's matrix products (model.precision: "bf16", "tf32" or "fp32");
+     * M2_EUSAGE for another name. NULL: the device has one precision (the key is then not looked at). */
+    int (*set_precision)(const char *name);
     /* The device's own collectives over pg (NCCL: dist.backend nccl), or NULL when the build has none. */
     int (*comm_create)(m2_dcomm **out, const m2_dist *pg, double timeout_s);
 } m2_device_api;
@@ -44,6 +49,7 @@ typedef struct {
     int device;                /* this rank's device; -1 on the CPU */
     char dist[16];             /* the data-parallel collectives: "mpi", "nccl" or "none" */
     char device_name[256];     /* the device's name ("" on the CPU) */
+    char precision[8];         /* the device's matrix-product operands (model.precision; "" on the CPU: fp32) */
     double peak_flops;         /* the device's bf16 dense peak (core/flops.h), 0 when unknown */
     char note[320];            /* why model.device = auto chose the CPU ("" otherwise) */
 } m2_backend;

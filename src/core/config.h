@@ -14,6 +14,7 @@ typedef struct {
     struct {
         int d_model, n_layers, expand, headdim, d_state, ngroups, d_conv, chunk_size;
         char device[16];          /* auto | cpu | cuda */
+        char precision[8];        /* bf16 | tf32 | fp32: a GPU's matrix-product operands (the CPU computes in fp32) */
     } model;
     struct {
         int64_t steps;

@@ -22,6 +22,7 @@ static const m2_device_api g_api = {
     .init = m2_ops_cuda_init,
     .ops = m2_ops_cuda,
     .device_name = device_name,
+    .set_precision = m2_ops_cuda_set_precision_named,
     .comm_create = m2_dcomm_nccl_create,
 };
 

@@ -1,6 +1,7 @@
 /* The backend choice (core/backend.h) with a fake device API whose GPU count the test sets: model.device auto, cpu
  * and cuda; the device index = local rank; errors with one clear message and the right code; dist.backend on each
- * side; the description line; MFU's peak from the device name. One process, groups described by hand (model.device
+ * side; the description line; MFU's peak from the device name; model.precision handed to the device (and refused
+ * there when unknown), not looked at on the CPU. One process, groups described by hand (model.device
  * auto with one rank makes no collective call). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,8 +33,20 @@ static const m2_ops *ops(void) { return m2_ops_cpu(); }
 static void device_name(char *buf, size_t cap) { snprintf(buf, cap, "%s", g_name); }
 static int comm_create(m2_dcomm **out, const m2_dist *pg, double timeout_s) { return m2_dcomm_mpi_create(out, pg, ops()); }
 
-static const m2_device_api api = {"fakecuda", available, init, ops, device_name, comm_create};
-static const m2_device_api api_no_nccl = {"fakecuda", available, init, ops, device_name, NULL};
+static char g_precision[8];
+static int set_precision(const char *name)
+{
+    if (strcmp(name, "bf16") && strcmp(name, "tf32") && strcmp(name, "fp32"))
+        return m2_fail(M2_EUSAGE, "fake: unknown precision %s", name);
+    snprintf(g_precision, sizeof g_precision, "%s", name);
+    return M2_OK;
+}
+
+static const m2_device_api api = {.name = "fakecuda", .available = available, .init = init, .ops = ops,
+                                  .device_name = device_name, .set_precision = set_precision,
+                                  .comm_create = comm_create};
+static const m2_device_api api_no_nccl = {.name = "fakecuda", .available = available, .init = init, .ops = ops,
+                                          .device_name = device_name, .set_precision = set_precision};
 
 static m2_config cfg_with(const char *device, const char *backend)
 {
@@ -78,8 +91,8 @@ static void test_auto(void **state)
     assert_true(be.peak_flops == 989e12);
     char line[512];
     m2_backend_describe(&be, line, sizeof line);
-    assert_string_equal(line, "backend: fakecuda (NVIDIA H100 80GB HBM3, device = local rank, bf16 peak 989 TFLOP/s), "
-                              "collectives: nccl (ZeRO-1 on device buffers)");
+    assert_string_equal(line, "backend: fakecuda (NVIDIA H100 80GB HBM3, device = local rank, bf16 peak 989 TFLOP/s, "
+                              "bf16 matrix products), collectives: nccl (ZeRO-1 on device buffers)");
 
     /* no NCCL in the API: auto takes MPI through host staging */
     assert_int_equal(m2_backend_choose(&be, &c, &pg, &api_no_nccl), M2_OK);
@@ -121,6 +134,22 @@ static void test_cuda(void **state)
     assert_int_equal(g_init_device, 1);
     assert_int_equal(pg.device, 1);
     assert_true(be.peak_flops == 0); /* not in the table: no MFU */
+    assert_string_equal(g_precision, "bf16"); /* the default of model.precision, handed to the device */
+    assert_string_equal(be.precision, "bf16");
+    snprintf(c.model.precision, sizeof c.model.precision, "tf32");
+    assert_int_equal(m2_backend_choose(&be, &c, &pg, &api), M2_OK);
+    assert_string_equal(g_precision, "tf32");
+    char line[512];
+    m2_backend_describe(&be, line, sizeof line);
+    assert_non_null(strstr(line, ", tf32 matrix products)"));
+    snprintf(c.model.precision, sizeof c.model.precision, "fp8"); /* what the config would refuse earlier */
+    assert_int_equal(m2_backend_choose(&be, &c, &pg, &api), M2_EUSAGE);
+    assert_string_equal(m2_last_error(), "model.precision (fp8): fake: unknown precision fp8");
+    m2_config on_cpu = cfg_with("cpu", "auto");
+    snprintf(on_cpu.model.precision, sizeof on_cpu.model.precision, "tf32");
+    assert_int_equal(m2_backend_choose(&be, &on_cpu, &pg, &api), M2_OK);
+    assert_string_equal(be.precision, ""); /* the CPU computes in fp32 */
+    snprintf(c.model.precision, sizeof c.model.precision, "bf16");
 
     g_count = 0;
     assert_int_equal(m2_backend_choose(&be, &c, &pg, &api), M2_EFAIL);
