@@ -214,8 +214,10 @@ else
   record bench_gpu FAIL "not built"
 fi
 
-if command -v python3 >/dev/null 2>&1; then
-  timeout 180 python3 "$root/tests/gpu/bench_reference.py" --config "$root/configs/8gpu.ini" --iters 3 --warmup 1 \
+if [ $(( $(date +%s) - t_start )) -gt 300 ]; then # the check must end within 8 minutes: the rest comes first
+  record reference INFO "not run: $(elapsed) already spent"
+elif command -v python3 >/dev/null 2>&1; then
+  timeout 150 python3 "$root/tests/gpu/bench_reference.py" --config "$root/configs/8gpu.ini" --iters 3 --warmup 1 \
     > "$build/bench_reference.out" 2>&1
   rc=$?
   tail -5 "$build/bench_reference.out"
