@@ -47,7 +47,8 @@ if(CMAKE_CXX_COMPILER)
   endforeach()
   # NCCL too, over MPI (emu/nccl.h): the backend's NCCL host code, in C, compiled unchanged against the emulation
   add_library(mamba2_cuda_emu STATIC ${_emu_src} ${_g}/emu/emu.cpp ${_g}/emu/emu_nccl.cpp
-              ${CMAKE_SOURCE_DIR}/kernels/nccl_comm.c ${CMAKE_SOURCE_DIR}/kernels/dcomm_nccl.c)
+              ${CMAKE_SOURCE_DIR}/kernels/nccl_comm.c ${CMAKE_SOURCE_DIR}/kernels/dcomm_nccl.c
+              ${CMAKE_SOURCE_DIR}/kernels/backend_cuda.c)
   set_target_properties(mamba2_cuda_emu PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   target_include_directories(mamba2_cuda_emu BEFORE PUBLIC ${_g}/emu ${CMAKE_SOURCE_DIR}/kernels)
   target_link_libraries(mamba2_cuda_emu PUBLIC mamba2_dist mamba2_core)
