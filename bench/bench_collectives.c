@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/layout.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/layout.h"
 #include "dist/zero.h"
 
 typedef struct {

@@ -21,13 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/layout.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/layout.h"
 #include "core/model.h"
-#include "core/model_ext.h"
 #include "core/ops.h"
-#include "core/rng.h"
+#include "base/rng.h"
 #include "core/ssd.h"
 
 enum { BATCH = 8, SEQ = 512, PEAK_N = 2048 };

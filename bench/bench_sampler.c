@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/dataset.h"
 #include "io/synth.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/rng.h"
+#include "base/rng.h"
 #include "core/ssd.h"
 
 static double now(void)

@@ -19,10 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/m2stream.h"
-#include "core/stream.h"
+#include "run/config_file.h"
+#include "base/error.h"
+#include "stream/engine.h"
+#include "stream/engine.h"
+#include "stream/timing.h"
 #include "../tests/stream/stream_fixture.h"
 
 #define N_INPUTS 4096   /* distinct input rows cycled through (16 KB per feature: stays in L1/L2 like a feed) */

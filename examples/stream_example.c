@@ -1,4 +1,4 @@
-/* stream_example: the streaming C API (core/m2stream.h) embedded in a minimal "trading process".
+/* stream_example: the streaming C API (mamba2_stream.h, installed with libmamba2_stream) embedded in a minimal "trading process".
  *
  *   stream_example CHECKPOINT [--instruments N] [--raw]
  *
@@ -16,13 +16,18 @@
  *   m2_stream_step          per tick: allocation-free, lock-free, no system call
  *   m2_stream_close         at shutdown
  * When ticks of many instruments arrive together, m2_stream_step_batch advances them in one call (each weight
- * read then serves all of them). Build: part of the project's CMake build (target stream_example). */
+ * read then serves all of them).
+ *
+ * Build against an installed mamba2 (cmake --install build --prefix PREFIX), with CMake (examples/CMakeLists.txt):
+ *   cmake -S examples -B build-example -DCMAKE_PREFIX_PATH=PREFIX && cmake --build build-example
+ * or with pkg-config:
+ *   cc stream_example.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs mamba2_stream)
+ * The project's own build also makes it (target stream_example, tests/stream). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/m2stream.h"
+#include <mamba2_stream.h>
 
 enum { MAX_F = 256, MAX_O = 64 };
 
@@ -32,35 +37,35 @@ static int usage(void)
     return 2;
 }
 
-/* One input line: a reset, or a tick that is run through the model and printed. */
-static int handle_line(m2_stream *s, char *line, int raw)
+/* One input line: a reset, or a tick that is run through the model and printed. Returns NULL, or what was wrong
+ * with the line (a problem of this program's input, not of the library). */
+static const char *handle_line(m2_stream *s, char *line, int raw)
 {
     const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
     char *p = line, *end;
     if (strncmp(p, "reset", 5) == 0) {
         long id = strtol(p + 5, &end, 10);
-        if (end == p + 5 || id < 0 || id >= m2_stream_max_streams(s)) return m2_fail(M2_EUSAGE, "bad reset line");
+        if (end == p + 5 || id < 0 || id >= m2_stream_max_streams(s)) return "bad reset line";
         m2_stream_reset(s, (int)id);
-        return M2_OK;
+        return NULL;
     }
     long id = strtol(p, &end, 10);
-    if (end == p) return M2_OK;   /* blank line */
+    if (end == p) return NULL; /* blank line */
     double v[MAX_F];
     float x[MAX_F], pred[MAX_O];
     for (int f = 0; f < F; f++) {
         p = end;
         v[f] = strtod(p, &end);
-        if (end == p) return m2_fail(M2_EUSAGE, "tick line: expected %d features, got %d", F, f);
+        if (end == p) return "tick line: fewer features than the model has";
     }
     if (raw) m2_stream_standardize(s, v, x);
     else
         for (int f = 0; f < F; f++) x[f] = (float)v[f];
-    int rc = m2_stream_step(s, (int)id, x, pred);
-    if (rc) return rc;
+    if (m2_stream_step(s, (int)id, x, pred) != M2_STREAM_OK) return m2_last_error();
     printf("%ld", id);
     for (int o = 0; o < O; o++) printf(" %.9g", pred[o]);
     printf("\n");
-    return M2_OK;
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -75,21 +80,23 @@ int main(int argc, char **argv)
     }
     m2_stream *s;
     int rc = m2_stream_open(argv[1], &opt, &s);
-    if (rc) return m2_report("stream_example", rc);
+    if (rc != M2_STREAM_OK) {
+        fprintf(stderr, "stream_example: error: %s\n", m2_last_error());
+        return rc;
+    }
     if (m2_stream_n_features(s) > MAX_F || m2_stream_n_targets(s) > MAX_O) {
         m2_stream_close(s);
-        return m2_report("stream_example", m2_fail(M2_EUSAGE, "model too wide for this example"));
+        fprintf(stderr, "stream_example: error: model too wide for this example\n");
+        return 2;
     }
     char line[16384];
     long lineno = 0;
-    while (rc == M2_OK && fgets(line, sizeof line, stdin)) {
+    const char *why = NULL;
+    while (!why && fgets(line, sizeof line, stdin)) {
         lineno++;
-        rc = handle_line(s, line, raw);
+        why = handle_line(s, line, raw);
     }
+    if (why) fprintf(stderr, "stream_example: error: stdin line %ld: %s\n", lineno, why);
     m2_stream_close(s);
-    if (rc) {
-        fprintf(stderr, "stream_example: error: stdin line %ld: %s\n", lineno, m2_last_error());
-        return rc;
-    }
-    return 0;
+    return why ? 1 : 0;
 }

@@ -4,7 +4,7 @@
 #ifndef MAMBA2_BACKEND_CUDA_H
 #define MAMBA2_BACKEND_CUDA_H
 
-#include "core/backend.h"
+#include "run/backend.h"
 #include "dist/dcomm.h"
 #include "dist/dist.h"
 

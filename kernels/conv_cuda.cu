@@ -30,7 +30,7 @@ __global__ void conv_fwd_kernel(const float *in, int ld_in, const float *w, cons
         const int c = (int)(i % C), t = (int)(r % T);
         const float *seq = in + (r - t) * ld_in; /* the sequence's first row */
         const float a = conv_pre(seq, ld_in, w, b, t, c, K);
-        out[i] = a * m2_sigmoidf(a);
+        out[i] = a * m2_dev_sigmoid(a);
     }
 }
 
@@ -52,7 +52,7 @@ __global__ void conv_dpre_kernel(const float *dout, const float *in, int ld_in, 
         const size_t r = i / C;
         const int c = (int)(i % C), t = (int)(r % T);
         const float a = conv_pre(in + (r - t) * ld_in, ld_in, w, b, t, c, K);
-        const float s = m2_sigmoidf(a);
+        const float s = m2_dev_sigmoid(a);
         dpre[i] = dout[i] * s * (1.0f + a * (1.0f - s));
     }
 }

@@ -58,7 +58,7 @@ static inline unsigned m2_cuda_blocks(size_t n)
 #define M2_GRID_STRIDE(i, n)                                                                                         \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 
-__device__ __forceinline__ float m2_sigmoidf(float a) { return 1.0f / (1.0f + expf(-a)); }
+__device__ __forceinline__ float m2_dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
 /* Sum of v over the block's M2_CUDA_THREADS threads in a fixed tree order (deterministic). Every thread of the
  * block must call it; all get the sum. sh: M2_CUDA_THREADS elements of shared memory. */

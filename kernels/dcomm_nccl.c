@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "nccl_comm.h"
 #include "ops_cuda.h"
 

@@ -82,7 +82,7 @@ __device__ __forceinline__ float softplusf(float v)
 /* d softplus(v)/dv = sigmoid(v); exactly 1 where softplus is the identity. */
 __device__ __forceinline__ float softplus_grad(float v)
 {
-    return v > (float)M2_SOFTPLUS_THRESHOLD ? 1.0f : m2_sigmoidf(v);
+    return v > (float)M2_SOFTPLUS_THRESHOLD ? 1.0f : m2_dev_sigmoid(v);
 }
 
 __global__ void dt_fwd_kernel(const float *dt_raw, int ld, const float *dt_bias, int rows, int H, float *dt)

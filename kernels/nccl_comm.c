@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/grad_ranges.h"
 
 struct m2_nccl {

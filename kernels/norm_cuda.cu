@@ -76,7 +76,7 @@ void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, c
 }
 
 /* ---- gated RMSNorm: v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps) * w ---- */
-__device__ __forceinline__ float gate(float y, float z) { return y * z * m2_sigmoidf(z); }
+__device__ __forceinline__ float gate(float y, float z) { return y * z * m2_dev_sigmoid(z); }
 
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_fwd_kernel(const float *y, const float *z, int ld_z, const float *w, int n, int G, float *out)
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
         const float r = rstd_of(m2_block_sum(ss, sh), ng);
         const float cst = r * r * r * m2_block_sum(s, sh) / (float)ng;
         for (int j = j0 + threadIdx.x; j < j0 + ng; j += blockDim.x) {
-            const float zj = zr[j], sg = m2_sigmoidf(zj), yj = yr[j];
+            const float zj = zr[j], sg = m2_dev_sigmoid(zj), yj = yr[j];
             const float dv = r * w[j] * dor[j] - cst * gate(yj, zj);
             dyr[j] = dv * zj * sg;
             /* d silu(z)/dz = s (1 + z (1 - s)) */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 extern "C" {
-#include "core/error.h"
+#include "base/error.h"
 }
 
 /* ---- errors ---- */

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
-#include "core/device_api.h"
-#include "core/error.h"
-#include "core/version.h"
-#include "core/eval.h"
+#include "run/backend.h"
+#include "run/device_api.h"
+#include "base/error.h"
+#include "base/version.h"
+#include "run/eval.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/predictions.h"

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/version.h"
-#include "core/m2stream.h"
-#include "core/stream.h"
+#include "base/error.h"
+#include "base/version.h"
+#include "stream/engine.h"
+#include "stream/engine.h"
+#include "stream/timing.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/predictions.h"

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/error.h"
-#include "core/version.h"
+#include "base/error.h"
+#include "base/version.h"
 #include "io/dataset.h"
 #include "io/features.h"
 #include "io/h5util.h"

@@ -1,9 +1,9 @@
 /* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
-#include "core/config.h"
-#include "core/device_api.h"
-#include "core/version.h"
-#include "core/error.h"
-#include "core/train.h"
+#include "run/config_file.h"
+#include "run/device_api.h"
+#include "base/version.h"
+#include "base/error.h"
+#include "run/train.h"
 #include "dist/dist.h"
 
 #include <getopt.h>

@@ -3,7 +3,7 @@
 #ifndef MAMBA2_FLOPS_H
 #define MAMBA2_FLOPS_H
 
-#include "core/layout.h"
+#include "base/layout.h"
 
 /* Model FLOPs of one training token (forward + backward = 3 x forward), counted per layer as
  * GEMMs 2(D Win + Di D), SSD G Q N + H (Q P + 4 N P) (causal halves of the intra-chunk products, states and state

@@ -23,8 +23,7 @@
  * on_ready is called from the thread that initialised MPI. */
 #include "core/model.h"
 
-#include "core/error.h"
-#include "core/model_ext.h"
+#include "base/error.h"
 #include "core/ops.h"
 
 #include <omp.h>

@@ -21,13 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/vmath.h"
 #include "core/real.h"
 #include "core/ssd.h"
 
-/* RMSNorm epsilon of MODEL.md §2 (both norms). */
-#define M2_NORM_EPS 1e-5
-/* softplus(v) = v above this (MODEL.md §2 step 3), as upstream. */
-#define M2_SOFTPLUS_THRESHOLD 20.0
 
 typedef struct m2_ops m2_ops;
 

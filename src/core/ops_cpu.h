@@ -21,33 +21,12 @@ void m2_cpu_partials_reduce(m2_real *part, size_t nblk, size_t n, m2_real *dst);
 /* A malloc that aborts with a message on failure (same reason). */
 void *m2_cpu_xmalloc(size_t bytes);
 
-/* exp for the elementwise ops. glibc's expf is a scalar call that GCC does not vectorise (without
- * -ffast-math), and the sigmoids of SiLU and the gate made the conv and norms slower than the GEMMs. In fp32
- * this is Cephes' expf (Cody-Waite reduction by ln 2, degree-6 polynomial, about 1 ulp) written so that the
- * loops around it vectorise; its input is clamped to [-87.3, 88.3] (results stay finite and normal, which
- * is all a sigmoid needs). The fp64 test build keeps libm's exp so that finite differences stay exact. */
+/* exp for the elementwise ops: base/vmath.h's vectorisable m2_expf in the product; the fp64 test build keeps
+ * libm's exp so that finite differences stay exact. */
 #ifdef MAMBA2_FP64
 static inline m2_real m2_vexp(m2_real x) { return exp(x); }
 #else
-static inline float m2_vexp(float x)
-{
-    x = x < -87.3f ? -87.3f : x > 88.3f ? 88.3f : x;
-    /* n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest, vectorises) */
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
-}
+static inline float m2_vexp(float x) { return m2_expf(x); }
 #endif
 
 static inline m2_real m2_sigmoid(m2_real a) { return (m2_real)1 / ((m2_real)1 + m2_vexp(-a)); }

@@ -104,9 +104,14 @@ void m2_cpu_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *i
     free(wT);
 }
 
+/* base/vmath.h's softplus in the product (shared with the streaming engine); libm in the fp64 test build. */
 static inline m2_real softplus(m2_real v)
 {
+#ifdef MAMBA2_FP64
     return v > (m2_real)M2_SOFTPLUS_THRESHOLD ? v : M2_LOG1P(M2_EXP(v));
+#else
+    return m2_softplusf(v);
+#endif
 }
 
 void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,

@@ -3,7 +3,7 @@
  * wait finishes them all and copies this rank's parts back. all_gather completes before it returns. */
 #include "dist/dcomm.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/grad_ranges.h"
 #include "dist/range_reduce.h"
 

@@ -1,6 +1,6 @@
 #include "dist/dist.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 #include <limits.h>
 #include <sched.h>

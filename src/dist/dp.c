@@ -1,7 +1,7 @@
 /* The trainer's data-parallel step (dp.h): a thin dispatch to zero.h or zero_dev.h. */
 #include "dist/dp.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/zero.h"
 #include "dist/zero_dev.h"
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/layout.h"
+#include "base/layout.h"
 #include "core/model.h"
 #include "core/ops.h"
 #include "dist/dcomm.h"

@@ -1,6 +1,6 @@
 #include "dist/grad_ranges.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 #include "dist/range_reduce.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 #include "dist/zero.h"
 
 #include "core/adamw.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/grad_ranges.h"
 #include "dist/range_reduce.h"
 

@@ -1,6 +1,6 @@
 #include "dist/zero_dev.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/grad_ranges.h"
 #include "dist/zero.h"
 

@@ -1,6 +1,6 @@
 #include "io/checkpoint.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/h5util.h"
 #include "mamba2_git_describe.h" /* generated at build time (cmake/git_describe.cmake) */
 
@@ -153,7 +153,7 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     int rc = m2_h5_attr_get_str(f, "config", config, 1 << 16);
     if (!rc) {
         m2_config_defaults(&ck->cfg);
-        rc = m2_config_load_string(&ck->cfg, config, path);
+        rc = m2_config_from_text(&ck->cfg, config, path);
     }
     free(config);
     if (rc) return rc;

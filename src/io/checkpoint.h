@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "core/config.h"
-#include "core/layout.h"
+#include "base/config.h"
+#include "base/layout.h"
 #include "io/dataset.h"
 
 typedef struct {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/h5util.h"
 
 #define M2_TICKS_SCHEMA "mamba2.ticks"

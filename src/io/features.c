@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 const char *const m2_feature_name[M2_N_FEATURES] = {
     "mid_ret_bp", "spread_ticks", "queue_imb", "ofi", "trade_signed_log1p", "log1p_dt_s", "tod_sin", "tod_cos",

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 void m2_import_defaults(m2_import_opts *o)
 {

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 /* ---- parameters (rates per unit of simulated time) ------------------------------------------------ */
 #define LEVELS (1 << 14)            /* price levels held in memory; the book is recentred near an edge */

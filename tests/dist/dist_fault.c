@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/dist.h"
 
 int main(int argc, char **argv)

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "core/adamw.h"
-#include "core/error.h"
-#include "core/rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 #include "dist/zero.h"
 #include "mpi_check.h"
 

@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "core/adamw.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/layout.h"
-#include "core/rng.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/layout.h"
+#include "base/rng.h"
 #include "dist/zero.h"
 
 static m2_dist pg;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/zero.h"
 
 /* m2_zero_create does not communicate, so a group that only knows its size and rank is enough here. */

@@ -197,9 +197,9 @@ fi
 
 # ---- 4. the benchmark ---------------------------------------------------------------------------------------------
 echo "== 4/4 GPU benchmark ($(elapsed))"
-if [ -x "$bindir/bench_gpu" ]; then
+if [ -x "$progdir/bench_gpu" ]; then
   # shellcheck disable=SC2086
-  timeout 300 "$bindir/bench_gpu" --config "$root/configs/8gpu.ini" ${BENCH_ARGS:-} > "$build/bench_gpu.out" 2>&1
+  timeout 300 "$progdir/bench_gpu" --config "$root/configs/8gpu.ini" ${BENCH_ARGS:-} > "$build/bench_gpu.out" 2>&1
   rc=$?
   cat "$build/bench_gpu.out"
   summary=$(grep -m1 '^bench_gpu: .*tokens/s' "$build/bench_gpu.out" | sed 's/^bench_gpu: //')

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/model_ext.h"
+#include "core/model.h"
 #include "gpu_util.h"
-#include "model/model_fixture.h"
+#include "core/model_fixture.h"
 
 static m2_dims dims(int G, int Q)
 {

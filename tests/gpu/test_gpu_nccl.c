@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dist/dist.h"
 #include "gpu_util.h"
 #include "nccl_comm.h"

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/layout.h"
-#include "core/model_ext.h"
-#include "core/rng.h"
+#include "base/layout.h"
+#include "core/model.h"
+#include "base/rng.h"
 #include "gpu_util.h"
 
 enum { POOL = 4, B = 4, T = 64, BURN = 8 };

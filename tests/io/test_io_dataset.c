@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/h5util.h"
 #include "io/synth.h"
 #include "io_test_util.h"

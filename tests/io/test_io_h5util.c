@@ -9,7 +9,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/h5util.h"
 #include "io_test_util.h"
 

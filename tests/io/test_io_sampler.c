@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io_test_util.h"
 
 /* 1000 rows, sessions of uneven length (one shorter than a window), horizons 1, 3, 5 (NaN near session ends),

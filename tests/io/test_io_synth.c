@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "io/synth.h"
 #include "io_test_util.h"
 

@@ -1,5 +1,9 @@
-# Shared by the command-line test scripts (source it). The script defines `fail MESSAGE` (count the failure, or exit)
-# and `scratch`, a folder for temporary files, or has cli_begin define them.
+# The one helper library of the shell tests (source it). A script then calls one of
+#   cli_begin:  for a script that checks many things and reports every failure (cli_end exits with their number);
+#   test_begin: for a script that stops at its first failure (set -euo pipefail, `fail` exits 1);
+# both make a scratch folder ($scratch) that is removed on exit. $src is the source tree; test_begin also sets $bin,
+# the build tree (MAMBA2_BIN).
+src="${MAMBA2_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 
 # cli_begin: for a script that checks many things and reports every failure: $dir (a scratch folder, removed on
 # exit, also $scratch), `fail MESSAGE` counting failures; cli_end then exits 1 with their number if there were any.
@@ -42,3 +46,24 @@ check_help_version() {
   grep -q "^$name [0-9]" "$scratch/version.txt" && grep -q 'backends: cpu' "$scratch/version.txt" ||
     fail "$name --version: $(cat "$scratch/version.txt")"
 }
+
+# test_begin: stop at the first failure; $work (= $scratch) is a scratch folder removed on exit.
+test_begin() {
+  set -euo pipefail
+  bin="${MAMBA2_BIN:?run through ctest}"
+  work=$(mktemp -d /tmp/m2test.XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+  scratch=$work
+  fail() { echo "FAIL: $*" >&2; exit 1; }
+}
+
+# make_dataset FILE [synth options...]: a small synthetic dataset (4 sessions, 20,000 ticks).
+make_dataset() {
+  local out=$1; shift
+  "$MAMBA2_BIN/mamba2_ticks" synth --out "$out" --ticks 20000 --sessions 4 --seed 11 "$@" >/dev/null
+}
+
+# A fast model for the training scripts (the tiny config shrunk further: they check mechanics, not learning).
+fast_model=(--set model.d_model=16 --set model.n_layers=2 --set model.headdim=8 --set model.d_state=8
+            --set model.chunk_size=16 --set train.seq_len=48 --set train.burn_in=8 --set train.micro_batch=4
+            --set train.global_batch=8 --set train.eval_batches=2 --set train.log_every=1000 --set train.threads=1)

@@ -4,7 +4,7 @@
 #ifndef MAMBA2_TEST_REF_STREAM_H
 #define MAMBA2_TEST_REF_STREAM_H
 
-#include "core/layout.h"
+#include "base/layout.h"
 
 /* pred [T,O] for one session X [T,F] starting from zero state. */
 void ref_session(const m2_layout *lay, const float *params, const float *X, int T, double *pred);

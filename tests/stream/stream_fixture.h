@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/layout.h"
-#include "core/rng.h"
+#include "base/config.h"
+#include "base/layout.h"
+#include "base/rng.h"
 
 typedef struct {
     int F, O, D, L, E, P, N, G, K;

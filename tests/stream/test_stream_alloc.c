@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/m2stream.h"
+#include "stream/engine.h"
 #include "stream_fixture.h"
 
 static volatile long calls;   /* volatile: GCC assumes malloc leaves globals alone */

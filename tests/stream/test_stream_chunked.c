@@ -5,7 +5,7 @@
  * Tolerance: both compute in fp32 and differ only in summation order (the chunked SSD sums within a chunk
  * through C B^T products and carries chunk states; the engine carries S tick by tick; their GEMMs block
  * differently). Each is within ~1e-6 of the fp64 oracle relative to the output scale (test_stream prints the
- * engine's figure; tests/model checks the forward's), so they are within ~2e-6 of each other; 2e-5 leaves
+ * engine's figure; tests/core checks the forward's), so they are within ~2e-6 of each other; 2e-5 leaves
  * 10x margin while any modelling difference (a missing term, a wrong group, a state not carried across a
  * chunk boundary) is orders of magnitude larger. */
 #include <setjmp.h>
@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/error.h"
-#include "core/m2stream.h"
+#include "base/error.h"
+#include "stream/engine.h"
 #include "core/model.h"
 #include "stream_fixture.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mamba2_stream end to end on the eval fixture (tests/eval/eval_fixture.c: a small dataset and checkpoint):
+# mamba2_stream end to end on the eval fixture (tests/run/eval_fixture.c: a small dataset and checkpoint):
 # - the report (latency percentiles, ticks/s, floor) and a predictions file equal to mamba2_eval --mode stream's
 #   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too;
 # - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions;

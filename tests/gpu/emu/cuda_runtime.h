@@ -1,5 +1,5 @@
 /* TEST-ONLY CPU emulation of the part of the CUDA runtime that kernels/ uses, so that the CUDA backend's kernels
- * run, unchanged, on a machine without a GPU (tests/gpu.cmake: the test_cuda_emu_* tests). The kernel sources are
+ * run, unchanged, on a machine without a GPU (tests/gpu/CMakeLists.txt: the test_cuda_emu_* tests). The kernel sources are
  * compiled as C++ with this directory first on the include path, after emu/transform.cmake has rewritten each
  * launch `k<<<grid, block, shmem, stream>>>(args)` into `m2emu::launch(grid, block, shmem, stream)(<k>)(args)`
  * and each `extern __shared__ T name[];` into a pointer to the launch's dynamic shared memory.

@@ -1,6 +1,6 @@
 /* TEST-ONLY emulation of the part of NCCL that kernels/nccl_comm.c uses, over MPI, so that the NCCL collectives of
  * the device ZeRO-1 step (kernels/nccl_comm.c, dcomm_nccl.c) run unchanged on the CPU emulation of the CUDA runtime
- * (cuda_runtime.h here), at any rank count under mpirun (tests/gpu.cmake, tests/gpu_train.cmake).
+ * (cuda_runtime.h here), at any rank count under mpirun (tests/gpu/CMakeLists.txt).
  *
  * Emulated: a communicator of nranks over MPI_COMM_WORLD (one rank: no MPI at all, as a lone process needs);
  * non-blocking initialisation (the first ncclCommGetAsyncError answers ncclInProgress, so the caller's polling is

@@ -1,0 +1,83 @@
+/* Streaming engine internals (the public API is stream/mamba2_stream.h): opening from a parameter buffer, the
+ * packed weight layout and the per-tick kernels. Timing helpers are in stream/timing.h.
+ *
+ * Packed matrices. A matrix W [M,K] (row-major in the flat parameter buffer) is stored as column panels:
+ * its rows, padded with zeros to a multiple of 16 (one 512-bit vector of fp32 outputs), are split into
+ * n_panels groups of nv <= 8 vectors (nv as equal as possible), and each panel is stored transposed,
+ * k-major: panel[k][j] = W[r0 + j][k], j < 16 nv. A GEMV then reads every weight exactly once, in address
+ * order, with up to 8 independent accumulator vectors (enough to hide the FMA latency) and one broadcast of
+ * x[k] per k-row; a GEMM over n streams reads each panel once per tile of streams, from L1. All matrices of
+ * the model sit in one buffer in the order a tick reads them, so the hardware prefetcher sees one stream. */
+#ifndef MAMBA2_STREAM_H
+#define MAMBA2_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/layout.h"
+#include "base/vmath.h"
+#include "stream/mamba2_stream.h"
+
+/* Opens from a flat parameter buffer of layout `lay` (copied: the caller may free params afterwards).
+ * mean/std [F] are the feature statistics for m2_stream_standardize; NULL means identity (0, 1).
+ * opt NULL means m2_stream_defaults(). M2_EUSAGE on bad options, M2_EFAIL when out of memory. */
+int m2_stream_open_params(const m2_layout *lay, const float *params, const double *mean, const double *std,
+                          const m2_stream_options *opt, m2_stream **out);
+
+/* The model's dimensions (internal: the public API names only features, targets and streams). */
+const m2_dims *m2_stream_dims(const m2_stream *s);
+
+#define M2S_VEC 16          /* fp32 lanes per vector: rows are padded to this */
+#define M2S_MAX_NV 8        /* vectors per panel (accumulator registers of the GEMV) */
+
+typedef struct {
+    int M, K;               /* logical shape of W */
+    int n_panels, nv_base, n_extra;  /* panels 0..n_extra-1 hold nv_base+1 vectors, the rest nv_base */
+    size_t offset;          /* first element in the matrix buffer (elements, fp32 or bf16) */
+} m2s_mat;
+
+/* Rows r0 .. r0 + 16 nv of panel p. */
+static inline void m2s_panel(const m2s_mat *m, int p, int *nv, int *r0)
+{
+    *nv = m->nv_base + (p < m->n_extra);
+    *r0 = M2S_VEC * (p * m->nv_base + (p < m->n_extra ? p : m->n_extra));
+}
+
+/* Plans a matrix of shape [M,K] at *cursor (elements) and advances it. */
+void m2s_mat_plan(m2s_mat *m, int M, int K, size_t *cursor);
+
+/* Writes W [M,K] into its panels; bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
+void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
+
+/* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
+ * receive 0). n == 1 takes the GEMV path. */
+void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy);
+
+/* u = h * rsqrt(mean(h^2) + M2_NORM_EPS) * w, over n values. */
+void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float *restrict u);
+
+/* One tick of one layer's causal depthwise conv over [ring, new] then SiLU (MODEL.md §2 step 2).
+ * wT [max(K,4)][ldc] (transposed conv weight; rows K..3 zero when K < 4), ring: K-1 rows of ldc, the oldest
+ * at row pos; new [C]; out [C]. Overwrites the oldest ring row with new (the caller advances pos after the
+ * tick). */
+void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
+                   int ldc, const float *restrict xnew, float *restrict out);
+
+/* One tick of the SSM for one layer (MODEL.md §2 steps 3-4): S [H][N][pad16(P)] (P fastest), xbc = [x (H P),
+ * B (G N), C (G N)] after the conv, dt_raw [H]; y [H P] = S C + D x. scratch: 2 pad16(H) floats; dt_raw,
+ * dt_bias and A are read up to pad16(H) (the padding of the last two must be zero). */
+void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
+             const float *dt_raw, float *y, float *scratch);
+
+/* Gated RMSNorm in G groups (MODEL.md §2 step 5), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
+void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
+
+/* Zeroed memory for the engine's large read-every-tick buffers (packed weights, states) and the floor's read
+ * buffer, so that both get the same page policy: from M2S_HUGE_MIN bytes on, 2 MiB-aligned, rounded up to 2 MiB
+ * and advised as transparent huge pages (one TLB entry instead of 512; a no-op where THP is off), otherwise
+ * 64-byte aligned. Pages are touched here, so no tick takes a page fault. Release with free(). */
+#define M2S_HUGE_MIN ((size_t)256 << 10)
+void *m2s_alloc_pages(size_t bytes);
+
+#endif

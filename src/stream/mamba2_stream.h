@@ -1,0 +1,97 @@
+/* Streaming inference: one tick in, one prediction out (docs/MODEL.md, "Recurrent form"). The public C API for embedding a
+ * trained model in a trading process.
+ *
+ *   m2_stream *s;
+ *   m2_stream_options opt = m2_stream_defaults();
+ *   opt.max_streams = 1;                                  (one instrument)
+ *   if (m2_stream_open("runs/small/ckpt_1500.h5", &opt, &s)) { puts(m2_last_error()); return 1; }
+ *   float x[F], pred[O];
+ *   for each tick:
+ *       if (first tick of a session) m2_stream_reset(s, 0);
+ *       m2_stream_standardize(s, raw_features, x);        (or feed already z-scored rows, e.g. /features/X)
+ *       m2_stream_step(s, 0, x, pred);                   pred[0..O) = the model's output for this tick
+ *   m2_stream_close(s);
+ *
+ * A handle owns read-only weights packed for sequential access and, per stream (instrument), the recurrent
+ * cache of every layer: the last K-1 conv inputs and the SSM state S [H,P,N]. Each stream starts at zero
+ * (the state before a session's first tick).
+ *
+ * Guarantees: after open, step / step_batch / reset / standardize allocate nothing, take no lock and make no
+ * system call (tests/stream/test_stream_alloc.c checks the first). Outputs equal the chunked forward
+ * (m2_model_forward) over the same session up to fp32 rounding.
+ *
+ * Threads: a handle is not thread-safe; use one handle per thread, or give threads disjoint streams and
+ * serialise the calls. Streams of one handle share the weights, so S instruments cost one copy of them. */
+#ifndef MAMBA2_STREAM_API_H
+#define MAMBA2_STREAM_API_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The functions of the installed shared library (libmamba2_stream.so): everything else in it is hidden. */
+#if defined(__GNUC__)
+#define M2_STREAM_API __attribute__((visibility("default")))
+#else
+#define M2_STREAM_API
+#endif
+
+/* Error codes of every call that returns int: 0 success, 1 failure (out of memory, unreadable file), 2 bad
+ * arguments or options. */
+#define M2_STREAM_OK 0
+
+/* The last error's message, one line (thread-local): what failed and why, naming the file or argument. */
+M2_STREAM_API const char *m2_last_error(void);
+
+
+typedef struct m2_stream m2_stream;
+
+typedef struct {
+    int max_streams;   /* independent states allocated (instruments); step_batch advances up to this many */
+    int bf16;          /* store the matrices as bf16 (half the bytes per tick; converted to fp32 as they are read) */
+    float clip;        /* m2_stream_standardize clips z-scores to +-clip (the dataset's clip); 0: no clip */
+} m2_stream_options;
+
+/* max_streams 1, fp32 weights, clip 5. */
+M2_STREAM_API m2_stream_options m2_stream_defaults(void);
+
+/* Opens from a checkpoint (docs/FORMATS.md): parameters plus the feature statistics stored with them. */
+M2_STREAM_API int m2_stream_open(const char *checkpoint, const m2_stream_options *opt, m2_stream **out);
+
+M2_STREAM_API void m2_stream_close(m2_stream *s);
+
+/* Zeroes the cache of one stream (0 <= stream < max_streams), or of every stream when stream < 0.
+ * Call it at each session boundary: the state must not carry over from one session into the next. */
+M2_STREAM_API void m2_stream_reset(m2_stream *s, int stream);
+
+/* Advances one stream by one tick: x [F] z-scored features in, pred [O] out. M2_EUSAGE (with a message)
+ * only when stream is out of range. */
+M2_STREAM_API int m2_stream_step(m2_stream *s, int stream, const float *x, float *pred);
+
+/* Advances n distinct streams by one tick each, together, so every weight read serves n ticks.
+ * streams [n] names them (NULL: streams 0..n-1); X [n,F] row i is stream streams[i]'s tick, pred [n,O].
+ * Same results as n calls of m2_stream_step (up to fp32 rounding). M2_EUSAGE when n or an index is out of
+ * range; repeated indices are not detected (each stream must appear at most once per call). */
+M2_STREAM_API int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred);
+
+/* raw [F] features as computed by the featuriser (FORMATS.md) -> x [F] z-scored with the training
+ * statistics and clipped, as in the dataset's /features/X. */
+M2_STREAM_API void m2_stream_standardize(const m2_stream *s, const double *raw, float *x);
+
+M2_STREAM_API int m2_stream_n_features(const m2_stream *s);
+M2_STREAM_API int m2_stream_n_targets(const m2_stream *s);
+M2_STREAM_API int m2_stream_max_streams(const m2_stream *s);
+
+/* Bytes of weights one tick reads (the packed matrices and vectors; bf16 halves the matrices' share). */
+M2_STREAM_API size_t m2_stream_weight_bytes(const m2_stream *s);
+
+/* Bytes of recurrent state per stream (conv tails and S of every layer). */
+M2_STREAM_API size_t m2_stream_state_bytes(const m2_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

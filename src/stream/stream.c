@@ -1,0 +1,316 @@
+/* The streaming engine (core/m2stream.h): packs a model's parameters once, keeps a recurrent cache per
+ * stream, and advances streams one tick at a time. One code path serves step and step_batch: a tick of n
+ * streams runs each matrix as one GEMM over the n streams (n = 1: the GEMV path of m2s_gemm) and the
+ * element-wise work per stream. Every buffer is allocated at open; a tick only reads and writes them. */
+#include "stream/engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+typedef struct {
+    m2s_mat W_in, W_out;
+    const float *norm_w, *dt_bias, *conv_wT, *conv_b, *A, *Dskip, *gnorm_w;
+} m2s_layer;
+
+struct m2_stream {
+    m2_dims d;
+    int bf16, max_streams;
+    float clip;
+    /* packed read-only weights */
+    void *mats;                      /* every matrix, in the order a tick reads them */
+    size_t mat_bytes;
+    float *vecs;                     /* biases, norm weights, conv weights, A = -exp(A_log), D */
+    size_t vec_bytes;
+    m2s_mat embed, head;
+    const float *embed_b, *normf_w, *head_b;
+    m2s_layer *layers;
+    double *mean, *inv_std;          /* [F] feature statistics for m2_stream_standardize */
+    /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers */
+    float *state;
+    size_t state_stride, layer_stride, ring_floats;
+    int *pos;
+    /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
+    int Dp, Winp, Ccp, Dip, Op;
+    float *h, *u, *zx, *xbc, *y, *out, *pred;
+    float *scratch;                  /* m2s_ssm's per-head values (one stream at a time) */
+    int *all;                        /* 0..max_streams-1, for step_batch(streams = NULL) */
+};
+
+static size_t pad16(size_t n) { return (n + M2S_VEC - 1) / M2S_VEC * M2S_VEC; }
+
+static void *alloc64(size_t bytes)
+{
+    bytes = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+m2_stream_options m2_stream_defaults(void)
+{
+    m2_stream_options o = {.max_streams = 1, .bf16 = 0, .clip = 5.0f};
+    return o;
+}
+
+/* Matrices in tick order: embed, per layer W_in then W_out, head. */
+static size_t plan_mats(m2_stream *s)
+{
+    const m2_dims *d = &s->d;
+    size_t cur = 0;
+    m2s_mat_plan(&s->embed, d->D, d->F, &cur);
+    for (int l = 0; l < d->L; l++) {
+        m2s_mat_plan(&s->layers[l].W_in, d->Win, d->D, &cur);
+        m2s_mat_plan(&s->layers[l].W_out, d->D, d->Di, &cur);
+    }
+    m2s_mat_plan(&s->head, d->O, d->D, &cur);
+    return cur;
+}
+
+/* Small vectors, each padded to 16 floats (so every one starts 64-byte aligned). */
+static float *take(float **cur, size_t n)
+{
+    float *p = *cur;
+    *cur += pad16(n);
+    return p;
+}
+
+/* Takes n floats from the packed buffer and fills them with a copy of src. */
+static const float *take_copy(float **cur, const float *src, size_t n)
+{
+    float *p = take(cur, n);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+static size_t vec_floats(const m2_dims *d)
+{
+    size_t per_layer = pad16(d->D) + 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc) + pad16(d->Di);
+    return 2 * pad16(d->D) + (size_t)d->L * per_layer + pad16(d->D) + pad16(d->O);
+}
+
+static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
+{
+    const m2_dims *d = &s->d;
+    float *cur = s->vecs, *v;
+    const int Ccp = s->Ccp;
+    s->embed_b = take_copy(&cur, params + lay->embed_b, (size_t)d->D);
+    for (int l = 0; l < d->L; l++) {
+        const float *pl = params + m2_layer_base(lay, l);
+        const m2_layer_offsets *o = &lay->layer;
+        m2s_layer *L = &s->layers[l];
+        L->norm_w = take_copy(&cur, pl + o->norm_w, (size_t)d->D);
+        v = take(&cur, (size_t)(d->K > 4 ? d->K : 4) * Ccp);   /* rows K..3 stay zero (m2s_conv_silu) */
+        for (int c = 0; c < d->Cc; c++)   /* [Cc,1,K] -> [K][Ccp]: one tap of every channel is contiguous */
+            for (int k = 0; k < d->K; k++) v[(size_t)k * Ccp + c] = pl[o->conv_w + (size_t)c * d->K + k];
+        L->conv_wT = v;
+        L->conv_b = take_copy(&cur, pl + o->conv_b, (size_t)d->Cc);
+        L->dt_bias = take_copy(&cur, pl + o->dt_bias, (size_t)d->H);
+        v = take(&cur, d->H);
+        for (int h = 0; h < d->H; h++) v[h] = -expf(pl[o->A_log + h]);
+        L->A = v;
+        L->Dskip = take_copy(&cur, pl + o->Dskip, (size_t)d->H);
+        L->gnorm_w = take_copy(&cur, pl + o->gnorm_w, (size_t)d->Di);
+    }
+    s->normf_w = take_copy(&cur, params + lay->normf_w, (size_t)d->D);
+    s->head_b = take_copy(&cur, params + lay->head_b, (size_t)d->O);
+}
+
+static int check_dims(const m2_dims *d, const m2_stream_options *opt)
+{
+    if (opt->max_streams < 1 || opt->max_streams > (1 << 20))
+        return m2_fail(M2_EUSAGE, "stream (max_streams): %d is not in [1, 1048576]", opt->max_streams);
+    if (d->F < 1) return m2_fail(M2_EUSAGE, "stream (features): %d features", d->F);
+    if (d->D < 1 || d->L < 1 || d->K < 1 || d->N < 1 || d->O < 1 || d->G < 1 || d->H % d->G)
+        return m2_fail(M2_EUSAGE, "stream (model): inconsistent sizes");
+    return M2_OK;
+}
+
+static int alloc_buffers(m2_stream *s)
+{
+    const m2_dims *d = &s->d;
+    const size_t S = (size_t)s->max_streams;
+    size_t mat_elems = plan_mats(s);
+    s->mat_bytes = mat_elems * (s->bf16 ? 2 : 4);
+    s->vec_bytes = vec_floats(d) * sizeof(float);
+    s->ring_floats = (size_t)(d->K - 1) * s->Ccp;
+    s->layer_stride = s->ring_floats + (size_t)d->H * d->N * pad16(d->P);   /* m2s_ssm's rows are whole vectors */
+    s->state_stride = (size_t)d->L * s->layer_stride;
+    s->mats = m2s_alloc_pages(s->mat_bytes);
+    s->vecs = alloc64(s->vec_bytes);
+    s->state = m2s_alloc_pages(S * s->state_stride * sizeof(float));
+    s->pos = calloc(S, sizeof *s->pos);
+    s->all = calloc(S, sizeof *s->all);
+    s->mean = calloc((size_t)d->F, sizeof *s->mean);
+    s->inv_std = calloc((size_t)d->F, sizeof *s->inv_std);
+    s->h = alloc64(S * s->Dp * sizeof(float));
+    s->u = alloc64(S * s->Dp * sizeof(float));
+    s->zx = alloc64((S * s->Winp + M2S_VEC) * sizeof(float));   /* slack: m2s_ssm reads dt_raw by whole vectors */
+    s->xbc = alloc64(S * s->Ccp * sizeof(float));
+    s->y = alloc64(S * s->Dip * sizeof(float));
+    s->out = alloc64(S * s->Dp * sizeof(float));
+    s->pred = alloc64(S * s->Op * sizeof(float));
+    s->scratch = alloc64((2 * pad16(d->H) + pad16(d->P)) * sizeof(float));
+    if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
+        !s->out || !s->pred || !s->scratch || !s->mean || !s->inv_std)
+        return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
+    for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
+    return M2_OK;
+}
+
+int m2_stream_open_params(const m2_layout *lay, const float *params, const double *mean, const double *std,
+                          const m2_stream_options *opt, m2_stream **out)
+{
+    m2_stream_options defaults = m2_stream_defaults();
+    if (!opt) opt = &defaults;
+    *out = NULL;
+    int rc = check_dims(&lay->d, opt);
+    if (rc) return rc;
+    m2_stream *s = calloc(1, sizeof *s);
+    if (!s) return m2_fail(M2_EFAIL, "stream: out of memory");
+    s->d = lay->d;
+    s->bf16 = opt->bf16 != 0;
+    s->max_streams = opt->max_streams;
+    s->clip = opt->clip;
+    s->Dp = (int)pad16(s->d.D);
+    s->Winp = (int)pad16(s->d.Win);
+    s->Ccp = (int)pad16(s->d.Cc);
+    s->Dip = (int)pad16(s->d.Di);
+    s->Op = (int)pad16(s->d.O);
+    s->layers = calloc((size_t)s->d.L, sizeof *s->layers);
+    if (!s->layers) {
+        free(s);
+        return m2_fail(M2_EFAIL, "stream: out of memory");
+    }
+    rc = alloc_buffers(s);
+    if (rc) {
+        m2_stream_close(s);
+        return rc;
+    }
+    m2s_mat_pack(&s->embed, params + lay->embed_w, s->mats, s->bf16);
+    for (int l = 0; l < s->d.L; l++) {
+        const float *pl = params + m2_layer_base(lay, l);
+        m2s_mat_pack(&s->layers[l].W_in, pl + lay->layer.W_in, s->mats, s->bf16);
+        m2s_mat_pack(&s->layers[l].W_out, pl + lay->layer.W_out, s->mats, s->bf16);
+    }
+    m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
+    pack_vecs(s, lay, params);
+    for (int f = 0; f < s->d.F; f++) {
+        s->mean[f] = mean ? mean[f] : 0.0;
+        s->inv_std[f] = std && std[f] > 0 ? 1.0 / std[f] : 1.0;
+    }
+    *out = s;
+    return M2_OK;
+}
+
+void m2_stream_close(m2_stream *s)
+{
+    if (!s) return;
+    free(s->mats);
+    free(s->vecs);
+    free(s->state);
+    free(s->pos);
+    free(s->all);
+    free(s->mean);
+    free(s->inv_std);
+    free(s->h);
+    free(s->u);
+    free(s->zx);
+    free(s->xbc);
+    free(s->y);
+    free(s->out);
+    free(s->pred);
+    free(s->scratch);
+    free(s->layers);
+    free(s);
+}
+
+void m2_stream_reset(m2_stream *s, int stream)
+{
+    if (stream < 0) {
+        memset(s->state, 0, (size_t)s->max_streams * s->state_stride * sizeof *s->state);
+        memset(s->pos, 0, (size_t)s->max_streams * sizeof *s->pos);
+    } else if (stream < s->max_streams) {
+        memset(s->state + (size_t)stream * s->state_stride, 0, s->state_stride * sizeof *s->state);
+        s->pos[stream] = 0;
+    }
+}
+
+/* One layer for n streams: h <- h + Mixer(RMSNorm(h)). */
+static void layer_tick(m2_stream *s, int l, int n, const int *ids)
+{
+    const m2_dims *d = &s->d;
+    const m2s_layer *L = &s->layers[l];
+    for (int i = 0; i < n; i++) m2s_rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
+    m2s_gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp);
+    for (int i = 0; i < n; i++) {
+        float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
+        const float *zx = s->zx + (size_t)i * s->Winp;   /* z | x B C | dt_raw */
+        float *xbc = s->xbc + (size_t)i * s->Ccp, *y = s->y + (size_t)i * s->Dip;
+        m2s_conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
+        m2s_ssm(d, L->A, L->dt_bias, L->Dskip, st + s->ring_floats, xbc, zx + 2 * d->Di + 2 * d->G * d->N, y,
+                s->scratch);
+        m2s_gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
+    }
+    m2s_gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp);
+    for (int i = 0; i < n; i++) {
+        float *h = s->h + (size_t)i * s->Dp;
+        const float *o = s->out + (size_t)i * s->Dp;
+        for (int j = 0; j < d->D; j++) h[j] += o[j];
+    }
+}
+
+static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pred)
+{
+    const m2_dims *d = &s->d;
+    m2s_gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp);
+    for (int i = 0; i < n; i++) {
+        float *h = s->h + (size_t)i * s->Dp;
+        for (int j = 0; j < d->D; j++) h[j] += s->embed_b[j];
+    }
+    for (int l = 0; l < d->L; l++) layer_tick(s, l, n, ids);
+    if (d->K > 1)
+        for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
+    for (int i = 0; i < n; i++) m2s_rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
+    m2s_gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];
+}
+
+int m2_stream_step(m2_stream *s, int stream, const float *x, float *pred)
+{
+    if (stream < 0 || stream >= s->max_streams)
+        return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", stream, s->max_streams);
+    tick(s, 1, &stream, x, pred);
+    return M2_OK;
+}
+
+int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred)
+{
+    if (n < 0 || n > s->max_streams)
+        return m2_fail(M2_EUSAGE, "stream (batch): %d streams, at most %d", n, s->max_streams);
+    if (streams)
+        for (int i = 0; i < n; i++)
+            if (streams[i] < 0 || streams[i] >= s->max_streams)
+                return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", streams[i], s->max_streams);
+    if (n) tick(s, n, streams ? streams : s->all, X, pred);
+    return M2_OK;
+}
+
+void m2_stream_standardize(const m2_stream *s, const double *raw, float *x)
+{
+    for (int f = 0; f < s->d.F; f++) {
+        double z = (raw[f] - s->mean[f]) * s->inv_std[f];
+        if (s->clip > 0) z = z > s->clip ? s->clip : z < -s->clip ? -s->clip : z;
+        x[f] = (float)z;
+    }
+}
+
+int m2_stream_n_features(const m2_stream *s) { return s->d.F; }
+int m2_stream_n_targets(const m2_stream *s) { return s->d.O; }
+int m2_stream_max_streams(const m2_stream *s) { return s->max_streams; }
+const m2_dims *m2_stream_dims(const m2_stream *s) { return &s->d; }
+size_t m2_stream_weight_bytes(const m2_stream *s) { return s->mat_bytes + s->vec_bytes; }
+size_t m2_stream_state_bytes(const m2_stream *s) { return s->state_stride * sizeof(float); }

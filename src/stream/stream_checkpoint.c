@@ -1,0 +1,21 @@
+/* m2_stream_open (core/m2stream.h): the streaming engine opened from a checkpoint. It lives in the io
+ * library because it reads HDF5 through m2_checkpoint_load; the engine itself (core) knows nothing of files. */
+#include "base/error.h"
+#include "stream/engine.h"
+#include "io/checkpoint.h"
+
+int m2_stream_open(const char *checkpoint, const m2_stream_options *opt, m2_stream **out)
+{
+    *out = NULL;
+    m2_checkpoint ck;
+    int rc = m2_checkpoint_load(checkpoint, &ck, 0);
+    if (rc) return rc;
+    if (ck.n_features != ck.lay.d.F) {
+        rc = m2_fail(M2_EFAIL, "checkpoint (%s): %d feature statistics for a model of %d features", checkpoint,
+                     ck.n_features, ck.lay.d.F);
+    } else {
+        rc = m2_stream_open_params(&ck.lay, ck.params, ck.mean, ck.std, opt, out);
+    }
+    m2_checkpoint_free(&ck);
+    return rc;
+}

@@ -1,0 +1,151 @@
+/* Timing helpers shared by mamba2_stream and bench_stream: latency percentiles, the monotonic clock, CPU
+ * pinning, and the weight-streaming floor (how long one core takes just to read the model's weight bytes,
+ * which every tick must do at least once). */
+#define _GNU_SOURCE   /* sched_getcpu, CPU_SET */
+#include "stream/engine.h"
+#include "stream/timing.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+double m2_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double rank(const double *sorted, size_t n, double q)
+{
+    size_t i = (size_t)(q * (double)n + 0.5);
+    if (i > 0) i--;               /* nearest rank: the ceil(q n)-th smallest */
+    return sorted[i < n ? i : n - 1];
+}
+
+void m2_latency_summarize(double *ns, size_t n, m2_latency *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!n) return;
+    qsort(ns, n, sizeof *ns, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += ns[i];
+    out->mean = sum / (double)n;
+    out->p50 = rank(ns, n, 0.50);
+    out->p99 = rank(ns, n, 0.99);
+    out->p999 = rank(ns, n, 0.999);
+    out->max = ns[n - 1];
+}
+
+void *m2s_alloc_pages(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    const int big = bytes >= M2S_HUGE_MIN;
+    const size_t align = big ? huge : 64;
+    bytes = bytes ? (bytes + align - 1) / align * align : align;
+    void *p = aligned_alloc(align, bytes);
+    if (!p) return NULL;
+#if defined(MADV_HUGEPAGE)
+    if (big) (void)madvise(p, bytes, MADV_HUGEPAGE);   /* advice only: failure leaves 4 KiB pages */
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
+
+int m2_pin_to_current_cpu(void)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0) return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? cpu : -1;
+}
+
+/* Reads n bytes (a multiple of 64) with the widest loads available and as many independent accumulators
+ * as the core needs to keep both load ports busy; returns something that depends on every byte so the
+ * compiler cannot drop the reads. */
+static __attribute__((noinline)) uint64_t read_once(const void *buf, size_t n)
+{
+#if defined(__AVX512F__)
+    const char *p = buf;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 256 <= n; i += 256) {
+        a0 = _mm512_or_si512(a0, _mm512_load_si512((const void *)(p + i)));
+        a1 = _mm512_or_si512(a1, _mm512_load_si512((const void *)(p + i + 64)));
+        a2 = _mm512_or_si512(a2, _mm512_load_si512((const void *)(p + i + 128)));
+        a3 = _mm512_or_si512(a3, _mm512_load_si512((const void *)(p + i + 192)));
+    }
+    for (; i < n; i += 64) a0 = _mm512_or_si512(a0, _mm512_load_si512((const void *)(p + i)));
+    a0 = _mm512_or_si512(_mm512_or_si512(a0, a1), _mm512_or_si512(a2, a3));
+    return (uint64_t)_mm512_reduce_or_epi64(a0);
+#else
+    const uint64_t *p = buf;
+    uint64_t acc[8] = {0};
+    for (size_t i = 0; i < n / 8; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] |= p[i + j];
+    return acc[0] | acc[1] | acc[2] | acc[3] | acc[4] | acc[5] | acc[6] | acc[7];
+#endif
+}
+
+int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
+{
+    const size_t arena_bytes = (size_t)256 << 20;
+    bytes = (bytes + 4095) / 4096 * 4096;
+    size_t total = cold ? (bytes > arena_bytes / 4 ? 4 * bytes : arena_bytes) : bytes;
+    size_t slices = total / bytes;
+    char *buf = m2s_alloc_pages(total);   /* the engine's page policy (m2s_alloc_pages) */
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!buf || !t) {
+        free(buf);
+        free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < total; i += 4096) buf[i] = 1;   /* private pages (not the shared zero page) */
+    volatile uint64_t sink = 0;
+    sink |= read_once(buf, bytes);                                  /* warm the hot buffer */
+    for (int r = 0; r < reps; r++) {
+        const char *b = buf + (cold ? (size_t)(r + 1) % slices * bytes : 0);
+        double t0 = m2_now_ns();
+        sink |= read_once(b, bytes);
+        t[r] = m2_now_ns() - t0;
+    }
+    (void)sink;
+    m2_latency_summarize(t, (size_t)reps, out);
+    free(buf);
+    free(t);
+    return 0;
+}
+
+double m2_stream_floor_ns(size_t bytes, int cold, int reps)
+{
+    m2_latency lat;
+    return m2_stream_floor(bytes, cold, reps, &lat) ? -1.0 : lat.p50;
+}
+
+void m2_stall_census(double seconds, double min_ns, double *per_s, double *share)
+{
+    long n = 0;
+    double lost = 0, t0 = m2_now_ns(), prev = t0, end = t0 + seconds * 1e9, t;
+    while ((t = m2_now_ns()) < end) {
+        if (t - prev >= min_ns) {
+            n++;
+            lost += t - prev;
+        }
+        prev = t;
+    }
+    *per_s = (double)n / ((t - t0) * 1e-9);
+    *share = lost / (t - t0);
+}
