@@ -437,5 +437,7 @@ void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
         json_metrics(f, &rep->ridge[o]);
         fprintf(f, ",\"train_rows\":%lld}}", (long long)rep->ridge_rows[o]);
     }
-    fputs("]}\n", f);
+    fputc(']', f);
+    if (rep->json_extra) rep->json_extra(f, rep->extra);
+    fputs("}\n", f);
 }

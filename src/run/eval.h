@@ -73,6 +73,9 @@ typedef struct {
     int O;
     int32_t horizons[M2_MAX_TARGETS];
     m2_metrics model[M2_MAX_TARGETS], ridge[M2_MAX_TARGETS];
+    /* more members of the JSON object (run/research.h), written after "horizons" when set */
+    void (*json_extra)(FILE *f, const void *extra);
+    const void *extra;
 } m2_eval_report;
 
 /* Per-horizon metrics of the model's and the ridge's predictions on rows (fills model, ridge, rows, O). */

@@ -49,14 +49,14 @@ static void data_blocks(FILE *g, const m2_research *r, const float *cum, int64_t
 static void script(FILE *g, const char *out, const m2_research *r, const float *cum, int64_t M, const char *title)
 {
     int H = r->horizons[r->O - 1];
-    fprintf(g, "set terminal pngcairo size 1500,460 font 'sans,10'\nset output '%s'\n", out);
+    fprintf(g, "set terminal pngcairo size 1500,460 font 'sans,10' noenhanced\nset output '%s'\n", out);
     data_blocks(g, r, cum, M);
     fprintf(g, "set multiplot layout 1,3 title \"%s\"\nset grid\nset key top left\n", title);
     fprintf(g, "set title 'cumulative PnL, h=%d (bp, %s)'\nset xlabel 'evaluated tick'\n", H,
             r->costs ? "net of half spread" : "no costs: no quotes");
     fputs("plot $pnl u 1:2 w l lw 2 t 'mamba2', $pnl u 1:3 w l lw 2 t 'ridge'\n", g);
     fputs("set title 'IC by horizon (95% HAC interval)'\nset xlabel 'horizon (ticks)'\n", g);
-    fprintf(g, "set xrange [-0.5:%d.5]\nset yzeroaxis\n", r->O - 1);
+    fprintf(g, "set xrange [-0.5:%d.5]\nset xzeroaxis\n", r->O - 1);
     fputs("plot $ic u ($1-0.08):3:4:xtic(2) w yerrorbars pt 7 t 'mamba2', $ic u ($1+0.08):5:6 w yerrorbars pt 5 "
           "t 'ridge', 0 w l lc 'black' notitle\n", g);
     fprintf(g, "set title 'mean forward return by prediction decile, h=%d (bp)'\nset xlabel 'decile'\n", H);
