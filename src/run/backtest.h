@@ -1,4 +1,4 @@
-/* A cost-aware backtest of one prediction column and the decile table (docs/MODEL.md §8 "Trading view").
+/* A cost-aware backtest of one prediction column and the decile table (docs/MODEL.md §11 "Trading view").
  *
  * Position: pos_t = clip(p_t / scale, −1, 1), scale = the standard deviation of the same predictor's predictions
  * on the val split (chosen there, never on the evaluated split); pos_t = 0 where the target is not finite (the

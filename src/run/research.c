@@ -81,7 +81,7 @@ static const char *who_name[2] = {"mamba2", "ridge"};
 static void print_significance(FILE *f, const m2_research *r, const m2_research *c)
 {
     fprintf(f, "significance: IC standard error by HAC (truncated kernel, lag = horizon: overlapping targets; "
-               "docs/MODEL.md §8)%s\n", c ? "; control: targets block-shuffled" : "");
+               "docs/MODEL.md §11)%s\n", c ? "; control: targets block-shuffled" : "");
     fprintf(f, "%8s  %-6s %9s %8s %8s %8s %8s %8s%s\n", "horizon", "model", "ic", "se", "t", "diff", "diff_se",
             "diff_t", c ? "  ctrl_ic   ctrl_t" : "");
     for (int o = 0; o < r->O; o++)

@@ -1,4 +1,4 @@
-/* The research view of an evaluation (CLI.md mamba2_eval; docs/MODEL.md §8): per horizon, for the model and the
+/* The research view of an evaluation (CLI.md mamba2_eval; docs/MODEL.md §11): per horizon, for the model and the
  * ridge, the IC with its overlap-aware standard error and the paired model − ridge difference
  * (run/significance.h), the cost-aware backtest and the decile table (run/backtest.h); and the block-shuffle
  * control, which recomputes all of it against targets moved to other blocks of the split. */

@@ -1,4 +1,4 @@
-/* Model selection during training (CLI.md train.select_by, train.patience; MODEL.md §6 "Validation and
+/* Model selection during training (CLI.md train.select_by, train.patience; MODEL.md §10 "Validation and
  * selection"): a validation pass over the val split in stream mode (the evaluation path of run/eval.h, so the
  * figures are the ones mamba2_eval --split val prints), a score from it, and the best-so-far / patience rule that
  * decides which step becomes ckpt_best.h5 and when training stops early. */

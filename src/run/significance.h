@@ -1,4 +1,4 @@
-/* Significance of an information coefficient (docs/MODEL.md §8 "Significance"): the Pearson IC of a prediction
+/* Significance of an information coefficient (docs/MODEL.md §11 "Significance"): the Pearson IC of a prediction
  * column against its target with a standard error that accounts for overlapping forward-return windows, and the
  * paired difference of two predictors' ICs on the same rows.
  *
