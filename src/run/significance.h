@@ -24,7 +24,7 @@ typedef struct {
 
 typedef struct {
     m2_ic_stat a, b;           /* each predictor on the common rows */
-    double diff, diff_se, diff_t; /* a − b, its standard error (paired: one HAC sum of ψ_a − ψ_b), diff / diff_se */
+    double diff, diff_se, diff_t; /* a − b, its standard error (paired: the HAC of ψ_a − ψ_b), diff / diff_se */
 } m2_ic_pair;
 
 /* Column col of a and b [M, ld] (b may be NULL: then only pair->a is filled) against y [M, ld]; lag = the
