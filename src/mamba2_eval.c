@@ -216,12 +216,10 @@ static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset 
         rc = m2_eval_metrics(&rows, ridge_pred, &rep);
     }
     if (rc == M2_OK) m2_eval_print_table(stdout, &rep);
-    m2_research research, control; /* the JSON refers to both until it is written */
+    m2_research research, control;
+    const void *both[2] = {&research, o->control ? &control : NULL}; /* what json_research writes */
     if (rc == M2_OK) rc = run_research(o, ck, ds, data, &be, &rows, ridge_pred, &fit, &research, &control);
     if (rc == M2_OK) {
-        static const void *both[2]; /* read by json_research while write_json runs below */
-        both[0] = &research;
-        both[1] = o->control ? &control : NULL;
         rep.json_extra = json_research;
         rep.extra = both;
     }

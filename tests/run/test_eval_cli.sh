@@ -95,6 +95,8 @@ expect_error 2 "mode batch" "$eval_bin" --checkpoint "$ck" --mode batch
 expect_error 2 "--bogus" "$eval_bin" --checkpoint "$ck" --bogus
 expect_error 2 "--checkpoint" "$eval_bin" --split val
 expect_error 2 "--json" "$eval_bin" --checkpoint "$ck" --json
+expect_error 2 "--control foo: unknown control" "$eval_bin" --checkpoint "$ck" --control foo
+expect_error 2 "a run folder without ckpt_best.h5" "$eval_bin" --checkpoint "$dir"
 expect_error 2 "--device tpu: unknown device \(auto, cpu or cuda\)" "$eval_bin" --checkpoint "$ck" --device tpu
 if grep -q ', on cpu$' <<<"$header"; then # auto found no GPU here: asking for one is an error naming why
   expect_error 1 "^mamba2_eval: error: --device cuda: model.device \(cuda\): (no CUDA GPU: .+|this build has no CUDA backend.*)$" \
