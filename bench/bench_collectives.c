@@ -127,7 +127,7 @@ static int bench(const m2_dist *pg, const options *o)
     unsigned char *mask = malloc(n);
     m2_layout_decay_mask(&lay, mask);
     m2_zero *z = NULL;
-    err = m2_zero_create(&z, pg, n, mask);
+    err = m2_zero_create_host(&z, pg, n, mask);
     free(mask);
     if (err) return err;
     const size_t P = m2_zero_padded_len(z), R = (size_t)pg->world;

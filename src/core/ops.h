@@ -30,6 +30,7 @@ typedef struct m2_ops m2_ops;
 
 struct m2_ops {
     const char *name; /* "cpu", "cuda" */
+    int host_memory;  /* 1: buffers are host memory, handed to MPI as they are (the CPU); 0: device memory */
     void *ctx;        /* backend state (threads; CUDA: stream, cuBLAS handle) */
 
     /* ---- memory ---- */
@@ -111,7 +112,7 @@ struct m2_ops {
                   const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, int64_t step);
 
-    /* ---- the data-parallel step on a shard of the flat fp32 buffers (dist/zero_dev.h) ----
+    /* ---- the data-parallel step on a shard of the flat fp32 buffers (dist/zero.h) ----
      * sumsq: sum of x[i]^2 over n elements, accumulated in double in an order fixed by n alone (reproducible),
      * returned to the host (implies a sync). scale: x[i] = (float)((double)x[i] * factor). */
     double (*sumsq)(const m2_ops *o, const float *x, size_t n);

@@ -2,9 +2,9 @@
  * gradient accumulation up to the global batch -> the data-parallel ZeRO-1 step (reduce-scatter, global norm, clip,
  * AdamW on this rank's shard, all-gather) -> LR schedule; validation, status lines, metrics.jsonl, atomic
  * checkpoints, exact resume, SIGTERM/SIGINT handling. The same code runs on 1 and on R ranks, and on every backend
- * (core/backend.h): the CPU with the host ZeRO-1 step (dist/zero.h), or a GPU, one per rank, with parameters,
- * gradients and Adam moments in device memory and the device ZeRO-1 step (dist/zero_dev.h, NCCL). Checkpoints are
- * the same on both, so a run may resume on the other backend. */
+ * (run/backend.h): the CPU, or a GPU per rank with parameters, gradients and Adam moments in device memory; the
+ * ZeRO-1 step (dist/zero.h) is the same on both, with MPI or NCCL. Checkpoints are the same on both, so a run may
+ * resume on the other backend. */
 #ifndef MAMBA2_TRAIN_H
 #define MAMBA2_TRAIN_H
 
