@@ -1,4 +1,4 @@
-/* The data-parallel step's communication for the default model (MODEL.md §1 with F = 8, O = 3), under
+/* The data-parallel step's communication for the default model (docs/MODEL.md §1 with F = 8, O = 3), under
  * `mpirun -np R build/bench_collectives [--iters N] [--backward-ms MS]`:
  *   - bytes per step: the reduce-scatter of the gradients and the all-gather of the parameters;
  *   - time of the reduce-scatter (one collective over the whole buffer) and of the all-gather;

@@ -1,4 +1,4 @@
-/* NCCL collectives on device buffers for the data-parallel step (DESIGN.md "Flat buffers and the data-parallel
+/* NCCL collectives on device buffers for the data-parallel step (docs/ARCHITECTURE.md "Flat buffers and the data-parallel
  * step"; Debian's Open MPI is not CUDA-aware, so device buffers never go through MPI). One communicator per job,
  * one GPU per rank, built over the m2_dist process group:
  *   - cudaSetDevice(device) first (device = pg->device when >= 0, else pg->local_rank);

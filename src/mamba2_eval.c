@@ -43,7 +43,7 @@ static void usage(FILE *f)
             "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
             "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
             "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
-            "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
+            "  --predictions OUT   write the model's predictions on the evaluated rows (docs/FORMATS.md)\n"
             "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
             "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
             "                      not used: a model trained on GPUs evaluates anywhere)\n"
@@ -139,7 +139,7 @@ static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoi
     memcpy(rep->horizons, ds->horizons, sizeof rep->horizons);
 }
 
-/* The backend for --device (core/backend.h: one process, no collectives), named in the report. */
+/* The backend for --device (run/backend.h: one process, no collectives), named in the report. */
 static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend *be, m2_eval_report *rep)
 {
     m2_config cfg = ck->cfg;

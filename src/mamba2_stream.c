@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
             "\n"
-            "Feeds one split of a tick dataset through the model's recurrent step (MODEL.md §4) one tick at a time,\n"
+            "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
             "with the state reset at each session's first row inside the split, and prints the latency per step\n"
             "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
             "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "  --checkpoint FILE   checkpoint to run (required)\n"
             "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
             "  --split NAME        train | val | test (default: test)\n"
-            "  --predictions OUT   write the predictions of every row of the split (FORMATS.md)\n"
+            "  --predictions OUT   write the predictions of every row of the split (docs/FORMATS.md)\n"
             "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
             "                      difference to fp32 predictions on the split\n"
             "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"

@@ -1,4 +1,4 @@
-/* The process group (DESIGN.md "Flat buffers and the data-parallel step"): who this rank is, where it runs, and
+/* The process group (docs/ARCHITECTURE.md "The data-parallel step"): who this rank is, where it runs, and
  * the host-buffer collectives the trainer needs. Works under `mpirun -np R`, under `srun --mpi=pmix`, and as one
  * process started without a launcher (MPI's singleton init). Device buffers go through NCCL (CUDA issue), never MPI:
  * Debian's Open MPI is not CUDA-aware.

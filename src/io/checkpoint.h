@@ -1,4 +1,4 @@
-/* Checkpoints (FORMATS.md "Checkpoint"): one HDF5 file per checkpoint, written to a temporary name in the
+/* Checkpoints (docs/FORMATS.md "Checkpoint"): one HDF5 file per checkpoint, written to a temporary name in the
  * run folder, fsync'd and renamed, so a crash never leaves a half-written file under a real name. */
 #ifndef MAMBA2_CHECKPOINT_H
 #define MAMBA2_CHECKPOINT_H

@@ -13,7 +13,7 @@
  *                cpu:  the CPU.
  *   On the device, rank r uses GPU = its local rank (the API's init selects it before anything is allocated), and
  *   model.precision sets the operands of its matrix products (GEMMs and the SSD's chunk products; accumulation and
- *   everything else stay fp32, MODEL.md §3). The CPU computes in fp32 whatever the key says.
+ *   everything else stay fp32, docs/MODEL.md §3). The CPU computes in fp32 whatever the key says.
  *   dist.backend on the CPU: auto/mpi: ZeRO-1 on host buffers through MPI (dist/zero.h); none: the same, one rank
  *                only; nccl: an error (NCCL works on device buffers).
  *                on the device: auto: NCCL when the API has it, else MPI; nccl: NCCL; mpi: MPI through host

@@ -55,7 +55,7 @@ static double now_s(void)
 typedef struct {
     const m2_config *cfg;
     m2_dist *pg;
-    m2_backend be;                    /* where the model runs, how the step communicates (core/backend.h) */
+    m2_backend be;                    /* where the model runs, how the step communicates (run/backend.h) */
     m2_dataset ds;
     m2_sampler train_windows, val_windows;
     m2_layout lay;

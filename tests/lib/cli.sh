@@ -17,7 +17,7 @@ cli_begin() {
 cli_end() { [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }; }
 
 # expect_error STATUS PATTERN PROGRAM [ARGS...]: PROGRAM exits with STATUS and prints exactly one line on stderr,
-# "<program>: error: ..." (the name the program gives itself; a test build may be named differently), matching the extended regular expression PATTERN (CLI.md's error contract).
+# "<program>: error: ..." (the name the program gives itself; a test build may be named differently), matching the extended regular expression PATTERN (docs/CLI.md's error contract).
 expect_error() {
   local want=$1 pattern=$2
   shift 2

@@ -1,4 +1,4 @@
-/* Streaming engine (core/m2stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
+/* Streaming engine (stream/mamba2_stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
  * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; bf16; standardize; errors.
  *
  * Tolerances. The engine computes in fp32 (unit roundoff u = 6e-8) with a different summation order from
