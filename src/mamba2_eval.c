@@ -51,8 +51,6 @@ static void usage(FILE *f)
             "  --version           version and built-in backends\n");
 }
 
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
-
 static int parse_choice(options *o, int key, const char *value)
 {
     if (key == 'd') {
@@ -89,14 +87,14 @@ static int parse_args(int argc, char **argv, options *o)
         case 's': case 'm': case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
-        case 'h': return SHOW_HELP;
-        case 'V': return SHOW_VERSION;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
         default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for: same feature count, targets and feature names. */
@@ -154,8 +152,9 @@ static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend 
 }
 
 /* Model and ridge on the loaded inputs, then the outputs. */
-static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data)
+static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     m2_eval_report rep;
     fill_header(&rep, o, ck, ds, data);
     m2_backend be;
@@ -180,33 +179,15 @@ static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset 
     return rc;
 }
 
-/* Says which input a reader's message is about ("checkpoint open (x.h5): No such file or directory"),
- * unless it already does. */
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = evaluate(o, &ck, &ds, data);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, evaluate, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }

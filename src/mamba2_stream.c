@@ -48,8 +48,6 @@ static void usage(FILE *f)
             "  --version           version and built-in backends\n");
 }
 
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
-
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
@@ -74,14 +72,14 @@ static int parse_args(int argc, char **argv, options *o)
             o->split_name = optarg;
             if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", optarg);
             break;
-        case 'h': return SHOW_HELP;
-        case 'V': return SHOW_VERSION;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
         default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for. */
@@ -276,8 +274,9 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("ratio to the hot floor: p50 %.2fx  p99 %.2fx\n", l.p50 / hot, l.p99 / hot);
 }
 
-static int stream_split(const options *o, const m2_checkpoint *ck, const m2_dataset *ds)
+static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     parts pt;
     int rc = make_parts(ds, o->split, &pt);
     const int64_t M = ds->split[o->split][1] - ds->split[o->split][0];
@@ -314,32 +313,15 @@ static int stream_split(const options *o, const m2_checkpoint *ck, const m2_data
     return rc;
 }
 
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = stream_split(o, &ck, &ds);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, stream_split, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    fflush(stdout);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }
