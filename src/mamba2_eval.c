@@ -32,7 +32,7 @@ typedef struct {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: " PROG " --checkpoint FILE [--data FILE] [--split val|test] [--mode stream|window]\n"
+            "usage: " PROG " --checkpoint FILE|RUN_DIR [--data FILE] [--split val|test] [--mode stream|window]\n"
             "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda] [--plot OUT.png]\n"
             "                   [--control shuffle]\n"
             "\n"
