@@ -49,43 +49,17 @@ static int read_tensors(hid_t file, const m2_layout *lay, const char *prefix, fl
     return M2_OK;
 }
 
-/* /norm/names: a 1-D dataset of fixed-length strings (h5util keeps string arrays as attributes only). */
+/* /norm/names: a 1-D dataset of fixed-length strings. */
 static int write_names(hid_t file, const char *path, const m2_checkpoint *ck)
 {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, NAME_LEN);
-    H5Tset_strpad(type, H5T_STR_NULLTERM);
-    hsize_t n = (hsize_t)ck->n_features;
-    hid_t space = H5Screate_simple(1, &n, NULL);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t ds = H5Dcreate2(file, "norm/names", type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t st = ds < 0 ? -1 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-    if (ds >= 0) H5Dclose(ds);
-    H5Pclose(lcpl);
-    H5Sclose(space);
-    H5Tclose(type);
-    return st < 0 ? m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "cannot write") : M2_OK;
+    (void)path;
+    return m2_h5_write_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
 }
 
 static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
 {
-    hid_t ds = H5Dopen2(file, "norm/names", H5P_DEFAULT);
-    if (ds < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "missing");
-    hid_t space = H5Dget_space(ds);
-    hssize_t n = H5Sget_simple_extent_npoints(space);
-    H5Sclose(space);
-    herr_t st = -1;
-    if (n == ck->n_features) {
-        hid_t type = H5Tcopy(H5T_C_S1);
-        H5Tset_size(type, NAME_LEN);
-        H5Tset_strpad(type, H5T_STR_NULLTERM);
-        st = H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-        H5Tclose(type);
-    }
-    H5Dclose(ds);
-    if (st < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "unreadable or wrong length");
-    return M2_OK;
+    (void)path;
+    return m2_h5_read_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
 }
 
 static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)

@@ -142,6 +142,23 @@ int m2_features_split(m2_dataset *ds, const double f[3])
     return M2_OK;
 }
 
+int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2)
+{
+    int64_t cuts[4] = { 0, c1, c2, ds->n_rows };
+    for (int k = 1; k <= 2; k++) {
+        int inside = cuts[k] > 0 && cuts[k] < ds->n_rows;
+        for (int64_t i = 0; inside && i <= ds->n_sessions; i++)
+            inside = ds->sessions[i] != cuts[k];
+        if (inside && insert_boundary(ds, cuts[k]))
+            return M2_EFAIL;
+    }
+    for (int k = 0; k < 3; k++) {
+        ds->split[k][0] = cuts[k];
+        ds->split[k][1] = cuts[k + 1];
+    }
+    return M2_OK;
+}
+
 /* ---- features and targets ------------------------------------------------------------------------- */
 
 static double mid_of(const m2_dataset *ds, int64_t i) { return 0.5 * (ds->bid_px[i] + ds->ask_px[i]); }

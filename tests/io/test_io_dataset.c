@@ -205,9 +205,9 @@ static void test_reader_validates(void **state)
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_int_equal(m2_h5_attr_put_i32(f, "schema_version", 2), M2_OK);
+    assert_int_equal(m2_h5_attr_put_i32(f, "schema_version", 3), M2_OK);
     H5Fclose(f);
-    expect_read_error(p, "schema_version 2 is newer than supported 1");
+    expect_read_error(p, "schema_version 3 is newer than supported 2");
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);

@@ -131,7 +131,7 @@ run 1 info "$dir/garbage.h5";    one_error_line "garbage.h5): not an HDF5 file o
 run 1 info "$dir/empty.h5";      one_error_line "empty.h5): not an HDF5 file or truncated"
 run 1 info "$dir/foreign.h5";    one_error_line "not a mamba2.ticks file"
 run 1 info "$dir/checkpoint.h5"; one_error_line "not a mamba2.ticks file (schema is \"mamba2.checkpoint\")"
-run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than supported 1"
+run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than supported 2"
 run 1 info "$dir/nosplit.h5";    one_error_line "dataset /index/val (.*nosplit.h5): missing"
 run 1 info "$dir/missing.h5";    one_error_line "No such file or directory"
 run 1 info "$dir";               one_error_line "is a directory"
