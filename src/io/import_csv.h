@@ -32,7 +32,7 @@ typedef struct {
     int64_t bad;                   /* rows skipped */
     int n_listed;                  /* the first M2_IMPORT_LISTED bad rows: */
     int64_t bad_line[M2_IMPORT_LISTED];
-    char bad_why[M2_IMPORT_LISTED][80];
+    char bad_why[M2_IMPORT_LISTED][128];
     int tick_inferred;             /* 1 if tick_size was inferred */
 } m2_import_report;
 
@@ -41,6 +41,11 @@ void m2_import_defaults(m2_import_opts *o);
 
 /* Parses the CSV into raw events and sessions (no features yet). */
 int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);
+
+/* The same for the files of one instrument in time order (one per day, say), read one after the other into one
+ * event series: time must not go backwards across files either. Files may be gzip-compressed (zlib). */
+int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
+                           m2_import_report *rep);
 
 /* m2_import_csv_events + m2_features_build: the dataset `mamba2_ticks import` writes. */
 int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);
