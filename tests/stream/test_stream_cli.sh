@@ -96,7 +96,7 @@ check_help_version "$bin" --checkpoint --data --split --predictions --bf16 --bat
 expect_error 2 "--checkpoint" "$bin" --split val
 expect_error 2 "--bogus" "$bin" --checkpoint "$ck" --bogus
 expect_error 2 "split foo" "$bin" --checkpoint "$ck" --split foo
-expect_error 2 "--batch 0" "$bin" --checkpoint "$ck" --batch 0
+expect_error 2 "--batch \\(0\\): out of range" "$bin" --checkpoint "$ck" --batch 0
 expect_error 2 "--batch" "$bin" --checkpoint "$ck" --batch
 expect_error 1 "missing.h5" "$bin" --checkpoint "$dir/missing.h5"
 expect_error 1 "5 features" "$bin" --checkpoint "$ck" --data "$dir/data_f5.h5"
