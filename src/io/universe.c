@@ -17,10 +17,31 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int64_t nearest_midnight(int64_t t)
+/* First row at or after time t (rows in time order). */
+static int64_t lower_bound(const int64_t *ts, int64_t n, int64_t t)
 {
-    int64_t lo = (t >= 0 ? t / DAY_NS : -((-t + DAY_NS - 1) / DAY_NS)) * DAY_NS, hi = lo + DAY_NS;
-    return t - lo <= hi - t ? lo : hi;
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ts[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The cut for pooled row rank r of the sorted times: the UTC midnight before or after ts[r], whichever leaves a
+ * row count closer to r, when that moves the cut by at most `tol` rows (a cut in the overnight gap splits no
+ * session); else the time of row r itself. */
+static int64_t place_cut(const int64_t *ts, int64_t N, int64_t r, double tol)
+{
+    if (r >= N)
+        return INT64_MAX;
+    int64_t lo = (ts[r] >= 0 ? ts[r] / DAY_NS : -((-ts[r] + DAY_NS - 1) / DAY_NS)) * DAY_NS, hi = lo + DAY_NS;
+    int64_t rl = lower_bound(ts, N, lo), rh = lower_bound(ts, N, hi);
+    int64_t best = r - rl <= rh - r ? lo : hi, moved = r - rl <= rh - r ? r - rl : rh - r;
+    return (double)moved <= tol ? best : ts[r];
 }
 
 int m2_universe_cuts(const m2_dataset *events, int n, const double f[3], int64_t cut_ns[2])
@@ -36,28 +57,12 @@ int m2_universe_cuts(const m2_dataset *events, int n, const double f[3], int64_t
     for (int i = 0, at = 0; i < n; at += (int)events[i].n_rows, i++)
         memcpy(ts + at, events[i].ts_ns, sizeof *ts * (size_t)events[i].n_rows);
     qsort(ts, (size_t)N, sizeof *ts, cmp_i64);
-    int snap = ts[N - 1] - ts[0] >= 2 * DAY_NS;
-    double q[2] = { f[0], f[0] + f[1] };
-    for (int k = 0; k < 2; k++) {
-        int64_t r = (int64_t)((double)N * q[k] + 0.5);
-        cut_ns[k] = r >= N ? INT64_MAX : snap ? nearest_midnight(ts[r]) : ts[r];
-    }
+    double nr = (double)N, q[2] = { f[0], f[0] + f[1] };
+    double tol[2] = { 0.25 * nr * (f[0] < f[1] ? f[0] : f[1]), 0.25 * nr * (f[1] < f[2] ? f[1] : f[2]) };
+    for (int k = 0; k < 2; k++)
+        cut_ns[k] = place_cut(ts, N, (int64_t)(nr * q[k] + 0.5), tol[k]);
     free(ts);
     return M2_OK;
-}
-
-/* First row at or after time t (rows in time order). */
-static int64_t lower_bound(const int64_t *ts, int64_t n, int64_t t)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ts[mid] < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* One instrument: common cuts, features, targets, its own train statistics. */

@@ -9,8 +9,8 @@
 #include "io/features.h"
 
 /* The two calendar cuts (ns since the epoch) of the pooled event times: the times at the pooled row quantiles
- * f_train and f_train + f_val, each moved to the nearest UTC midnight when the events span at least two days
- * (a cut in the overnight gap splits no session). An empty val or test gives a cut after every event. */
+ * f_train and f_train + f_val, each moved to the UTC midnight before or after when that moves it by at most a
+ * quarter of the smaller neighbouring split's pooled rows (the rule of m2_features_split, in calendar time). */
 int m2_universe_cuts(const m2_dataset *events, int n, const double fractions[3], int64_t cut_ns[2]);
 
 /* Builds the universe from n instruments' raw events (each with sessions, tick_size and instrument set, as
