@@ -266,6 +266,7 @@ static void load_micro_batch(trainer *t, const m2_sampler *s, uint64_t seed, int
 
 typedef struct {
     double loss, grad_norm, seconds;
+    double data_s;                 /* of which waiting for windows (copied from the mapped file) */
     int skipped;
 } step_result;
 
@@ -277,8 +278,11 @@ static int train_step(trainer *t, step_result *out)
     int per_rank = cfg->train.global_batch / t->pg->world;
     double sse = 0;
     int64_t count = 0;
+    out->data_s = 0;
     for (int a = 0; a < t->accum; a++) {
+        double d0 = now_s();
         load_micro_batch(t, &t->train_windows, t->data_seed, t->step, a, per_rank);
+        out->data_s += now_s() - d0;
         double s = 0;
         int64_t c = 0;
         m2_bucket_ready_fn on_ready = NULL;
@@ -386,6 +390,10 @@ static int save_checkpoint(trainer *t)
         memcpy(ck.feature_names, t->ds.feature_names, sizeof ck.feature_names);
         memcpy(ck.mean, t->ds.mean, sizeof ck.mean);
         memcpy(ck.std, t->ds.std, sizeof ck.std);
+        ck.n_instruments = t->ds.n_instruments; /* borrowed from the dataset for the save */
+        ck.inst_name = t->ds.inst_name;
+        ck.inst_mean = t->ds.inst_mean;
+        ck.inst_std = t->ds.inst_std;
         char path[4096];
         rc = m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);
         if (!rc) rc = m2_checkpoint_prune(cfg->train.run_dir, cfg->checkpoint.keep);
@@ -420,6 +428,7 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
         if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
         fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f", r->grad_norm, lr, tps);
         if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
+        fprintf(t->metrics, ", \"data_wait_share\": %.4g", r->data_s / r->seconds);
         fprintf(t->metrics, ", \"elapsed_s\": %.3f%s}\n", elapsed, r->skipped ? ", \"skipped\": 1" : "");
         fflush(t->metrics);
     }
