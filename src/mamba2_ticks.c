@@ -296,11 +296,12 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
         return import_one(inputs[0], out, o);
     double t0 = now_s();
     m2_file_list list;
-    if (m2_file_list_expand(inputs, n, o, &list))
-        return M2_EFAIL;
+    int rc = m2_file_list_expand(inputs, n, o, &list);
+    if (rc)
+        return rc;
     m2_dataset ds;
     m2_import_report rep;
-    int rc = m2_import_universe(&list, o, &ds, &rep);
+    rc = m2_import_universe(&list, o, &ds, &rep);
     warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
     if (rc == M2_OK)
         printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,

@@ -132,9 +132,17 @@ static int cmp_entry(const void *a, const void *b)
     return c ? c : strcmp(x->path, y->path);
 }
 
-/* Each instrument with several files must have one dated file per day. */
+/* Each instrument with several files must have one dated file per day, and daily files (any name with a date)
+ * mean every file must be one: a name without its day is a mistake, not another instrument. */
 static int check_days(const entry *e, int n)
 {
+    int dated = 0;
+    for (int i = 0; i < n; i++)
+        dated |= e[i].date != 0;
+    for (int i = 0; dated && i < n; i++)
+        if (e[i].date == 0)
+            return m2_fail(M2_EUSAGE, "import (%s): file name has no date (NAME_YYYYMMDD.csv[.gz] or "
+                           "NAME_YYYY-MM-DD), but other inputs are daily files", e[i].path);
     for (int i = 0; i + 1 < n; i++) {
         if (strcmp(e[i].instrument, e[i + 1].instrument) != 0)
             continue;
@@ -219,6 +227,7 @@ static void add_report(m2_import_report *sum, const m2_import_report *r)
 int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, m2_dataset *out, m2_import_report *rep)
 {
     memset(rep, 0, sizeof *rep);
+    memset(out, 0, sizeof *out);
     int n_inst = 0;
     for (int i = 0; i < list->n; i++)
         n_inst += i == 0 || strcmp(list->instrument[i], list->instrument[i - 1]) != 0;

@@ -2,7 +2,7 @@
  * files, folders (every *.csv and *.csv.gz inside) or glob patterns. A file's instrument is --instrument when
  * given, else its name without folder and extension up to an optional trailing date: NAME_YYYYMMDD or
  * NAME_YYYY-MM-DD (.csv or .csv.gz). An instrument with several files needs a date in each name: its days are
- * read in date order as one event series. */
+ * read in date order as one event series; when any input name has a date, all must. */
 #ifndef MAMBA2_IMPORT_FILES_H
 #define MAMBA2_IMPORT_FILES_H
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -83,6 +84,8 @@ static int write_day(const m2_dataset *ds, int64_t s, const char *dir)
 int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *rows)
 {
     *rows = 0;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return m2_fail(M2_EFAIL, "synth (%s): cannot create the folder: %s", dir, strerror(errno));
     for (int k = 0; k < K; k++) {
         m2_dataset ev;
         if (m2_synth_instrument(o, k, &ev))

@@ -13,7 +13,7 @@ int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events);
 /* The universe of K instruments (universe.h). */
 int m2_synth_universe(const m2_synth_opts *o, int K, m2_dataset *out);
 
-/* Writes DIR/SYNkkk_YYYYMMDD.csv.gz, one per instrument and session (each session is one trading day), columns
+/* Writes (creating DIR when missing) DIR/SYNkkk_YYYYMMDD.csv.gz, one per instrument and session (each session is one trading day), columns
  * ts,bid,ask,bid_size,ask_size,price,size,side (ts in ns; price/size/side empty without a trade). Each file is
  * written under a temporary name and renamed. `rows` receives the rows written. */
 int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *rows);
