@@ -50,7 +50,10 @@ static const char usage_import[] =
     "  --split A,B,C       train,val,test fractions          default 0.8,0.1,0.1\n"
     "  --session-gap SEC   a longer gap starts a session     default 3600\n"
     "  --clip C            clip of the z-scored features     default 5\n"
-    "  --strict            the first bad row is fatal        default: skip, count and report bad rows\n";
+    "  --strict            the first bad row is fatal        default: skip, count and report bad rows\n"
+    "  --depth K           LOBSTER: depth imbalance features of book levels 1..K and cumulative (K <= 10)\n"
+    "  LOBSTER: TICKER_YYYY-MM-DD_START_END_message_N.csv is read with its _orderbook_N.csv (pass either or a\n"
+    "  folder of pairs).\n";
 
 static const char usage_info[] =
     "mamba2_ticks info FILE\n"
@@ -66,7 +69,7 @@ static void print_usage(FILE *out)
 /* ---- option values -------------------------------------------------------------------------------- */
 
 /* Options that synth and import share. */
-enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
+enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_DEPTH, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
        OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
 
 static int feature_option(int c, const char *arg, m2_feature_opts *f)
@@ -222,6 +225,7 @@ static int cmd_import(int argc, char **argv)
         { "horizons", required_argument, 0, OPT_HORIZONS }, { "split", required_argument, 0, OPT_SPLIT },
         { "clip", required_argument, 0, OPT_CLIP },         { "strict", no_argument, 0, OPT_STRICT },
         { "session-gap", required_argument, 0, OPT_GAP },   { "help", no_argument, 0, OPT_HELP },
+        { "depth", required_argument, 0, OPT_DEPTH },
         { 0, 0, 0, 0 }
     };
     static const char help[] = "mamba2_ticks import --help";
@@ -244,6 +248,7 @@ static int cmd_import(int argc, char **argv)
         case OPT_TICK_SIZE: rc = m2_parse_f64("--tick-size", optarg, 0, DBL_MAX, 1, &o.tick_size); break;
         case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
+        case OPT_DEPTH: rc = m2_parse_int("--depth", optarg, 1, M2_IMPORT_MAX_DEPTH, &o.depth_levels); break;
         case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
         case OPT_HELP: free(inputs); fputs(usage_import, stdout); return M2_OK;
         default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
@@ -292,7 +297,7 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
     if (n == 0 || !out)
         return m2_fail(M2_EUSAGE, "import: an input (--csv FILE, a file, folder or glob) and --out FILE are required");
     struct stat st;
-    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode))
+    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]))
         return import_one(inputs[0], out, o);
     double t0 = now_s();
     m2_file_list list;

@@ -33,6 +33,10 @@ typedef struct {
     int64_t *ts_ns;
     double *bid_px, *ask_px, *bid_sz, *ask_sz, *trade_px, *trade_sz;
     int8_t *side;
+    /* extra per-row features appended after the defaults (LOBSTER depth imbalance, features.h), [n_rows, n_extra];
+     * held from import until the features are computed */
+    int n_extra;
+    float *extra;
     /* the universe: n_instruments >= 1 (a file without /universe is a universe of one) */
     int n_instruments;
     char (*inst_name)[64];         /* [I] */

@@ -198,7 +198,7 @@ static void row_features(const m2_dataset *ds, int64_t i, int first, float *x)
 
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
 {
-    const int F = M2_N_FEATURES, O = o->n_horizons;
+    const int D = M2_N_FEATURES, F = D + ds->n_extra, O = o->n_horizons;
     if (!(ds->tick_size > 0))
         return m2_fail(M2_EUSAGE, "tick size (%g): must be > 0", ds->tick_size);
     free(ds->X);
@@ -209,13 +209,20 @@ int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
         return m2_fail(M2_EFAIL, "features: out of memory for %lld rows", (long long)ds->n_rows);
     ds->n_features = F;
     ds->n_targets = O;
-    for (int j = 0; j < F; j++)
+    for (int j = 0; j < D; j++)
         snprintf(ds->feature_names[j], sizeof ds->feature_names[j], "%s", m2_feature_name[j]);
+    for (int l = 0; l < ds->n_extra; l++)   /* depth levels 1..k, then all k together */
+        if (l + 1 < ds->n_extra)
+            snprintf(ds->feature_names[D + l], sizeof ds->feature_names[0], "depth_imb_%d", l + 1);
+        else
+            snprintf(ds->feature_names[D + l], sizeof ds->feature_names[0], "depth_imb_cum");
     memcpy(ds->horizons, o->horizons, (size_t)O * sizeof *o->horizons);
     for (int64_t s = 0; s < ds->n_sessions; s++) {
         int64_t b = ds->sessions[s], e = ds->sessions[s + 1];
         for (int64_t i = b; i < e; i++) {
             row_features(ds, i, i == b, ds->X + i * F);
+            if (ds->n_extra)
+                memcpy(ds->X + i * F + D, ds->extra + i * ds->n_extra, sizeof(float) * (size_t)ds->n_extra);
             double m0 = mid_of(ds, i);
             for (int k = 0; k < O; k++) {
                 int64_t j = i + o->horizons[k];

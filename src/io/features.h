@@ -47,7 +47,8 @@ int m2_features_split(m2_dataset *ds, const double fractions[3]);
  * falls inside one (the universe's calendar cuts, universe.h). */
 int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2);
 
-/* Computes the unnormalised features X [n_rows, M2_N_FEATURES] and targets y [n_rows, n_horizons] from the
+/* Computes the unnormalised features X [n_rows, M2_N_FEATURES + n_extra] (the extra columns, e.g. LOBSTER depth
+ * imbalance depth_imb_1..k and depth_imb_cum, copied from ds->extra) and targets y [n_rows, n_horizons] from the
  * raw arrays, session by session (allocates ds->X and ds->y, sets names and horizons). */
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o);
 

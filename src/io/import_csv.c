@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "base/error.h"
+#include "io/import_rows.h"
 
 void m2_import_defaults(m2_import_opts *o)
 {
@@ -201,13 +202,6 @@ static int parse_header(char *line, const char *csv, header *h)
 
 /* ---- rows ----------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int64_t n, cap;
-    int64_t *ts;
-    double *bid, *ask, *bsz, *asz, *tpx, *tsz;
-    int8_t *side;
-} rows;
-
 static int rows_grow(rows *r)
 {
     int64_t cap = r->cap ? 2 * r->cap : 4096;
@@ -220,20 +214,15 @@ static int rows_grow(rows *r)
         *arrays[i] = p;
     }
     int8_t *s = realloc(r->side, (size_t)cap);
-    if (!s)
+    float *x = r->n_extra ? realloc(r->extra, (size_t)cap * (size_t)r->n_extra * sizeof *x) : NULL;
+    if (!s || (r->n_extra && !x))
         return m2_fail(M2_EFAIL, "import: out of memory");
     r->side = s;
+    if (r->n_extra)
+        r->extra = x;
     r->cap = cap;
     return M2_OK;
 }
-
-/* One parsed row before it is accepted. */
-typedef struct {
-    int64_t ts;
-    double bid, ask, bsz, asz, tpx, tsz;
-    int side;                      /* +1, -1, 0 = none given */
-    int has_trade;
-} event;
 
 /* A number in a field: empty gives `dflt` (when allowed); otherwise it must parse completely and be finite. */
 static const char *number(const char *text, const char *name, double dflt, int empty_ok, double *out, char *why)
@@ -349,7 +338,7 @@ static const char *parse_row(char *line, const header *h, event *e, char *why)
 /* ---- the import ----------------------------------------------------------------------------------- */
 
 /* `file` is NULL when there is one input (the report names it once); otherwise each listed row names its file. */
-static void note_bad(m2_import_report *rep, int64_t line, const char *why, const char *file)
+void m2_import_note_bad(m2_import_report *rep, int64_t line, const char *why, const char *file)
 {
     if (rep->n_listed < M2_IMPORT_LISTED) {
         rep->bad_line[rep->n_listed] = line;
@@ -361,7 +350,7 @@ static void note_bad(m2_import_report *rep, int64_t line, const char *why, const
     rep->bad++;
 }
 
-static int keep(rows *r, const event *e)
+int m2_rows_keep(rows *r, const event *e)
 {
     if (r->n == r->cap && rows_grow(r))
         return M2_EFAIL;
@@ -374,12 +363,14 @@ static int keep(rows *r, const event *e)
     r->tpx[i] = e->tpx;
     r->tsz[i] = e->tsz;
     r->side[i] = (int8_t)e->side;
+    if (r->n_extra)
+        memcpy(r->extra + i * r->n_extra, e->extra, sizeof(float) * (size_t)r->n_extra);
     return M2_OK;
 }
 
 /* The next line of a plain or gzip-compressed file (zlib reads both) into *buf, growing it: its length, or -1 at
  * the end or on an error (the caller asks gzerror which). */
-static ssize_t gz_line(gzFile in, char **buf, size_t *cap)
+ssize_t m2_gz_line(gzFile in, char **buf, size_t *cap)
 {
     size_t n = 0;
     for (;;) {
@@ -408,7 +399,7 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
     int64_t lineno = 0;
     header h = { { 0 }, 0, 0 };
     int have_header = 0, rc = M2_OK;
-    while (rc == M2_OK && (len = gz_line(in, &line, &cap)) >= 0) {
+    while (rc == M2_OK && (len = m2_gz_line(in, &line, &cap)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == (size_t)len)
             continue;              /* blank lines carry nothing */
@@ -428,9 +419,9 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
         if (bad && o->strict)
             rc = m2_fail(M2_EFAIL, "row (%s:%lld): %s (--strict)", csv, (long long)lineno, bad);
         else if (bad)
-            note_bad(rep, lineno, bad, name_files ? csv : NULL);
+            m2_import_note_bad(rep, lineno, bad, name_files ? csv : NULL);
         else
-            rc = keep(r, &e);
+            rc = m2_rows_keep(r, &e);
     }
     free(line);
     int err = Z_OK;
@@ -504,6 +495,7 @@ static void base_name(const char *path, char *out, size_t cap)
 
 static void free_rows(rows *r)
 {
+    free(r->extra);
     free(r->ts);
     free(r->bid);
     free(r->ask);
@@ -530,6 +522,8 @@ static int take_rows(rows *r, const char *first, int n_files, const m2_import_op
     ds->trade_px = r->tpx;
     ds->trade_sz = r->tsz;
     ds->side = r->side;
+    ds->extra = r->extra;
+    ds->n_extra = r->n_extra;
     rep->tick_inferred = o->tick_size == 0;
     ds->tick_size = o->tick_size > 0 ? o->tick_size : infer_tick(r);
     if (o->instrument)
@@ -546,6 +540,8 @@ static int take_rows(rows *r, const char *first, int n_files, const m2_import_op
 
 static int read_file(const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep, int name_files)
 {
+    if (m2_lobster_is_message(csv))
+        return m2_lobster_read(csv, o, r, rep);
     gzFile in = gzopen(csv, "rb");
     if (!in)
         return m2_fail(M2_EFAIL, "import (%s): %s", csv, strerror(errno ? errno : ENOMEM));
@@ -564,17 +560,17 @@ int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *
         return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
     if (o->tick_size < 0 || !isfinite(o->tick_size))
         return m2_fail(M2_EUSAGE, "--tick-size (%g): must be > 0", o->tick_size);
-    rows r = { 0 };
+    rows r = { .n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0 };
     int rc = M2_OK;
     for (int i = 0; rc == M2_OK && i < n; i++)
         rc = read_file(csv[i], o, &r, rep, n > 1);
     if (rc == M2_OK && r.n < 2)
         rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv[0], (long long)r.n);
-    if (rc == M2_OK && take_rows(&r, csv[0], n, o, ds, rep) == M2_OK)
+    if (rc == M2_OK && (rc = take_rows(&r, csv[0], n, o, ds, rep)) == M2_OK)
         return M2_OK;
     free_rows(&r);
     m2_dataset_free(ds);
-    return M2_EFAIL;
+    return rc;
 }
 
 int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep)

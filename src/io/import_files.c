@@ -41,9 +41,25 @@ static int parse_date(const char *s, size_t n)
     return month >= 1 && month <= 12 && day >= 1 && day <= 31 ? v : 0;
 }
 
+/* TICKER_YYYY-MM-DD_START_END_message_N.csv: the ticker and the date. */
+static int lobster_name(const char *b, char instrument[64], int *date)
+{
+    const char *u = strchr(b, '_');
+    size_t n = u ? (size_t)(u - b) : 0;
+    *date = u ? parse_date(u + 1, 10) : 0;
+    if (n == 0 || n >= 64)
+        return m2_fail(M2_EUSAGE, "LOBSTER (%s): the ticker part of the file name has %zu characters, need 1..63", b,
+                       n);
+    memcpy(instrument, b, n);
+    instrument[n] = '\0';
+    return M2_OK;
+}
+
 int m2_file_name_parse(const char *path, char instrument[64], int *date)
 {
     const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (m2_lobster_is_message(path))
+        return lobster_name(b, instrument, date);
     size_t n = strlen(b);
     if (ends_with(b, ".gz"))
         n -= 3;
@@ -66,6 +82,9 @@ int m2_file_name_parse(const char *path, char instrument[64], int *date)
 
 static int add_path(m2_file_list *l, int *cap, const char *path)
 {
+    const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (strstr(b, "_orderbook_"))
+        return M2_OK;              /* read with its message file */
     if (l->n == *cap) {
         int c = *cap ? 2 * *cap : 64;
         char **p = realloc(l->path, sizeof *p * (size_t)c);
