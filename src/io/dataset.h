@@ -101,10 +101,19 @@ typedef struct {
     int64_t n_starts;
     int64_t n_runs;
     m2_start_run *runs;            /* ascending; run k covers starts [first, first + runs[k+1].before - before) */
+    int64_t *inst_first;           /* [I+1]: instrument i's starts are [inst_first[i], inst_first[i+1]) */
+    int32_t *active;               /* the n_active instruments with at least one start */
+    int n_active;
+    int uniform;                   /* 1: draw the instrument uniformly first (m2_sampler_set_mode) */
 } m2_sampler;
 
 int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int burn_in);
 void m2_sampler_free(m2_sampler *s);
+
+/* "proportional" (default: every valid window equally likely, so instruments in proportion to their windows) or
+ * "uniform" (each step's windows spread evenly over the instruments that have windows, then uniformly within
+ * one). Both stay pure functions of (seed, step, index), distinct within a step. */
+int m2_sampler_set_mode(m2_sampler *s, const char *mode);
 
 /* The j-th valid start row (0 <= j < n_starts), in ascending order. */
 int64_t m2_sampler_row(const m2_sampler *s, int64_t j);

@@ -66,9 +66,16 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
     if (T < 1 || burn_in < 0 || burn_in >= T)
         return m2_fail(M2_EUSAGE, "sampler (seq_len %d, burn_in %d): need 0 <= burn_in < seq_len", T, burn_in);
     *s = (m2_sampler){ .ds = ds, .split = split, .T = T, .burn_in = burn_in };
+    const int I = ds->n_instruments > 0 ? ds->n_instruments : 1;
+    s->inst_first = calloc((size_t)I + 1, sizeof *s->inst_first);
+    s->active = calloc((size_t)I, sizeof *s->active);
+    if (!s->inst_first || !s->active) {
+        m2_sampler_free(s);
+        return m2_fail(M2_EFAIL, "sampler (%s): out of memory", m2_split_name(split));
+    }
     int64_t cap = 0, longest = 0;
     for (int64_t k = 0; k < ds->n_sessions; k++) {
-        int64_t sb, se;
+        int64_t sb, se, before = s->n_starts;
         m2_dataset_session_part(ds, split, k, &sb, &se);
         if (se - sb > longest)
             longest = se - sb;
@@ -76,6 +83,13 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
             m2_sampler_free(s);
             return M2_EFAIL;
         }
+        s->inst_first[(ds->session_inst ? ds->session_inst[k] : 0) + 1] += s->n_starts - before;
+    }
+    /* Inside a split the instruments follow each other in order (FORMATS.md "Universe"): counts to offsets. */
+    for (int i = 0; i < I; i++) {
+        if (s->inst_first[i + 1] > 0)
+            s->active[s->n_active++] = i;
+        s->inst_first[i + 1] += s->inst_first[i];
     }
     if (s->n_starts == 0) {
         m2_sampler_free(s);
@@ -86,8 +100,18 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
     return M2_OK;
 }
 
+int m2_sampler_set_mode(m2_sampler *s, const char *mode)
+{
+    if (strcmp(mode, "proportional") != 0 && strcmp(mode, "uniform") != 0)
+        return m2_fail(M2_EUSAGE, "data.sampling (%s): must be proportional or uniform", mode);
+    s->uniform = strcmp(mode, "uniform") == 0;
+    return M2_OK;
+}
+
 void m2_sampler_free(m2_sampler *s)
 {
+    free(s->inst_first);
+    free(s->active);
     free(s->runs);
     memset(s, 0, sizeof *s);
 }
@@ -133,8 +157,24 @@ static int64_t permute(int64_t i, int64_t n, uint64_t key)
     return (int64_t)x;
 }
 
+/* Uniform over instruments: index = lap · A + slot; the slot picks an active instrument (a permutation per lap),
+ * the lap a start inside it (a permutation per instrument), so two indices of one step that land on the same
+ * instrument have different laps and draw different windows while the laps last. */
+static int64_t uniform_start(const m2_sampler *s, uint64_t seed, int64_t step, int64_t index)
+{
+    int64_t A = s->n_active, lap = index / A, slot = index % A;
+    uint64_t key = m2_rng_key(seed, M2_RNG_SAMPLER, (uint64_t)step, (uint64_t)lap | 1ull << 63);
+    int k = s->active[permute(slot, A, key)];
+    int64_t first = s->inst_first[k], n = s->inst_first[k + 1] - first;
+    uint64_t key2 = m2_rng_key(seed ^ ((uint64_t)k << 40), M2_RNG_SAMPLER, (uint64_t)step,
+                               (uint64_t)(lap / n) | 1ull << 62);
+    return m2_sampler_row(s, first + permute(lap % n, n, key2));
+}
+
 int64_t m2_sampler_start(const m2_sampler *s, uint64_t seed, int64_t step, int64_t index)
 {
+    if (s->uniform)
+        return uniform_start(s, seed, step, index);
     /* A batch larger than the number of windows wraps into a fresh permutation per lap. */
     int64_t lap = index / s->n_starts, i = index % s->n_starts;
     uint64_t key = m2_rng_key(seed, M2_RNG_SAMPLER, (uint64_t)step, (uint64_t)lap);

@@ -156,7 +156,8 @@ static int setup_local(trainer *t)
     if ((rc = check_batch_rule(cfg, t->pg->world))) return rc;
     t->accum = cfg->train.global_batch / (cfg->train.micro_batch * t->pg->world);
     if ((rc = m2_dataset_read(cfg->data.path, &t->ds, 0))) return rc;
-    if ((rc = m2_sampler_init(&t->train_windows, &t->ds, M2_SPLIT_TRAIN, cfg->train.seq_len, cfg->train.burn_in)))
+    if ((rc = m2_sampler_init(&t->train_windows, &t->ds, M2_SPLIT_TRAIN, cfg->train.seq_len, cfg->train.burn_in)) ||
+        (rc = m2_sampler_set_mode(&t->train_windows, cfg->data.sampling)))
         return rc;
     if (t->train_windows.n_starts < cfg->train.global_batch)
         return m2_fail(M2_EUSAGE, "data.path (%s): the train split has %" PRId64 " windows of %d ticks, fewer than "
