@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
             "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
             "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
-            "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
+            "  --predictions OUT   write the model's predictions on the evaluated rows (docs/FORMATS.md)\n"
             "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
             "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
             "                      not used: a model trained on GPUs evaluates anywhere)\n"
@@ -53,8 +53,6 @@ static void usage(FILE *f)
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
-
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
 
 static int parse_choice(options *o, int key, const char *value)
 {
@@ -94,14 +92,14 @@ static int parse_args(int argc, char **argv, options *o)
         case 's': case 'm': case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
-        case 'h': return SHOW_HELP;
-        case 'V': return SHOW_VERSION;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
         default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for: same feature count, targets and feature names. */
@@ -144,7 +142,7 @@ static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoi
     memcpy(rep->horizons, ds->horizons, sizeof rep->horizons);
 }
 
-/* The backend for --device (core/backend.h: one process, no collectives), named in the report. */
+/* The backend for --device (run/backend.h: one process, no collectives), named in the report. */
 static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend *be, m2_eval_report *rep)
 {
     m2_config cfg = ck->cfg;
@@ -159,8 +157,9 @@ static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend 
 }
 
 /* Model and ridge on the loaded inputs, then the outputs. */
-static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data)
+static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     m2_eval_report rep;
     fill_header(&rep, o, ck, ds, data);
     m2_backend be;
@@ -203,33 +202,15 @@ static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset 
     return rc;
 }
 
-/* Says which input a reader's message is about ("checkpoint open (x.h5): No such file or directory"),
- * unless it already does. */
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = evaluate(o, &ck, &ds, data);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, evaluate, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }

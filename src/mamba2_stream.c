@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
             "\n"
-            "Feeds one split of a tick dataset through the model's recurrent step (MODEL.md §4) one tick at a time,\n"
+            "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
             "with the state reset at each session's first row inside the split, and prints the latency per step\n"
             "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
             "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
@@ -40,15 +40,13 @@ static void usage(FILE *f)
             "  --checkpoint FILE   checkpoint to run (required)\n"
             "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
             "  --split NAME        train | val | test (default: test)\n"
-            "  --predictions OUT   write the predictions of every row of the split (FORMATS.md)\n"
+            "  --predictions OUT   write the predictions of every row of the split (docs/FORMATS.md)\n"
             "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
             "                      difference to fp32 predictions on the split\n"
             "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
-
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
 
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -74,14 +72,14 @@ static int parse_args(int argc, char **argv, options *o)
             o->split_name = optarg;
             if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", optarg);
             break;
-        case 'h': return SHOW_HELP;
-        case 'V': return SHOW_VERSION;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
         default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for. */
@@ -276,8 +274,9 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("ratio to the hot floor: p50 %.2fx  p99 %.2fx\n", l.p50 / hot, l.p99 / hot);
 }
 
-static int stream_split(const options *o, const m2_checkpoint *ck, const m2_dataset *ds)
+static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     parts pt;
     int rc = make_parts(ds, o->split, &pt);
     const int64_t M = ds->split[o->split][1] - ds->split[o->split][0];
@@ -314,32 +313,15 @@ static int stream_split(const options *o, const m2_checkpoint *ck, const m2_data
     return rc;
 }
 
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = stream_split(o, &ck, &ds);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, stream_split, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    fflush(stdout);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }

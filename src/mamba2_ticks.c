@@ -104,7 +104,7 @@ static void print_written(const char *out, const m2_dataset *ds, double seconds)
 
 /* ---- synth ---------------------------------------------------------------------------------------- */
 
-/* Also stores the planted variable as /synth/latent (an addition to FORMATS.md that readers ignore), so the
+/* Also stores the planted variable as /synth/latent (an addition to docs/FORMATS.md that readers ignore), so the
  * planted structure can be audited from the file alone. */
 typedef struct {
     const double *latent;

@@ -1,4 +1,4 @@
-/* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
+/* mamba2_train: trains a Mamba-2 model on a tick dataset (docs/CLI.md). Run under mpirun/srun for several ranks. */
 #include "base/cli.h"
 #include "run/config_file.h"
 #include "run/device_api.h"

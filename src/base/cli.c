@@ -1,6 +1,7 @@
 #include "base/cli.h"
 
 #include "base/error.h"
+#include "base/version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,6 +17,21 @@ int m2_cli_next(int argc, char **argv, const struct option *opts, const char *he
     const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
     m2_fail(M2_EUSAGE, "command line (%s): unknown option or missing value (see %s)", arg, help);
     return M2_CLI_BAD;
+}
+
+int m2_cli_finish(const char *prog, int parsed, void (*usage)(FILE *), int (*run)(const void *opts), const void *opts)
+{
+    if (parsed == M2_CLI_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (parsed == M2_CLI_VERSION) {
+        m2_print_version(prog);
+        return 0;
+    }
+    int rc = parsed == M2_CLI_RUN ? run(opts) : parsed;
+    fflush(stdout); /* the report before any error line */
+    return rc == M2_OK ? 0 : m2_report(prog, rc);
 }
 
 int m2_cli_no_extra(int argc, char **argv, int max_positional)

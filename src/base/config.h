@@ -9,7 +9,7 @@
 
 typedef struct {
     struct {
-        char path[1024];          /* tick dataset (FORMATS.md) */
+        char path[1024];          /* tick dataset (docs/FORMATS.md) */
         char sampling[16];        /* proportional | uniform: training windows across a universe's instruments */
     } data;
     struct {

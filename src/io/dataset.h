@@ -1,4 +1,4 @@
-/* Tick datasets (FORMATS.md "Tick dataset", "Universe"): the in-memory form, the HDF5 reader/writer, and the window
+/* Tick datasets (docs/FORMATS.md "Tick dataset", "Universe"): the in-memory form, the HDF5 reader/writer, and the window
  * sampler. The reader maps the contiguous, uncompressed /features/X and /targets/y read-only (the page cache is
  * shared by the ranks of a node and a rank's private memory does not grow with the rows), so a window costs a
  * pointer offset, not an HDF5 call. A dataset is a universe of one or more instruments laid out split-major

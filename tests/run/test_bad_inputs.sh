@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad inputs to mamba2_train: one clear line on stderr naming the file/key, and the CLI.md exit code.
+# Bad inputs to mamba2_train: one clear line on stderr naming the file/key, and the docs/CLI.md exit code.
 source "$(dirname "$0")/../lib/cli.sh"
 test_begin
 make_dataset "$work/ticks.h5"

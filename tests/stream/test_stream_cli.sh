@@ -12,10 +12,7 @@ bin=$MAMBA2_BIN/mamba2_stream
 eval_bin=$MAMBA2_BIN/mamba2_eval
 py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
 source "$(dirname "$0")/../lib/cli.sh"
-cli_begin
-
-"$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
-ck=$dir/ckpt_7.h5
+cli_fixture "$fixture"
 
 # ---- success paths -------------------------------------------------------------------------------
 "$bin" --checkpoint "$ck" --split val --predictions "$dir/s1.h5" >"$dir/out.txt" 2>"$dir/err.txt"
