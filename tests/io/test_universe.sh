@@ -3,7 +3,7 @@
 # imported from a folder; the calendar cuts are common (no train tick after the first cut in any instrument, no val
 # tick after the second); gzip and plain files give the same rows; each instrument's train statistics reach the
 # checkpoint and a dataset normalised otherwise is refused by eval and stream; 2-rank training and an exact resume
-# on the universe; per-instrument eval rows; bad inputs (corrupt gzip member, a day without a date in its name)
+# on the universe; per-instrument eval rows and a stream per instrument; bad inputs (corrupt gzip member, a day without a date in its name)
 # give one error line each and leave no output behind.
 # Usage: test_universe.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
 source "$(dirname "$0")/../lib/cli.sh"
@@ -83,6 +83,18 @@ assert b["instrument"] == "SYN003" and b["rows"] == s3["rows"]
 assert b["horizons"][0]["model"]["mse"] == s3["horizons"][0]["model"]["mse"]
 PY
 expect_error 2 "--instrument NOPE: not in the dataset" "$bin/mamba2_eval" --checkpoint "$ck" --instrument NOPE
+
+# mamba2_stream: one stream per instrument replays the test split like one stream over all parts. Tolerance as in
+# test_stream_cli: fp32 with another summation order in the batched step, 2e-5 relative to the output scale.
+"$bin/mamba2_stream" --checkpoint "$ck" --per-instrument --predictions "$dir/sp.h5" >"$dir/sp.txt" ||
+  fail "stream --per-instrument"
+grep -q "steps of up to 50 stream(s) (one per instrument)" "$dir/sp.txt" || fail "per-instrument run: $(cat "$dir/sp.txt")"
+"$bin/mamba2_stream" --checkpoint "$ck" --predictions "$dir/s1.h5" >/dev/null || fail "stream"
+"$py" - "$dir/sp.h5" "$dir/s1.h5" <<'PY' || fail "per-instrument stream predictions differ"
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["pred"][()] for f in sys.argv[1:3])
+assert a.shape == b.shape and np.abs(a - b).max() <= 2e-5 * max(1.0, np.abs(b).max()), np.abs(a - b).max()
+PY
 
 # A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
 cp "$dir/u.h5" "$dir/other.h5"
