@@ -35,7 +35,9 @@ static const char usage_synth[] =
     "  --split A,B,C       train,val,test fractions (by time)           default 0.8,0.1,0.1\n"
     "  --clip C            clip of the z-scored features                 default 5\n"
     "  --instruments K     a universe of K instruments SYN000..            default 1\n"
-    "  --csv-dir DIR       write DIR/SYNkkk_YYYYMMDD.csv.gz per instrument and day instead of --out\n";
+    "  --csv-dir DIR       write DIR/SYNkkk_YYYYMMDD.csv.gz per instrument and day instead of --out\n"
+    "  --levels K          keep K book levels: depth features depth_imb_1..K, depth_imb_cum (K <= 10)\n"
+    "  --lobster-dir DIR   write LOBSTER message/orderbook pairs (K levels, default 1) per instrument and day\n";
 
 static const char usage_import[] =
     "mamba2_ticks import [--csv FILE]... [INPUT]... --out FILE [options]\n"
@@ -69,7 +71,7 @@ static void print_usage(FILE *out)
 /* ---- option values -------------------------------------------------------------------------------- */
 
 /* Options that synth and import share. */
-enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_DEPTH, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
+enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_DEPTH, OPT_LEVELS, OPT_LOBSTER_DIR, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
        OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
 
 static int feature_option(int c, const char *arg, m2_feature_opts *f)
@@ -129,15 +131,17 @@ static int write_latent(int64_t file, void *arg)
 }
 
 /* A universe file, or the per-instrument, per-day CSV files of one. */
-static int synth_universe(const m2_synth_opts *o, int instruments, const char *out, const char *csv_dir)
+static int synth_universe(const m2_synth_opts *o, int instruments, const char *out, const char *csv_dir,
+                          const char *lobster_dir)
 {
     double t0 = now_s();
     int64_t rows = 0;
-    if (csv_dir) {
-        int rc = m2_synth_write_csv(o, instruments, csv_dir, &rows);
+    if (csv_dir || lobster_dir) {
+        int rc = csv_dir ? m2_synth_write_csv(o, instruments, csv_dir, &rows)
+                         : m2_synth_write_lobster(o, instruments, lobster_dir, &rows);
         if (rc == M2_OK)
-            printf("wrote %s: %d instruments x %d days, %lld rows (%.2f s)\n", csv_dir, instruments, o->sessions,
-                   (long long)rows, now_s() - t0);
+            printf("wrote %s: %d instruments x %d days, %lld rows (%.2f s)\n", csv_dir ? csv_dir : lobster_dir,
+                   instruments, o->sessions, (long long)rows, now_s() - t0);
         return rc ? m2_report(prog, rc) : M2_OK;
     }
     m2_dataset ds;
@@ -158,12 +162,13 @@ static int cmd_synth(int argc, char **argv)
         { "signal", required_argument, 0, OPT_SIGNAL }, { "horizons", required_argument, 0, OPT_HORIZONS },
         { "split", required_argument, 0, OPT_SPLIT },   { "clip", required_argument, 0, OPT_CLIP },
         { "instruments", required_argument, 0, OPT_INSTRUMENTS }, { "csv-dir", required_argument, 0, OPT_CSV_DIR },
+        { "levels", required_argument, 0, OPT_LEVELS }, { "lobster-dir", required_argument, 0, OPT_LOBSTER_DIR },
         { "help", no_argument, 0, OPT_HELP },           { 0, 0, 0, 0 }
     };
     static const char help[] = "mamba2_ticks synth --help";
     m2_synth_opts o;
     m2_synth_defaults(&o);
-    const char *out = NULL, *csv_dir = NULL;
+    const char *out = NULL, *csv_dir = NULL, *lobster_dir = NULL;
     int c, instruments = 1;
     int64_t v;
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
@@ -171,6 +176,8 @@ static int cmd_synth(int argc, char **argv)
         switch (c) {
         case OPT_OUT: out = optarg; break;
         case OPT_CSV_DIR: csv_dir = optarg; break;
+        case OPT_LOBSTER_DIR: lobster_dir = optarg; break;
+        case OPT_LEVELS: rc = m2_parse_int("--levels", optarg, 1, 10, &o.levels); break;
         case OPT_INSTRUMENTS: rc = m2_parse_int("--instruments", optarg, 1, 999, &instruments); break;
         case OPT_TICKS: rc = m2_parse_i64("--ticks", optarg, 2, (int64_t)1 << 40, &o.ticks); break;
         case OPT_SESSIONS:
@@ -194,10 +201,11 @@ static int cmd_synth(int argc, char **argv)
     }
     if (m2_cli_no_extra(argc, argv, 0))
         return m2_report(prog, M2_EUSAGE);
-    if (!out == !csv_dir)
-        return m2_report(prog, m2_fail(M2_EUSAGE, "synth: one of --out FILE and --csv-dir DIR is required"));
-    if (csv_dir || instruments > 1)
-        return synth_universe(&o, instruments, out, csv_dir);
+    if ((out != NULL) + (csv_dir != NULL) + (lobster_dir != NULL) != 1)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "synth: one of --out FILE, --csv-dir DIR and --lobster-dir DIR is "
+                                                  "required"));
+    if (csv_dir || lobster_dir || instruments > 1)
+        return synth_universe(&o, instruments, out, csv_dir, lobster_dir);
     double t0 = now_s();
     m2_dataset ds;
     double *latent = NULL;

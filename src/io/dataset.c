@@ -38,7 +38,8 @@ void m2_dataset_free(m2_dataset *ds)
     }
     void *owned[] = { ds->X, ds->y, ds->sessions, ds->ts_ns, ds->bid_px, ds->ask_px, ds->bid_sz,
                       ds->ask_sz, ds->trade_px, ds->trade_sz, ds->side, ds->inst_name, ds->inst_mean,
-                      ds->inst_std, ds->inst_tick, ds->session_inst, ds->extra };
+                      ds->inst_std, ds->inst_tick, ds->session_inst, ds->extra,
+                      ds->book };
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
         free(owned[i]);
     memset(ds, 0, sizeof *ds);

@@ -37,6 +37,10 @@ typedef struct {
      * held from import until the features are computed */
     int n_extra;
     float *extra;
+    /* optional book depth, LOBSTER orderbook order per row: ask px, ask size, bid px, bid size for levels 1..L
+     * (an empty level has size 0), [n_rows, 4 L]; synth --levels fills it */
+    int book_levels;
+    double *book;
     /* the universe: n_instruments >= 1 (a file without /universe is a universe of one) */
     int n_instruments;
     char (*inst_name)[64];         /* [I] */

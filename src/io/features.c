@@ -142,6 +142,18 @@ int m2_features_split(m2_dataset *ds, const double f[3])
     return M2_OK;
 }
 
+void m2_depth_imbalance(const double *book, int k, float *x)
+{
+    double sb = 0, sa = 0;
+    for (int l = 0; l < k; l++) {
+        double a = book[4 * l + 1], b = book[4 * l + 3];
+        x[l] = a + b > 0 ? (float)((b - a) / (b + a)) : 0.0f;
+        sb += b;
+        sa += a;
+    }
+    x[k] = sa + sb > 0 ? (float)((sb - sa) / (sb + sa)) : 0.0f;
+}
+
 int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2)
 {
     int64_t cuts[4] = { 0, c1, c2, ds->n_rows };

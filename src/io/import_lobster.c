@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "io/features.h"
 #include "io/import_rows.h"
 
 /* LOBSTER marks an empty level with these prices. */
@@ -66,18 +67,6 @@ static int split_numbers(char *line, double *v, int cap)
     return n;
 }
 
-/* Depth imbalance of each of the first k levels and of all k together; 0 where both sides are empty. */
-static void depth_features(const double *ob, int k, float *x)
-{
-    double sb = 0, sa = 0;
-    for (int l = 0; l < k; l++) {
-        double a = ob[4 * l] >= EMPTY_ASK ? 0 : ob[4 * l + 1], b = ob[4 * l + 2] <= EMPTY_BID ? 0 : ob[4 * l + 3];
-        x[l] = a + b > 0 ? (float)((b - a) / (b + a)) : 0.0f;
-        sb += b;
-        sa += a;
-    }
-    x[k] = sa + sb > 0 ? (float)((sb - sa) / (sb + sa)) : 0.0f;
-}
 
 /* One row pair into e; NULL when good, else why it is skipped. */
 static const char *parse_pair(char *msg, char *book, int levels, int64_t midnight, int depth, event *e, char *why)
@@ -103,8 +92,13 @@ static const char *parse_pair(char *msg, char *book, int levels, int64_t midnigh
     }
     if (!(e->bid > 0) || e->bid > e->ask)
         return "bid > ask or non-positive bid";
+    for (int l = 0; depth && l < depth; l++)   /* an empty level counts as size 0 */
+        if (ob[4 * l] >= EMPTY_ASK || ob[4 * l + 2] <= EMPTY_BID) {
+            ob[4 * l + 1] = ob[4 * l] >= EMPTY_ASK ? 0 : ob[4 * l + 1];
+            ob[4 * l + 3] = ob[4 * l + 2] <= EMPTY_BID ? 0 : ob[4 * l + 3];
+        }
     if (depth)
-        depth_features(ob, depth, e->extra);
+        m2_depth_imbalance(ob, depth, e->extra);
     return NULL;
 }
 

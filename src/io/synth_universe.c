@@ -81,7 +81,61 @@ static int write_day(const m2_dataset *ds, int64_t s, const char *dir)
     return M2_OK;
 }
 
-int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *rows)
+static int write_days(const m2_synth_opts *o, int K, const char *dir, int64_t *rows,
+                      int (*write_one)(const m2_dataset *ds, int64_t s, const char *dir));
+
+static void lobster_row(FILE *m, FILE *ob, const m2_dataset *ds, int64_t i, int64_t midnight)
+{
+    int traded = isfinite(ds->trade_px[i]);
+    fprintf(m, "%.9f,%d,%lld,%.0f,%lld,%d\n", (double)(ds->ts_ns[i] - midnight) * 1e-9, traded ? 4 : 1, (long long)i,
+            traded ? ds->trade_sz[i] : ds->bid_sz[i], llround((traded ? ds->trade_px[i] : ds->bid_px[i]) * 1e4),
+            traded ? -ds->side[i] : 1);
+    for (int l = 0; l < ds->book_levels; l++) {
+        const double *lv = ds->book + (i * ds->book_levels + l) * 4;
+        fprintf(ob, "%s%lld,%.0f,%lld,%.0f", l ? "," : "", lv[1] > 0 ? llround(lv[0] * 1e4) : 9999999999LL, lv[1],
+                lv[3] > 0 ? llround(lv[2] * 1e4) : -9999999999LL, lv[3]);
+    }
+    fputc('\n', ob);
+}
+
+/* One session as a LOBSTER pair, each file under a temporary name and renamed when complete. */
+static int write_lobster_day(const m2_dataset *ds, int64_t s, const char *dir)
+{
+    int64_t midnight = ds->ts_ns[ds->sessions[s]] / 86400000000000LL * 86400000000000LL;
+    time_t day = (time_t)(midnight / 1000000000LL);
+    struct tm tm;
+    gmtime_r(&day, &tm);
+    char path[2][4096], tmp[2][4200];
+    const char *kind[2] = { "message", "orderbook" };
+    FILE *f[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/%s_%04d-%02d-%02d_34200000_57600000_%s_%d.csv", dir, ds->instrument,
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, kind[k], ds->book_levels);
+        snprintf(tmp[k], sizeof tmp[k], "%s.tmp.%ld", path[k], (long)getpid());
+        f[k] = fopen(tmp[k], "w");
+    }
+    int rc = f[0] && f[1] ? M2_OK : m2_fail(M2_EFAIL, "synth (%s): cannot create: %s", tmp[0], strerror(errno));
+    for (int64_t i = ds->sessions[s]; rc == M2_OK && i < ds->sessions[s + 1]; i++)
+        lobster_row(f[0], f[1], ds, i, midnight);
+    for (int k = 0; k < 2; k++)
+        if (f[k] && (fclose(f[k]) != 0 || rc != M2_OK || rename(tmp[k], path[k]) != 0)) {
+            unlink(tmp[k]);
+            if (rc == M2_OK)
+                rc = m2_fail(M2_EFAIL, "synth (%s): cannot write: %s", path[k], strerror(errno));
+        }
+    return rc;
+}
+
+int m2_synth_write_lobster(const m2_synth_opts *o, int K, const char *dir, int64_t *rows)
+{
+    m2_synth_opts one = *o;
+    one.levels = o->levels > 0 ? o->levels : 1;
+    return write_days(&one, K, dir, rows, write_lobster_day);
+}
+
+/* Every session of every instrument through write_one (one day's file or files). */
+static int write_days(const m2_synth_opts *o, int K, const char *dir, int64_t *rows,
+                      int (*write_one)(const m2_dataset *ds, int64_t s, const char *dir))
 {
     *rows = 0;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -92,11 +146,16 @@ int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *
             return M2_EFAIL;
         int rc = M2_OK;
         for (int64_t s = 0; rc == M2_OK && s < ev.n_sessions; s++)
-            rc = write_day(&ev, s, dir);
+            rc = write_one(&ev, s, dir);
         *rows += ev.n_rows;
         m2_dataset_free(&ev);
         if (rc)
             return rc;
     }
     return M2_OK;
+}
+
+int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *rows)
+{
+    return write_days(o, K, dir, rows, write_day);
 }

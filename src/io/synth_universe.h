@@ -18,4 +18,9 @@ int m2_synth_universe(const m2_synth_opts *o, int K, m2_dataset *out);
  * written under a temporary name and renamed. `rows` receives the rows written. */
 int m2_synth_write_csv(const m2_synth_opts *o, int K, const char *dir, int64_t *rows);
 
+/* Writes LOBSTER pairs DIR/SYNkkk_YYYY-MM-DD_34200000_57600000_{message,orderbook}_L.csv per instrument and session
+ * (L = o->levels, at least 1): a message per row (type 4, an execution, with the trade's size, price and the resting
+ * side as direction; else type 1 at the best bid), the book of o->levels levels after it. */
+int m2_synth_write_lobster(const m2_synth_opts *o, int K, const char *dir, int64_t *rows);
+
 #endif

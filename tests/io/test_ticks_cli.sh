@@ -39,7 +39,7 @@ grep -q "backends: cpu mpi" "$dir/out" || fail "--version lacks the backends: $(
 # ---- usage errors: exit 2, one line ----
 run 2;                                        grep -q usage "$dir/err" || fail "no usage without arguments"
 run 2 frobnicate;                             one_error_line "unknown"
-run 2 synth;                                  one_error_line "one of --out FILE and --csv-dir DIR is required"
+run 2 synth;                                  one_error_line "one of --out FILE, --csv-dir DIR and --lobster-dir DIR is required"
 run 2 synth --out "$dir/x.h5" --signal loud;  one_error_line "none, linear or memory"
 run 2 synth --out "$dir/x.h5" --ticks many;   one_error_line "--ticks (many): not an integer"
 run 2 synth --out "$dir/x.h5" --split 0.5,0.1,0.1; one_error_line "sum to 1"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A universe end to end (issue 12): 50 synthetic instruments written as per-instrument, per-day .csv.gz files are
-# imported from a folder; the calendar cuts are common (no train tick after the first cut in any instrument, no val
+# imported from a folder, and 50 as LOBSTER pairs (equal to the simulator's own depth features); the calendar cuts are common (no train tick after the first cut in any instrument, no val
 # tick after the second); gzip and plain files give the same rows; each instrument's train statistics reach the
 # checkpoint and a dataset normalised otherwise is refused by eval and stream; 2-rank training and an exact resume
 # on the universe; per-instrument eval rows and a stream per instrument; bad inputs (corrupt gzip member, a day without a date in its name)
@@ -50,6 +50,19 @@ for i in range(50):
 assert np.unique(u["mean"][()][:, 1]).size > 1
 print("universe: 50 instruments, common cuts", cut)
 PY
+
+# ---- the same kind of universe from LOBSTER pairs: synth --levels 3 writes the book it simulates, and the import
+# of its LOBSTER files (--depth 3) reproduces the synthetic universe's features exactly ----
+"$ticks" synth --lobster-dir "$dir/lob" --instruments 50 --levels 3 --ticks 600 --sessions 3 --seed 9 >/dev/null ||
+  fail "synth --lobster-dir"
+[ "$(ls "$dir/lob" | grep -c '_message_3\.csv$')" -eq 150 ] || fail "expected 150 LOBSTER message files"
+"$ticks" import "$dir/lob" --depth 3 --out "$dir/lob.h5" >"$dir/lob.log" || fail "LOBSTER import: $(cat "$dir/lob.log")"
+grep -q "read 150 files: .* 50 instruments" "$dir/lob.log" || fail "LOBSTER import log: $(cat "$dir/lob.log")"
+"$ticks" synth --out "$dir/lobsynth.h5" --instruments 50 --levels 3 --ticks 600 --sessions 3 --seed 9 >/dev/null ||
+  fail "synth --levels"
+h5diff "$dir/lob.h5" "$dir/lobsynth.h5" /features/X /features/X >/dev/null ||
+  fail "features imported from LOBSTER differ from the simulator's own"
+h5dump -A -d /features/X "$dir/lob.h5" | grep -q '"depth_imb_cum"' || fail "no depth feature names in the file"
 
 # ---- 2 ranks, exact resume, statistics in the checkpoint ----
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
