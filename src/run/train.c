@@ -428,8 +428,8 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
         fprintf(t->metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g", t->step + 1, r->loss);
         if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
         fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f", r->grad_norm, lr, tps);
-        if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
         fprintf(t->metrics, ", \"data_wait_share\": %.4g", r->data_s / r->seconds);
+        if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
         fprintf(t->metrics, ", \"elapsed_s\": %.3f%s}\n", elapsed, r->skipped ? ", \"skipped\": 1" : "");
         fflush(t->metrics);
     }
