@@ -24,7 +24,8 @@
 _Static_assert(sizeof(m2_real) == sizeof(float), "mamba2_eval runs the fp32 model on the checkpoint's fp32 parameters");
 
 typedef struct {
-    const char *checkpoint, *data, *json, *predictions, *device, *instrument, *plot;
+    m2_checkpoint_job job; /* first: --checkpoint, --data and what runs on them */
+    const char *json, *predictions, *device, *instrument, *plot;
     int split, mode, control;
     char best[4096];               /* RUN_DIR/ckpt_best.h5 when --checkpoint names a run folder */
     const char *split_name;
@@ -79,9 +80,11 @@ static int parse_choice(options *o, int key, const char *value)
     return M2_OK;
 }
 
+static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts);
+
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
+    *o = (options){.job.task = evaluate, .split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
     static const struct option opts[] = {
         {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
         {"json", required_argument, 0, 'j'},       {"predictions", required_argument, 0, 'p'},
@@ -93,8 +96,8 @@ static int parse_args(int argc, char **argv, options *o)
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
-        case 'c': o->checkpoint = optarg; break;
-        case 'D': o->data = optarg; break;
+        case 'c': o->job.checkpoint = optarg; break;
+        case 'D': o->job.data = optarg; break;
         case 'j': o->json = optarg; break;
         case 'p': o->predictions = optarg; break;
         case 'i': o->instrument = optarg; break;
@@ -107,20 +110,18 @@ static int parse_args(int argc, char **argv, options *o)
         case 's': case 'm': case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
-        case 'h': return M2_CLI_HELP;
-        case 'V': return M2_CLI_VERSION;
-        default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
+        default: return m2_cli_common(c);
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
-    if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    if (!o->job.checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
     struct stat st;
-    if (stat(o->checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(o->best, sizeof o->best, "%s/ckpt_best.h5", o->checkpoint);
+    if (stat(o->job.checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(o->best, sizeof o->best, "%s/ckpt_best.h5", o->job.checkpoint);
         if (stat(o->best, &st) != 0)
             return m2_fail(M2_EUSAGE, "--checkpoint %s: a run folder without ckpt_best.h5 (trained with "
-                           "train.eval_every = 0?): name a checkpoint file", o->checkpoint);
-        o->checkpoint = o->best;
+                           "train.eval_every = 0?): name a checkpoint file", o->job.checkpoint);
+        o->job.checkpoint = o->best;
     }
     return M2_CLI_RUN;
 }
@@ -156,7 +157,7 @@ static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoi
     memset(rep, 0, sizeof *rep);
     snprintf(rep->split, sizeof rep->split, "%s", o->split_name);
     snprintf(rep->mode, sizeof rep->mode, "%s", m2_eval_mode_name(o->mode));
-    snprintf(rep->checkpoint, sizeof rep->checkpoint, "%s", o->checkpoint);
+    snprintf(rep->checkpoint, sizeof rep->checkpoint, "%s", o->job.checkpoint);
     snprintf(rep->data, sizeof rep->data, "%s", data);
     rep->step = ck->step;
     rep->seq_len = ck->cfg.train.seq_len;
@@ -190,7 +191,7 @@ static int run_research(const options *o, const m2_checkpoint *ck, const m2_data
                     m2_research *r, m2_research *control)
 {
     char title[1400];
-    snprintf(title, sizeof title, "%.600s (step %lld) on %.600s, %s split", o->checkpoint, (long long)ck->step, data,
+    snprintf(title, sizeof title, "%.600s (step %lld) on %.600s, %s split", o->job.checkpoint, (long long)ck->step, data,
              o->split_name);
     for (char *p = title; *p; p++)
         if (*p == '"') *p = '\''; /* the gnuplot title is a double-quoted string */
@@ -253,15 +254,8 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     return rc;
 }
 
-/* The checkpoint on its dataset (base/cli.h's run callback). */
-static int run(const void *opts)
-{
-    const options *o = opts;
-    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, evaluate, o);
-}
-
 int main(int argc, char **argv)
 {
     options o;
-    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, m2_checkpoint_job_run, &o);
 }

@@ -23,7 +23,8 @@
 #define PROG "mamba2_stream"
 
 typedef struct {
-    const char *checkpoint, *data, *predictions, *split_name;
+    m2_checkpoint_job job; /* first: --checkpoint, --data and what runs on them */
+    const char *predictions, *split_name;
     int split, bf16, batch, per_instrument;
 } options;
 
@@ -50,9 +51,11 @@ static void usage(FILE *f)
             "  --version           version and built-in backends\n");
 }
 
+static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts);
+
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
+    *o = (options){.job.task = stream_split, .split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
     static const struct option opts[] = {
         {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
         {"split", required_argument, 0, 's'},      {"predictions", required_argument, 0, 'p'},
@@ -63,8 +66,8 @@ static int parse_args(int argc, char **argv, options *o)
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
-        case 'c': o->checkpoint = optarg; break;
-        case 'D': o->data = optarg; break;
+        case 'c': o->job.checkpoint = optarg; break;
+        case 'D': o->job.data = optarg; break;
         case 'p': o->predictions = optarg; break;
         case 'f': o->bf16 = 1; break;
         case 'i': o->per_instrument = 1; break;
@@ -76,13 +79,11 @@ static int parse_args(int argc, char **argv, options *o)
             o->split_name = optarg;
             if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", optarg);
             break;
-        case 'h': return M2_CLI_HELP;
-        case 'V': return M2_CLI_VERSION;
-        default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
+        default: return m2_cli_common(c);
         }
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
-    if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    if (!o->job.checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
     return M2_CLI_RUN;
 }
 
@@ -261,7 +262,7 @@ static int write_predictions(const options *o, const m2_checkpoint *ck, const m2
         memcpy(p.target, ds->y + (size_t)lo * O, sizeof(float) * (size_t)M * O);
         snprintf(p.split, sizeof p.split, "%s", o->split_name);
         snprintf(p.mode, sizeof p.mode, "stream");
-        snprintf(p.checkpoint, sizeof p.checkpoint, "%s", o->checkpoint);
+        snprintf(p.checkpoint, sizeof p.checkpoint, "%s", o->job.checkpoint);
         memcpy(p.horizons, ds->horizons, sizeof p.horizons);
         rc = m2_predictions_write(o->predictions, &p);
     }
@@ -311,7 +312,7 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
     if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, S, o->per_instrument);
     if (rc == M2_OK) {
         int cpu = m2_pin_to_current_cpu();
-        printf(PROG ": checkpoint %s (step %lld), split %s: %lld rows in %lld session part(s)\n", o->checkpoint,
+        printf(PROG ": checkpoint %s (step %lld), split %s: %lld rows in %lld session part(s)\n", o->job.checkpoint,
                (long long)ck->step, o->split_name, (long long)M, (long long)pt.n);
         double secs;
         int64_t steps = run_split(&r, pred, lat, &secs);
@@ -334,15 +335,8 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
     return rc;
 }
 
-/* The checkpoint on its dataset (base/cli.h's run callback). */
-static int run(const void *opts)
-{
-    const options *o = opts;
-    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, stream_split, o);
-}
-
 int main(int argc, char **argv)
 {
     options o;
-    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, m2_checkpoint_job_run, &o);
 }

@@ -19,6 +19,13 @@ int m2_cli_next(int argc, char **argv, const struct option *opts, const char *he
     return M2_CLI_BAD;
 }
 
+int m2_cli_common(int c)
+{
+    if (c == 'h') return M2_CLI_HELP;
+    if (c == 'V') return M2_CLI_VERSION;
+    return M2_EUSAGE; /* M2_CLI_BAD from m2_cli_next: its message is set */
+}
+
 int m2_cli_finish(const char *prog, int parsed, void (*usage)(FILE *), int (*run)(const void *opts), const void *opts)
 {
     if (parsed == M2_CLI_HELP) {

@@ -23,6 +23,10 @@ int m2_cli_no_extra(int argc, char **argv, int max_positional);
 /* What a program's option parser returns besides an error code: run, or print the help or the version. */
 enum { M2_CLI_RUN = 0, M2_CLI_HELP = -1, M2_CLI_VERSION = -2 };
 
+/* The options every program has, by their getopt values: --help 'h' and --version 'V'. For a value the program's
+ * own switch does not take: M2_CLI_HELP, M2_CLI_VERSION, or M2_EUSAGE (an unknown option; the message is set). */
+int m2_cli_common(int c);
+
 /* The end of a program's main, given what its parser returned: the help (usage(stdout)) or the version, exit 0; a
  * parse error, its one line and exit 2; else run(opts), then its error line if it failed. Returns the exit status. */
 int m2_cli_finish(const char *prog, int parsed, void (*usage)(FILE *), int (*run)(const void *opts), const void *opts);

@@ -497,3 +497,9 @@ int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m
     m2_checkpoint_free(&ck);
     return rc;
 }
+
+int m2_checkpoint_job_run(const void *options)
+{
+    const m2_checkpoint_job *job = options; /* the first member of the program's options */
+    return m2_checkpoint_run_with_dataset(job->checkpoint, job->data, job->task, options);
+}

@@ -61,6 +61,15 @@ typedef int (*m2_checkpoint_task)(const m2_checkpoint *ck, const m2_dataset *ds,
 int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
                                    const void *user);
 
+/* What a program that runs a checkpoint on a dataset (mamba2_eval, mamba2_stream) takes from its command line: its
+ * options struct begins with this, and m2_checkpoint_job_run (a run callback for base/cli.h's m2_cli_finish) runs
+ * task(ck, ds, data_used, options) on them. */
+typedef struct {
+    const char *checkpoint, *data;
+    m2_checkpoint_task task;
+} m2_checkpoint_job;
+int m2_checkpoint_job_run(const void *options);
+
 /* Can this checkpoint's model read this dataset? Same feature count, target count and feature names, and every
  * instrument both know normalised with the same statistics (M2_EFAIL with one line naming both files otherwise). */
 int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
