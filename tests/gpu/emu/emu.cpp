@@ -4,6 +4,7 @@
  * other machines fall back to ucontext. */
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "emu_count.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -195,7 +196,8 @@ void __syncthreads()
 }
 
 namespace m2emu {
-void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread)
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
+              const char *enclosing)
 {
     const unsigned nthreads = block.x * block.y * block.z;
     if (nthreads == 0 || nthreads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
@@ -213,6 +215,7 @@ void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &
     gridDim = grid;
     blockDim = block;
     g_dynamic_shared.assign(shmem ? shmem : 1, 0);
+    launch_begin(text, enclosing, grid.x * grid.y * grid.z, nthreads);
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
@@ -221,10 +224,20 @@ void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &
                 blockIdx.z = z;
                 run_block(nthreads);
             }
+    launch_end();
     g_thread = saved;
 }
 
 void *dynamic_shared() { return g_dynamic_shared.data(); }
+
+/* A device operation the emulation performs itself, counted as one launch with its bytes. */
+static void counted_call(const char *name, double read, double write)
+{
+    launch_begin(name, nullptr, 0, 0);
+    count_bytes(read, write);
+    launch_end();
+    name_last_launch(name);
+}
 } // namespace m2emu
 
 /* ---- runtime ---- */
@@ -301,21 +314,26 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (!*p) return cudaErrorMemoryAllocation;
     /* device memory is not zeroed: make reads of unwritten memory visible as NaN-ish garbage */
     memset(*p, 0xff, (bytes + 255) / 256 * 256);
+    m2emu::count_alloc(*p, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p)
 {
+    m2emu::count_free(p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
     memset(p, v, bytes);
+    m2emu::counted_call("cudaMemsetAsync", 0, (double)bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
 {
     memmove(dst, src, bytes);
+    if (kind == cudaMemcpyDeviceToDevice)
+        m2emu::counted_call("cudaMemcpyAsync (device to device)", (double)bytes, (double)bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
@@ -354,6 +372,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     const float al = *(const float *)alpha, be = *(const float *)beta;
     const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
+    char name[96];
+    snprintf(name, sizeof name, "cublasGemmEx %dx%dx%d", m, n, k);
+    m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
+    m2emu::count_flops(drop == 16 ? m2emu::FLOPS_BF16 : drop == 13 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_FP32_CUDA,
+                       2.0 * m * n * k);
+    m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
+    m2emu::launch_end();
+    m2emu::name_last_launch(name);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0.0f;
