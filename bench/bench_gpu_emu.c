@@ -1,14 +1,16 @@
 /* Predicted GPU step time from counts (no GPU needed): the CUDA backend's real kernels run on the counting build
  * of the CPU emulation (tests/gpu/emu/emu_counters.h), the counts go through the three-roof model (gpu_roof.h)
  * with the SASS table of tools/sass_report.py, for the H100 SXM and the H200.
- *   bench_gpu_emu [--config configs/8gpu.ini] [--sass bench/sass_sm90.tsv] [--seq T] [--ranks R] [--top K]
+ *   bench_gpu_emu [--config configs/8gpu.ini] [--sass bench/sass_sm90.tsv] [--compare OTHER.tsv] [--seq T]
+ *                 [--ranks R] [--top K]
  * Counted at the config's head shape with one sequence of T ticks (default 256, one chunk): a training
  * micro-batch (forward + backward) at 1 and 2 layers, and at 1 layer and 2T ticks to show the counts are linear
  * in tokens; the evaluation forward at 1 and 2 layers; the ZeRO-1 update (sum of squares, scale, AdamW) on a
  * shard of n/R parameters. Extrapolated per kernel: c(L) = c(1) + (L - 1)(c(2) - c(1)), times the step's tokens
  * per GPU (micro_batch x seq_len x accumulation steps, accumulation = global_batch / (micro_batch x R)) over T.
  * Prints per kernel the counts and the predicted H200 time, then per GPU the step time, tokens/s and the MFU
- * bound (model FLOPs per token of core/flops.h over the bf16 dense peak), and the evaluation forward. */
+ * bound (model FLOPs per token of core/flops.h over the bf16 dense peak), and the evaluation forward; with
+ * --compare, the H200 bound with another SASS table too (the same counts: e.g. the kernels before a change). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,7 @@ typedef struct {
 } counts;
 
 typedef struct {
-    const char *config, *sass;
+    const char *config, *sass, *compare;
     int seq, ranks, top;
 } options;
 
@@ -42,7 +44,7 @@ static int parse(int argc, char **argv, options *o)
     const char *src = getenv("MAMBA2_SRC");
     snprintf(cfg, sizeof cfg, "%s/configs/8gpu.ini", src ? src : ".");
     snprintf(sass, sizeof sass, "%s/bench/sass_sm90.tsv", src ? src : ".");
-    *o = (options){cfg, sass, 256, 8, 25};
+    *o = (options){cfg, sass, NULL, 256, 8, 25};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return m2_fail(M2_EUSAGE, "bench_gpu_emu (%s): missing value", a);
@@ -50,6 +52,8 @@ static int parse(int argc, char **argv, options *o)
             o->config = v;
         else if (!strcmp(a, "--sass"))
             o->sass = v;
+        else if (!strcmp(a, "--compare"))
+            o->compare = v;
         else if (!strcmp(a, "--seq"))
             o->seq = atoi(v);
         else if (!strcmp(a, "--ranks"))
@@ -84,7 +88,7 @@ static float *dev_random(const m2_ops *g, size_t n, uint64_t stream)
 }
 
 /* One counted pass at L layers and T ticks: a training micro-batch (train = 1) or the evaluation forward. */
-static int count_pass(const m2_config *cfg0, int L, int T, int train, counts *out)
+static int count_pass(const m2_config *cfg0, int L, int B, int T, int train, counts *out)
 {
     m2_config cfg = *cfg0;
     cfg.model.n_layers = L;
@@ -95,18 +99,20 @@ static int count_pass(const m2_config *cfg0, int L, int T, int train, counts *ou
     const m2_ops *g = m2_ops_cuda();
     const size_t n = lay.n_params;
     float *params = dev_random(g, n, 3), *grads = g->alloc(g, n * sizeof(float));
-    float *X = dev_random(g, (size_t)T * d.F, 1), *Y = dev_random(g, (size_t)T * d.O, 2);
-    float *pred = g->alloc(g, (size_t)T * d.O * sizeof(float));
+    const size_t ntok = (size_t)B * T;
+    float *X = dev_random(g, ntok * d.F, 1), *Y = dev_random(g, ntok * d.O, 2);
+    float *pred = g->alloc(g, ntok * d.O * sizeof(float));
     m2_model *model = NULL;
     if (!params || !grads || !X || !Y || !pred) rc = m2_fail(M2_EFAIL, "bench_gpu_emu: out of memory");
     m2emu_counters_reset();
-    if (!rc) rc = train ? m2_model_create_with_ops(&model, &lay, 1, T, g) : m2_model_create_inference(&model, &lay, 1, T, g);
+    if (!rc && train) rc = m2_model_create_with_ops(&model, &lay, B, T, g);
+    if (!rc && !train) rc = m2_model_create_inference(&model, &lay, B, T, g);
     double sse = 0;
     int64_t cnt = 0;
     if (!rc) g->memset0(g, grads, n * sizeof(float));
     m2emu_counters_reset(); /* the pass only (peak memory from here includes the model's buffers) */
-    if (!rc && train) rc = m2_model_forward_backward(model, params, grads, X, Y, 1, T, 0, &sse, &cnt, NULL, NULL, NULL);
-    if (!rc && !train) rc = m2_model_forward(model, params, X, 1, T, pred);
+    if (!rc && train) rc = m2_model_forward_backward(model, params, grads, X, Y, B, T, 0, &sse, &cnt, NULL, NULL, NULL);
+    if (!rc && !train) rc = m2_model_forward(model, params, X, B, T, pred);
     g->sync(g);
     take(out);
     m2_model_free(model);
@@ -147,29 +153,36 @@ static const m2emu_kernel_count *lookup(const counts *c, const m2emu_kernel_coun
 
 enum { NFIELDS = (sizeof(m2emu_kernel_count) - offsetof(m2emu_kernel_count, launches)) / sizeof(double) };
 
-/* Bilinear in layers and tokens from the four corners c[l][t] (l: 1 or 2 layers, t: T or 2T ticks), per record
- * (a record missing from a corner counts 0 there): c(L, x T) = c11 + (L-1) dl + (x-1) dt + (L-1)(x-1) dlt, times
- * `times`. Launch counts come out independent of tokens, parameter reads of layers and tokens as they are. */
-static void extrapolate(const counts *c[2][2], int L, double x, double times, counts *out)
+/* Per layer count l, a count is w + B (u + v T) over B sequences of T ticks: w what a call does once (launches,
+ * weight reads), u + v T what each sequence adds (the SSD's chunk-state stages are affine in T). Three corners
+ * c[l][0] = (1, T), c[l][1] = (2, T), c[l][2] = (1, 2T) give w, u, v; layers add linearly:
+ * c(L) = c(1) + (L - 1)(c(2) - c(1)). Per record (one missing from a corner counts 0 there), times `times`. */
+static double affine3(const double v3[3], int T, double B, double Tq)
+{
+    const double v = (v3[2] - v3[0]) / T, per_seq = v3[1] - v3[0], u = per_seq - v * T, w = v3[0] - per_seq;
+    return w + B * (u + v * Tq);
+}
+
+static void extrapolate(const counts *c[2][3], int T, int L, double B, double Tq, double times, counts *out)
 {
     out->n = 0;
-    const counts *ref = c[1][1];
+    const counts *ref = c[1][2];
     for (int i = 0; i < ref->n && out->n < MAXREC; i++) {
-        const double *f[2][2];
+        const double *f[2][3];
         for (int l = 0; l < 2; l++)
-            for (int t = 0; t < 2; t++) {
-                const m2emu_kernel_count *r = lookup(c[l][t], &ref->r[i]);
-                f[l][t] = r ? &r->launches : NULL;
+            for (int k = 0; k < 3; k++) {
+                const m2emu_kernel_count *r = lookup(c[l][k], &ref->r[i]);
+                f[l][k] = r ? &r->launches : NULL;
             }
         m2emu_kernel_count *o = &out->r[out->n++];
         *o = ref->r[i];
         double *fo = &o->launches;
-        for (int k = 0; k < (int)NFIELDS; k++) {
-            double v[2][2];
+        for (int j = 0; j < (int)NFIELDS; j++) {
+            double v[2][3];
             for (int l = 0; l < 2; l++)
-                for (int t = 0; t < 2; t++) v[l][t] = f[l][t] ? f[l][t][k] : 0;
-            const double dl = v[1][0] - v[0][0], dt = v[0][1] - v[0][0], dlt = v[1][1] - v[1][0] - v[0][1] + v[0][0];
-            fo[k] = times * (v[0][0] + (L - 1) * dl + (x - 1) * dt + (L - 1) * (x - 1) * dlt);
+                for (int k = 0; k < 3; k++) v[l][k] = f[l][k] ? f[l][k][j] : 0;
+            const double one = affine3(v[0], T, B, Tq), two = affine3(v[1], T, B, Tq);
+            fo[j] = times * (one + (L - 1) * (two - one));
         }
     }
 }
@@ -261,21 +274,23 @@ static int run(const options *o)
     const size_t nparams = lay.n_params;
     m2_layout_free(&lay);
 
-    static counts tr[2][2], ev[2][2], up, step, eval;
+    /* corners per layer count: (B, T) = (1, T), (2, T), (1, 2T) */
+    static counts tr[2][3], ev[2][3], up, step, eval;
+    const int cb[3] = {1, 2, 1}, ct[3] = {1, 1, 2};
     for (int l = 0; l < 2 && !rc; l++)
-        for (int t = 0; t < 2 && !rc; t++)
-            if (!(rc = count_pass(&cfg, l + 1, (t + 1) * T, 1, &tr[l][t])))
-                rc = count_pass(&cfg, l + 1, (t + 1) * T, 0, &ev[l][t]);
+        for (int k = 0; k < 3 && !rc; k++)
+            if (!(rc = count_pass(&cfg, l + 1, cb[k], ct[k] * T, 1, &tr[l][k])))
+                rc = count_pass(&cfg, l + 1, cb[k], ct[k] * T, 0, &ev[l][k]);
     if (rc || (rc = count_update((nparams + o->ranks - 1) / o->ranks, &up))) return rc;
-    const counts *trc[2][2] = {{&tr[0][0], &tr[0][1]}, {&tr[1][0], &tr[1][1]}};
-    const counts *evc[2][2] = {{&ev[0][0], &ev[0][1]}, {&ev[1][0], &ev[1][1]}};
+    const counts *trc[2][3] = {{&tr[0][0], &tr[0][1], &tr[0][2]}, {&tr[1][0], &tr[1][1], &tr[1][2]}};
+    const counts *evc[2][3] = {{&ev[0][0], &ev[0][1], &ev[0][2]}, {&ev[1][0], &ev[1][1], &ev[1][2]}};
 
     printf("bench_gpu_emu: %s, D=%d E=%d P=%d N=%d G=%d Q=%d H=%d, %d layers, %zu parameters; counted on the CPU "
            "emulation (no GPU), bf16 products\n",
            o->config, d.D, d.E, d.P, d.N, d.G, d.Q, d.H, Lfull, nparams);
     /* linearity: the counts per token at T and 2T */
     const int nm = 2;
-    const counts *lin[2] = {&tr[0][0], &tr[0][1]};
+    const counts *lin[2] = {&tr[0][0], &tr[0][2]};
     double per_tok[2][2];
     for (int k = 0; k < nm; k++) {
         double b = 0, f = 0;
@@ -291,10 +306,9 @@ static int run(const options *o)
            per_tok[1][1] / per_tok[0][1]);
 
     /* the step: accumulation micro-batches of micro_batch x seq_len tokens, then the update */
-    const double x = (double)cfg.train.seq_len * mb / T; /* one micro-batch's tokens over T */
-    extrapolate(trc, Lfull, x, accum, &step);
+    extrapolate(trc, T, Lfull, mb, cfg.train.seq_len, accum, &step);
     add_counts(&step, &up, 1.0);
-    extrapolate(evc, Lfull, x, 1.0, &eval);
+    extrapolate(evc, T, Lfull, mb, cfg.train.seq_len, 1.0, &eval);
     int ngpu;
     const m2_gpu_roof *gpus = m2_gpu_roofs(&ngpu);
     printf("  training step per GPU: %d micro-batches of %d x %d = %.0f tokens, %d ranks, ZeRO-1 shard of %zu\n",
@@ -311,17 +325,25 @@ static int run(const options *o)
                cfg.train.seq_len, 1e3 * e.t, (double)mb * cfg.train.seq_len / e.t);
     }
     /* device memory: the counted peak of the 1- and 2-layer micro-batches, extrapolated, per token */
-    double pk[2][2];
+    double pk[2][3];
     for (int l = 0; l < 2; l++)
-        for (int t = 0; t < 2; t++) pk[l][t] = (double)tr[l][t].peak_bytes;
-    const double mem = pk[0][0] + (Lfull - 1) * (pk[1][0] - pk[0][0]) + (x - 1) * (pk[0][1] - pk[0][0]) +
-                       (Lfull - 1) * (x - 1) * (pk[1][1] - pk[1][0] - pk[0][1] + pk[0][0]);
+        for (int k = 0; k < 3; k++) pk[l][k] = (double)tr[l][k].peak_bytes;
+    const double m1 = affine3(pk[0], T, mb, cfg.train.seq_len), m2 = affine3(pk[1], T, mb, cfg.train.seq_len);
+    const double mem = m1 + (Lfull - 1) * (m2 - m1);
     printf("  device memory of a training micro-batch of %d x %d (counted peak of the pass, extrapolated): %.2f GiB, "
            "%.1f KiB per token\n",
            mb, cfg.train.seq_len, mem / (1 << 30), mem / (mb * cfg.train.seq_len) / 1024);
     const total h200 = predict_all(&gpus[ngpu - 1], &step, &sass);
     printf("bench_gpu_emu: predicted H200 MFU bound of a training step at %s's shape: %.1f%%\n", o->config,
            100 * step_tokens / h200.t * fpt / gpus[ngpu - 1].bf16_flops_s);
+    if (o->compare) {
+        m2_sass_table other;
+        if ((rc = m2_sass_load(&other, o->compare))) return rc;
+        const total c = predict_all(&gpus[ngpu - 1], &step, &other);
+        printf("  with the SASS table %s: H200 training step %.1f ms, MFU bound %.1f%%\n", o->compare, 1e3 * c.t,
+               100 * step_tokens / c.t * fpt / gpus[ngpu - 1].bf16_flops_s);
+        m2_sass_free(&other);
+    }
     m2_sass_free(&sass);
     return M2_OK;
 }

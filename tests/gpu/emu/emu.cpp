@@ -195,20 +195,24 @@ void __syncthreads()
     to_scheduler();
 }
 
+/* The last launch error, as the runtime keeps it: returned and cleared by cudaGetLastError. */
+static cudaError_t g_last_error = cudaSuccess;
+
 namespace m2emu {
 void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
               const char *enclosing)
 {
+    /* A GPU refuses these launches without running anything and reports them at the next cudaGetLastError
+     * (the backend checks after every launch, kernels/cuda_common.cuh: M2_CUDA_LAUNCHED): the block and grid
+     * limits of compute capability 9.0, and more than 48 KiB of dynamic shared memory (the emulated kernels have
+     * no cudaFuncSetAttribute opt-in). */
     const unsigned nthreads = block.x * block.y * block.z;
-    if (nthreads == 0 || nthreads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-        grid.z > 65535) {
-        fprintf(stderr, "cuda emulator: invalid launch %ux%ux%u blocks of %ux%ux%u threads\n", grid.x, grid.y,
-                grid.z, block.x, block.y, block.z);
-        abort();
-    }
-    if (shmem > 48 * 1024) {
-        fprintf(stderr, "cuda emulator: %zu bytes of dynamic shared memory (48 KiB without opt-in)\n", shmem);
-        abort();
+    if (nthreads == 0 || nthreads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
+        fprintf(stderr, "cuda emulator: invalid launch of %s: %ux%ux%u blocks of %ux%ux%u threads, %zu bytes of "
+                "dynamic shared memory\n", text, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
+        g_last_error = cudaErrorInvalidConfiguration;
+        return;
     }
     const std::function<void()> *saved = g_thread;
     g_thread = &thread;
@@ -252,7 +256,12 @@ const char *cudaGetErrorString(cudaError_t e)
     }
 }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void)
+{
+    const cudaError_t e = g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
 /* Emulated devices: M2_EMU_DEVICES (default 1), so that several ranks of one node can each own one (all share the
  * host's memory; the emulation does not tell them apart). */
 static int emu_devices()
@@ -372,14 +381,12 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     const float al = *(const float *)alpha, be = *(const float *)beta;
     const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
-    char name[96];
-    snprintf(name, sizeof name, "cublasGemmEx %dx%dx%d", m, n, k);
     m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
     m2emu::count_flops(drop == 16 ? m2emu::FLOPS_BF16 : drop == 13 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_FP32_CUDA,
                        2.0 * m * n * k);
     m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
     m2emu::launch_end();
-    m2emu::name_last_launch(name);
+    m2emu::name_last_launch("cublasGemmEx (every GEMM)");
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0.0f;
