@@ -5,11 +5,13 @@
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 #include "emu_count.h"
+#include "emu_streams.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <memory>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -172,7 +174,7 @@ void run_block(unsigned nthreads)
 }
 
 struct blas_ctx {
-    int dummy;
+    cudaStream_t stream;
 };
 
 float round_bits(float v, int drop)
@@ -199,8 +201,7 @@ void __syncthreads()
 static cudaError_t g_last_error = cudaSuccess;
 
 namespace m2emu {
-void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
-              const char *enclosing)
+bool launch_ok(dim3 grid, dim3 block, size_t shmem, const char *text)
 {
     /* A GPU refuses these launches without running anything and reports them at the next cudaGetLastError
      * (the backend checks after every launch, kernels/cuda_common.cuh: M2_CUDA_LAUNCHED): the block and grid
@@ -212,8 +213,15 @@ void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &
         fprintf(stderr, "cuda emulator: invalid launch of %s: %ux%ux%u blocks of %ux%ux%u threads, %zu bytes of "
                 "dynamic shared memory\n", text, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
         g_last_error = cudaErrorInvalidConfiguration;
-        return;
+        return false;
     }
+    return true;
+}
+
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
+              const char *enclosing)
+{
+    const unsigned nthreads = block.x * block.y * block.z;
     const std::function<void()> *saved = g_thread;
     g_thread = &thread;
     gridDim = grid;
@@ -233,6 +241,7 @@ void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &
 }
 
 void *dynamic_shared() { return g_dynamic_shared.data(); }
+void enqueue_on(cudaStream_t s, std::function<void()> f) { enqueue(s, std::move(f)); }
 
 /* A device operation the emulation performs itself, counted as one launch with its bytes. */
 static void counted_call(const char *name, double read, double write)
@@ -296,27 +305,6 @@ cudaError_t cudaGetDevice(int *device)
     *device = g_device;
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
-{
-    static int dummy;
-    *s = (cudaStream_t)&dummy;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
-{
-    static int dummy;
-    *e = (cudaEvent_t)&dummy;
-    return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return e ? cudaSuccess : cudaErrorInvalidValue; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
-{
-    return e ? cudaSuccess : cudaErrorInvalidValue;
-}
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -328,21 +316,35 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 }
 cudaError_t cudaFree(void *p)
 {
+    m2emu::drain_all(); /* cudaFree synchronises the device */
     m2emu::count_free(p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
-    memset(p, v, bytes);
-    m2emu::counted_call("cudaMemsetAsync", 0, (double)bytes);
+    m2emu::enqueue(s, [=]() {
+        memset(p, v, bytes);
+        m2emu::counted_call("cudaMemsetAsync", 0, (double)bytes);
+    });
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
 {
-    memmove(dst, src, bytes);
-    if (kind == cudaMemcpyDeviceToDevice)
-        m2emu::counted_call("cudaMemcpyAsync (device to device)", (double)bytes, (double)bytes);
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault) {
+        /* to pageable host memory the copy is synchronous: it waits for the stream's earlier work */
+        m2emu::drain(s);
+        memmove(dst, src, bytes);
+    } else if (kind == cudaMemcpyHostToDevice) { /* the host buffer is staged at once; the device write queues */
+        std::shared_ptr<std::vector<unsigned char>> staged =
+            std::make_shared<std::vector<unsigned char>>((const unsigned char *)src, (const unsigned char *)src + bytes);
+        m2emu::enqueue(s, [=]() { memcpy(dst, staged->data(), bytes); });
+    } else {
+        m2emu::enqueue(s, [=]() {
+            memmove(dst, src, bytes);
+            m2emu::counted_call("cudaMemcpyAsync (device to device)", (double)bytes, (double)bytes);
+        });
+    }
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
@@ -364,7 +366,11 @@ cublasStatus_t cublasCreate(cublasHandle_t *h)
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    ((blas_ctx *)h)->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { return CUBLAS_STATUS_SUCCESS; }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -381,6 +387,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     const float al = *(const float *)alpha, be = *(const float *)beta;
     const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
+    m2emu::enqueue(((blas_ctx *)h)->stream, [=]() {
     m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
     m2emu::count_flops(drop == 16 ? m2emu::FLOPS_BF16 : drop == 13 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_FP32_CUDA,
                        2.0 * m * n * k);
@@ -402,5 +409,6 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
             float *cij = c + (size_t)j * ldc + i;
             *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
         }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -5,6 +5,7 @@
  * per-4-byte-word stamp of the launch number, so a word read by every thread of a grid counts 4 bytes once. */
 #include "emu_count.h"
 #include "emu_counters.h"
+#include "emu_streams.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -144,7 +145,10 @@ void launch_end()
     g_running = false;
     g_pending = true;
 }
-void name_last_launch(const char *what) { merge_pending(what); }
+void name_last_launch(const char *what)
+{
+    if (!interleaved()) merge_pending(what); /* interleaved, the launch has not run yet: it keeps its kernel name */
+}
 void count_flops(flop_kind kind, double flops)
 {
     if (!g_running) return;
