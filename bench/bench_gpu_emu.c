@@ -2,7 +2,7 @@
  * of the CPU emulation (tests/gpu/emu/emu_counters.h), the counts go through the three-roof model (gpu_roof.h)
  * with the SASS table of tools/sass_report.py, for the H100 SXM and the H200.
  *   bench_gpu_emu [--config configs/8gpu.ini] [--sass bench/sass_sm90.tsv] [--compare OTHER.tsv] [--seq T]
- *                 [--ranks R] [--top K]
+ *                 [--ranks R] [--top K] [--tsv PREDICTED.tsv]
  * Counted at the config's head shape with one sequence of T ticks (default 256, one chunk): a training
  * micro-batch (forward + backward) at 1 and 2 layers, and at 1 layer and 2T ticks to show the counts are linear
  * in tokens; the evaluation forward at 1 and 2 layers; the ZeRO-1 update (sum of squares, scale, AdamW) on a
@@ -10,10 +10,13 @@
  * per GPU (micro_batch x seq_len x accumulation steps, accumulation = global_batch / (micro_batch x R)) over T.
  * Prints per kernel the counts and the predicted H200 time, then per GPU the step time, tokens/s and the MFU
  * bound (model FLOPs per token of core/flops.h over the bf16 dense peak), and the evaluation forward; with
- * --compare, the H200 bound with another SASS table too (the same counts: e.g. the kernels before a change). */
+ * --compare, the H200 bound with another SASS table too (the same counts: e.g. the kernels before a change);
+ * with --tsv, every kernel's H200 prediction as a table (bench/predicted_h200.tsv, which tests/gpu/check.sh prints
+ * beside the measured times). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/layout.h"
@@ -34,7 +37,7 @@ typedef struct {
 } counts;
 
 typedef struct {
-    const char *config, *sass, *compare;
+    const char *config, *sass, *compare, *tsv;
     int seq, ranks, top;
 } options;
 
@@ -44,7 +47,7 @@ static int parse(int argc, char **argv, options *o)
     const char *src = getenv("MAMBA2_SRC");
     snprintf(cfg, sizeof cfg, "%s/configs/8gpu.ini", src ? src : ".");
     snprintf(sass, sizeof sass, "%s/bench/sass_sm90.tsv", src ? src : ".");
-    *o = (options){cfg, sass, NULL, 256, 8, 25};
+    *o = (options){cfg, sass, NULL, NULL, 256, 8, 25};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return m2_fail(M2_EUSAGE, "bench_gpu_emu (%s): missing value", a);
@@ -52,6 +55,8 @@ static int parse(int argc, char **argv, options *o)
             o->config = v;
         else if (!strcmp(a, "--sass"))
             o->sass = v;
+        else if (!strcmp(a, "--tsv"))
+            o->tsv = v;
         else if (!strcmp(a, "--compare"))
             o->compare = v;
         else if (!strcmp(a, "--seq"))
@@ -253,6 +258,29 @@ static void print_kernels(const m2_gpu_roof *gpu, const counts *c, const m2_sass
     free(order);
 }
 
+/* The per-kernel predictions as a tab-separated table, written atomically. */
+static int write_tsv(const char *path, const m2_gpu_roof *gpu, const counts *c, const m2_sass_table *sass)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return m2_fail(M2_EFAIL, "bench_gpu_emu (%s): cannot write", tmp);
+    fprintf(f, "name\tkey\tlaunches\tread_MB\twrite_MB\ttensor_GFLOP\tpredicted_ms\tbound\n");
+    for (int i = 0; i < c->n; i++) {
+        const m2emu_kernel_count *r = &c->r[i];
+        const m2_roof_time p = m2_roof_predict(gpu, r, m2_sass_find(sass, r->key, "bf16"));
+        fprintf(f, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%s\n", r->name, r->key, r->launches,
+                r->read_distinct / 1e6, r->write_distinct / 1e6, (r->flops_bf16 + r->flops_tf32) / 1e9, 1e3 * p.total,
+                p.bound);
+    }
+    const int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return m2_fail(M2_EFAIL, "bench_gpu_emu (%s): write failed", path);
+    }
+    return M2_OK;
+}
+
 static int run(const options *o)
 {
     m2_config cfg;
@@ -336,6 +364,7 @@ static int run(const options *o)
     const total h200 = predict_all(&gpus[ngpu - 1], &step, &sass);
     printf("bench_gpu_emu: predicted H200 MFU bound of a training step at %s's shape: %.1f%%\n", o->config,
            100 * step_tokens / h200.t * fpt / gpus[ngpu - 1].bf16_flops_s);
+    if (o->tsv && (rc = write_tsv(o->tsv, &gpus[ngpu - 1], &step, &sass))) return rc;
     if (o->compare) {
         m2_sass_table other;
         if ((rc = m2_sass_load(&other, o->compare))) return rc;
