@@ -196,6 +196,7 @@ static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 
 static const m2_ops g_cpu_ops = {
     .name = "cpu",
+    .host_memory = 1,
     .ctx = &g_ctx,
     .alloc = cpu_alloc,
     .free = cpu_free,

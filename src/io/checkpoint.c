@@ -351,3 +351,17 @@ int m2_checkpoint_prune(const char *dir, int keep)
     free(steps);
     return rc;
 }
+
+int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
+                                   const void *user)
+{
+    m2_checkpoint ck;
+    m2_dataset ds;
+    const char *data;
+    int rc = m2_checkpoint_load_with_dataset(ck_path, data_path, &ck, &ds, &data);
+    if (rc != M2_OK) return rc;
+    rc = task(&ck, &ds, data, user);
+    m2_dataset_free(&ds);
+    m2_checkpoint_free(&ck);
+    return rc;
+}

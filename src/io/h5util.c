@@ -98,7 +98,7 @@ static hid_t mem_type(m2_h5_type t)
     return H5I_INVALID_HID;
 }
 
-/* Stored types are little-endian whatever the host (FORMATS.md). */
+/* Stored types are little-endian whatever the host (docs/FORMATS.md). */
 static hid_t file_type(m2_h5_type t)
 {
     switch (t) {

@@ -1,4 +1,4 @@
-/* Packed matrices and the GEMV/GEMM of the streaming engine (layout: core/stream.h).
+/* Packed matrices and the GEMV/GEMM of the streaming engine (layout: stream/engine.h).
  *
  * With AVX-512 the kernel is written with intrinsics, because the accumulators must stay in registers across
  * the k loop. Measured on the build machine (one Zen 4 core, bench-style min-of-blocks): the GEMV of a whole

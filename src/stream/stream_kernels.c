@@ -1,5 +1,5 @@
 /* Per-tick element-wise kernels of the streaming engine: norms, conv + SiLU, the SSM update, the gated norm
- * (MODEL.md §2, §4). Everything here works on one stream's vectors; the engine (stream.c) loops over streams.
+ * (docs/MODEL.md §2, §4). Everything here works on one stream's vectors; the engine (stream.c) loops over streams.
  * Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
  * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, AVX-512 intrinsics
  * take over: the norms' reductions, SiLU, and the SSM update (whose accumulators must stay in registers). */

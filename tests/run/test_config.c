@@ -70,11 +70,11 @@ static void test_file_errors(void **state)
     expect_file_error("[model]\nd_model = 64\n[bogus]\nx = 1\n", 3, "unknown section [bogus]");
     expect_file_error("steps = 4\n", 1, "key 'steps' outside any [section]");
     expect_file_error("[model]\nd_modle = 64\n", 2, "unknown key 'd_modle'");
-    expect_file_error("[train]\n\nlr = fast\n", 3, "train.lr: cannot parse 'fast'");
-    expect_file_error("[train]\nsteps = 12x\n", 2, "train.steps: cannot parse");
-    expect_file_error("[model]\nn_layers = 0\n", 2, "model.n_layers: 0 is out of range");
+    expect_file_error("[train]\n\nlr = fast\n", 3, "train.lr (fast): not a number");
+    expect_file_error("[train]\nsteps = 12x\n", 2, "train.steps (12x): not an integer");
+    expect_file_error("[model]\nn_layers = 0\n", 2, "model.n_layers (0): out of range");
     expect_file_error("[dist]\nbackend = gloo\n", 2, "dist.backend: 'gloo' is not one of");
-    expect_file_error("[train]\nseed = -3\n", 2, "train.seed: cannot parse");
+    expect_file_error("[train]\nseed = -3\n", 2, "train.seed (-3): not a non-negative integer");
     expect_file_error("[model\nd_model = 64\n", 1, "syntax error");
 }
 
@@ -102,6 +102,15 @@ static void test_set_overrides_and_errors(void **state)
     assert_non_null(strstr(m2_last_error(), "unknown section [nope]"));
     assert_int_equal(m2_config_set(&c, "train.lr=-1"), M2_EUSAGE);
     assert_non_null(strstr(m2_last_error(), "out of range"));
+    /* numbers are strict (base/cli.h): no blanks, no wrap, no float for an integer */
+    assert_int_equal(m2_config_set(&c, "train.seed= -1"), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "train.seed ( -1): not a non-negative integer"));
+    assert_int_equal(m2_config_set(&c, "train.seed=-1"), M2_EUSAGE);
+    assert_int_equal(m2_config_set(&c, "train.steps=99999999999999999999"), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "out of range"));
+    assert_int_equal(m2_config_set(&c, "train.steps=1e3"), M2_EUSAGE);
+    assert_int_equal(m2_config_set(&c, "train.lr=nan"), M2_EUSAGE);
+    assert_int_equal(m2_config_set(&c, "train.lr=1e999"), M2_EUSAGE);
     assert_int_equal(c.train.steps, 77); /* a failed --set changes nothing */
 }
 

@@ -11,7 +11,7 @@
 #   - mamba2_eval --device cuda (the same stand-in) gives the CPU evaluation's metrics and predictions bit for bit;
 #   - MFU appears in metrics.jsonl and the status lines when the device's bf16 peak is known, never on the CPU;
 #   - the choice's errors: model.device = cuda without a GPU (mamba2_train here: no GPU), dist.backend nccl on the
-#     CPU, dist.backend none on 2 ranks: one line each and the CLI.md exit code.
+#     CPU, dist.backend none on 2 ranks: one line each and the docs/CLI.md exit code.
 # Usage: test_device_path.sh MPIRUN (env: MAMBA2_BIN, MAMBA2_SRC)
 mpirun="$1"
 source "$(dirname "$0")/../lib/cli.sh"
