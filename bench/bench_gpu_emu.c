@@ -34,6 +34,7 @@ typedef struct {
     m2emu_kernel_count r[MAXREC];
     int n;
     size_t peak_bytes;
+    size_t act_per_token; /* activation bytes per token and layer kept for the backward (training model) */
 } counts;
 
 typedef struct {
@@ -120,6 +121,7 @@ static int count_pass(const m2_config *cfg0, int L, int B, int T, int train, cou
     if (!rc && !train) rc = m2_model_forward(model, params, X, B, T, pred);
     g->sync(g);
     take(out);
+    out->act_per_token = model && train ? m2_model_activation_bytes_per_token(model) : 0;
     m2_model_free(model);
     float *bufs[] = {params, grads, X, Y, pred};
     for (int i = 0; i < 5; i++) g->free(g, bufs[i]);
@@ -161,7 +163,9 @@ enum { NFIELDS = (sizeof(m2emu_kernel_count) - offsetof(m2emu_kernel_count, laun
 /* Per layer count l, a count is w + B (u + v T) over B sequences of T ticks: w what a call does once (launches,
  * weight reads), u + v T what each sequence adds (the SSD's chunk-state stages are affine in T). Three corners
  * c[l][0] = (1, T), c[l][1] = (2, T), c[l][2] = (1, 2T) give w, u, v; layers add linearly:
- * c(L) = c(1) + (L - 1)(c(2) - c(1)). Per record (one missing from a corner counts 0 there), times `times`. */
+ * c(L) = c(1) + (L - 1)(c(2) - c(1)). Per record (one missing from a corner counts 0 there), times `times`.
+ * Launches are per call whatever B and T are, except stages that need a second chunk (the chunk states): they are
+ * taken from the (1, 2T) corner, where every stage runs (T a multiple of the chunk size). */
 static double affine3(const double v3[3], int T, double B, double Tq)
 {
     const double v = (v3[2] - v3[0]) / T, per_seq = v3[1] - v3[0], u = per_seq - v * T, w = v3[0] - per_seq;
@@ -186,7 +190,9 @@ static void extrapolate(const counts *c[2][3], int T, int L, double B, double Tq
             double v[2][3];
             for (int l = 0; l < 2; l++)
                 for (int k = 0; k < 3; k++) v[l][k] = f[l][k] ? f[l][k][j] : 0;
-            const double one = affine3(v[0], T, B, Tq), two = affine3(v[1], T, B, Tq);
+            const int launches = j == 0;
+            const double one = launches ? v[0][2] : affine3(v[0], T, B, Tq);
+            const double two = launches ? v[1][2] : affine3(v[1], T, B, Tq);
             fo[j] = times * (one + (L - 1) * (two - one));
         }
     }
@@ -316,23 +322,18 @@ static int run(const options *o)
     printf("bench_gpu_emu: %s, D=%d E=%d P=%d N=%d G=%d Q=%d H=%d, %d layers, %zu parameters; counted on the CPU "
            "emulation (no GPU), bf16 products\n",
            o->config, d.D, d.E, d.P, d.N, d.G, d.Q, d.H, Lfull, nparams);
-    /* linearity: the counts per token at T and 2T */
-    const int nm = 2;
-    const counts *lin[2] = {&tr[0][0], &tr[0][2]};
-    double per_tok[2][2];
-    for (int k = 0; k < nm; k++) {
-        double b = 0, f = 0;
-        for (int i = 0; i < lin[k]->n; i++)
-            b += lin[k]->r[i].read_distinct + lin[k]->r[i].write_distinct,
-                f += lin[k]->r[i].flops_bf16 + lin[k]->r[i].flops_tf32;
-        per_tok[k][0] = b / (T * (k + 1));
-        per_tok[k][1] = f / (T * (k + 1));
+    /* linearity: bytes and tensor FLOPs per token at the three corners of the 1-layer model */
+    printf("  counted per token, 1 layer (B sequences x T ticks):");
+    for (int k = 0; k < 3; k++) {
+        double by = 0, fl = 0;
+        for (int i = 0; i < tr[0][k].n; i++)
+            by += tr[0][k].r[i].read_distinct + tr[0][k].r[i].write_distinct,
+                fl += tr[0][k].r[i].flops_bf16 + tr[0][k].r[i].flops_tf32;
+        const double ntok = (double)cb[k] * ct[k] * T;
+        printf(" %dx%d: %.0f B, %.0f FLOP%s", cb[k], ct[k] * T, by / ntok, fl / ntok, k < 2 ? ";" : "\n");
     }
-    printf("  linearity (1 layer, one micro-batch): per token at T=%d: %.0f bytes, %.0f tensor FLOPs; at T=%d: %.0f bytes (x%.3f), "
-           "%.0f FLOPs (x%.3f)\n",
-           T, per_tok[0][0], per_tok[0][1], 2 * T, per_tok[1][0], per_tok[1][0] / per_tok[0][0], per_tok[1][1],
-           per_tok[1][1] / per_tok[0][1]);
-
+    printf("  (bytes per token fall with more tokens per call: the weights are read once per GEMM call; each "
+           "kernel is extrapolated as w + B (u + v T) from these corners)\n");
     /* the step: accumulation micro-batches of micro_batch x seq_len tokens, then the update */
     extrapolate(trc, T, Lfull, mb, cfg.train.seq_len, accum, &step);
     add_counts(&step, &up, 1.0);
@@ -361,6 +362,9 @@ static int run(const options *o)
     printf("  device memory of a training micro-batch of %d x %d (counted peak of the pass, extrapolated): %.2f GiB, "
            "%.1f KiB per token\n",
            mb, cfg.train.seq_len, mem / (1 << 30), mem / (mb * cfg.train.seq_len) / 1024);
+    printf("  of which activations kept for the backward: %zu bytes per token per layer (%.1f KiB per token, %d "
+           "layers)\n",
+           tr[0][0].act_per_token, (double)tr[0][0].act_per_token * Lfull / 1024, Lfull);
     const total h200 = predict_all(&gpus[ngpu - 1], &step, &sass);
     printf("bench_gpu_emu: predicted H200 MFU bound of a training step at %s's shape: %.1f%%\n", o->config,
            100 * step_tokens / h200.t * fpt / gpus[ngpu - 1].bf16_flops_s);

@@ -33,9 +33,9 @@ int m2_sass_load(m2_sass_table *t, const char *path)
     while (fgets(line, sizeof line, f)) {
         m2_sass_row r;
         char object[128], per[32];
-        double loop, loop_hmma;
-        if (sscanf(line, "%95s %7s %127s %lf %lf %lf %lf %31s %lf %lf %lf", r.key, r.prec, object, &r.instrs, &r.gmem,
-                   &loop, &loop_hmma, per, &r.regs, &r.smem, &r.blocks_per_sm) != 11)
+        double loop_hmma;
+        if (sscanf(line, "%95s %7s %127s %lf %lf %lf %lf %lf %31s %lf %lf %lf", r.key, r.prec, object, &r.instrs,
+                   &r.gmem, &r.loop, &r.loop_gmem, &loop_hmma, per, &r.regs, &r.smem, &r.blocks_per_sm) != 12)
             continue;
         r.per_hmma = strcmp(per, "-") ? atof(per) : 0;
         if (t->n == cap) {
@@ -80,12 +80,16 @@ m2_roof_time m2_roof_predict(const m2_gpu_roof *g, const m2emu_kernel_count *c, 
     r.t_tensor = c->flops_bf16 / g->bf16_flops_s + c->flops_tf32 / g->tf32_flops_s + c->flops_fp32_cuda / g->fp32_flops_s;
     /* HMMA.16816 (bf16) does 16x8x16 fma, HMMA.1684 (tf32) 16x8x4 */
     r.hmma = c->flops_bf16 / 4096 + c->flops_tf32 / 1024;
-    if (sass) {
-        /* warp instructions: the main loop's per-HMMA cost for the tensor-core kernels; for all, the threads'
-         * global accesses (per lane: /32 per warp instruction) times the kernel's instructions per global one */
-        const double by_access = sass->gmem > 0 ? c->accesses / 32 * (sass->instrs / sass->gmem) : 0;
+    if (sass && r.hmma > 0 && sass->per_hmma > 0) {
+        /* tensor-core kernels: HMMA x the main loop's instructions per HMMA */
         r.issued = r.hmma * sass->per_hmma;
-        if (by_access > r.issued) r.issued = by_access;
+    } else if (sass) {
+        /* the others: the threads' global accesses (per lane, so /32 warp instructions) times the instructions
+         * per global-memory instruction of the main loop (of the whole kernel when its loop has none) */
+        const double per = sass->loop_gmem > 0 ? sass->loop / sass->loop_gmem
+                           : sass->gmem > 0    ? sass->instrs / sass->gmem
+                                               : 0;
+        r.issued = c->accesses / 32 * per;
     }
     r.t_issue = r.issued / (g->sms * g->issue_per_clk * g->clock_hz);
     r.t_launch = c->launches * g->launch_s;

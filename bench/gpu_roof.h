@@ -20,7 +20,7 @@ const m2_gpu_roof *m2_gpu_roofs(int *n);
 
 typedef struct { /* one kernel's row of the SASS table */
     char key[96], prec[8];
-    double instrs, gmem, per_hmma, regs, smem, blocks_per_sm;
+    double instrs, gmem, loop, loop_gmem, per_hmma, regs, smem, blocks_per_sm;
 } m2_sass_row;
 
 typedef struct {

@@ -11,7 +11,7 @@ nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm where the toolkit lacks them: set
   instrs     static instructions (end-of-function NOP padding and the final self-branch excluded)
   gmem       static global-memory instructions (LDG, STG, RED, ATOMG)
   loop       instructions in the main loop: of the loops closed by a backward branch, the one with the most HMMA
-             (else the longest); its HMMA count and instructions per HMMA
+             (else the longest); its global-memory instructions, its HMMA count and instructions per HMMA
   regs, smem registers per thread, static shared bytes; blocks/SM the tighter of 65536 registers, 228 KiB of
              shared memory and 2048 threads per SM (sm_90) for a block of 256 threads
 Tab-separated, one header line."""
@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 
+GMEM = ("LDG", "STG", "RED", "ATOMG")
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 
 
@@ -78,8 +79,8 @@ def analyse(insns):
     if insns and insns[-1][1] == "BRA":  # the self-branch that ends every kernel
         insns = insns[:-1]
     addr = [a for a, _, _ in insns]
-    gmem = sum(1 for _, op, _ in insns if op.split(".")[0] in ("LDG", "STG", "RED", "ATOMG"))
-    best = (0, 0)  # (hmma, instrs) of the main loop
+    gmem = sum(1 for _, op, _ in insns if op.split(".")[0] in GMEM)
+    best = (0, 0, 0)  # (hmma, instrs, global-memory instrs) of the main loop
     for a, op, rest in insns:
         if op != "BRA":
             continue
@@ -91,8 +92,8 @@ def analyse(insns):
             continue
         body = [o for x, o, _ in insns if target <= x <= a]
         hmma = sum(1 for o in body if o.startswith("HMMA"))
-        if (hmma, len(body)) > best:
-            best = (hmma, len(body))
+        if (hmma, len(body)) > best[:2]:
+            best = (hmma, len(body), sum(1 for o in body if o.split(".")[0] in GMEM))
     return len(addr), gmem, best
 
 
@@ -131,15 +132,15 @@ def main(argv):
         names = list(funcs)
         for mangled, dem in zip(names, demangle(names)):
             key, prec = key_of(dem)
-            n, gmem, (hmma, loop) = analyse(funcs[mangled])
+            n, gmem, (hmma, loop, loop_gmem) = analyse(funcs[mangled])
             regs, smem = res.get(mangled, (0, 0))
             by_regs = 65536 // (max(regs, 1) * 256)
             by_smem = (228 * 1024) // (smem + 1024) if smem else 8  # 1 KiB reserved per block
             blocks = min(by_regs, by_smem, 2048 // 256, 32)
             per = "%.1f" % (loop / hmma) if hmma else "-"
-            rows.append([key, prec, os.path.basename(o), str(n), str(gmem), str(loop), str(hmma), per, str(regs),
-                         str(smem), str(blocks)])
-    text = "key\tprec\tobject\tinstrs\tgmem\tloop\tloop_hmma\tper_hmma\tregs\tsmem\tblocks_per_sm\n"
+            rows.append([key, prec, os.path.basename(o), str(n), str(gmem), str(loop), str(loop_gmem), str(hmma), per,
+                         str(regs), str(smem), str(blocks)])
+    text = "key\tprec\tobject\tinstrs\tgmem\tloop\tloop_gmem\tloop_hmma\tper_hmma\tregs\tsmem\tblocks_per_sm\n"
     text += "".join("\t".join(r) + "\n" for r in rows)
     if out:
         tmp = out + ".tmp"
