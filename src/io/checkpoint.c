@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,43 +50,64 @@ static int read_tensors(hid_t file, const m2_layout *lay, const char *prefix, fl
     return M2_OK;
 }
 
-/* /norm/names: a 1-D dataset of fixed-length strings (h5util keeps string arrays as attributes only). */
+/* /norm/names: a 1-D dataset of fixed-length strings. */
 static int write_names(hid_t file, const char *path, const m2_checkpoint *ck)
 {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, NAME_LEN);
-    H5Tset_strpad(type, H5T_STR_NULLTERM);
-    hsize_t n = (hsize_t)ck->n_features;
-    hid_t space = H5Screate_simple(1, &n, NULL);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t ds = H5Dcreate2(file, "norm/names", type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t st = ds < 0 ? -1 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-    if (ds >= 0) H5Dclose(ds);
-    H5Pclose(lcpl);
-    H5Sclose(space);
-    H5Tclose(type);
-    return st < 0 ? m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "cannot write") : M2_OK;
+    (void)path;
+    return m2_h5_write_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
 }
 
 static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
 {
-    hid_t ds = H5Dopen2(file, "norm/names", H5P_DEFAULT);
-    if (ds < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "missing");
-    hid_t space = H5Dget_space(ds);
-    hssize_t n = H5Sget_simple_extent_npoints(space);
-    H5Sclose(space);
-    herr_t st = -1;
-    if (n == ck->n_features) {
-        hid_t type = H5Tcopy(H5T_C_S1);
-        H5Tset_size(type, NAME_LEN);
-        H5Tset_strpad(type, H5T_STR_NULLTERM);
-        st = H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-        H5Tclose(type);
-    }
-    H5Dclose(ds);
-    if (st < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "unreadable or wrong length");
-    return M2_OK;
+    (void)path;
+    return m2_h5_read_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
+}
+
+/* /norm/instruments/{names, mean, std}: [I] and [I, F], the statistics the dataset's rows were z-scored with. */
+static int write_instruments(hid_t f, const m2_checkpoint *ck)
+{
+    const int I = ck->n_instruments, F = ck->n_features;
+    int64_t dims[2] = { I, F };
+    double *buf = malloc(sizeof(double) * 2 * (size_t)I * (size_t)F);
+    if (!buf) return m2_fail(M2_EFAIL, "checkpoint: out of memory");
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < F; j++) {
+            buf[i * F + j] = ck->inst_mean[i * M2_MAX_FEATURES + j];
+            buf[(size_t)I * F + i * F + j] = ck->inst_std[i * M2_MAX_FEATURES + j];
+        }
+    int rc = m2_h5_write_strs(f, "norm/instruments/names", ck->inst_name[0], sizeof ck->inst_name[0], I) ||
+             m2_h5_write(f, "norm/instruments/mean", M2_H5_F64, 2, dims, buf, 0) ||
+             m2_h5_write(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F, 0);
+    free(buf);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
+static int read_instruments(hid_t f, m2_checkpoint *ck)
+{
+    if (!m2_h5_exists(f, "norm/instruments")) return M2_OK;
+    int64_t dims[2];
+    if (m2_h5_shape(f, "norm/instruments/mean", 2, dims)) return M2_EFAIL;
+    if (dims[0] < 1 || dims[0] > INT32_MAX || dims[1] != ck->n_features)
+        return m2_fail(M2_EFAIL, "checkpoint /norm/instruments/mean: shape [%lld, %lld], want [I, %d]",
+                       (long long)dims[0], (long long)dims[1], ck->n_features);
+    const int I = (int)dims[0], F = ck->n_features;
+    ck->n_instruments = I;
+    ck->inst_name = calloc((size_t)I, sizeof *ck->inst_name);
+    ck->inst_mean = calloc((size_t)I * M2_MAX_FEATURES, sizeof(double));
+    ck->inst_std = calloc((size_t)I * M2_MAX_FEATURES, sizeof(double));
+    double *buf = malloc(sizeof(double) * 2 * (size_t)I * (size_t)F);
+    int rc = !ck->inst_name || !ck->inst_mean || !ck->inst_std || !buf
+                 ? m2_fail(M2_EFAIL, "checkpoint: out of memory")
+                 : m2_h5_read_strs(f, "norm/instruments/names", ck->inst_name[0], sizeof ck->inst_name[0], I) ||
+                       m2_h5_read(f, "norm/instruments/mean", M2_H5_F64, 2, dims, buf) ||
+                       m2_h5_read(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F);
+    for (int i = 0; !rc && i < I; i++)
+        for (int j = 0; j < F; j++) {
+            ck->inst_mean[i * M2_MAX_FEATURES + j] = buf[i * F + j];
+            ck->inst_std[i * M2_MAX_FEATURES + j] = buf[(size_t)I * F + i * F + j];
+        }
+    free(buf);
+    return rc ? M2_EFAIL : M2_OK;
 }
 
 static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
@@ -126,7 +148,8 @@ static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
     if ((rc = m2_h5_write(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean, 0)) ||
         (rc = m2_h5_write(f, "norm/std", M2_H5_F64, 1, &nf, ck->std, 0)))
         return rc;
-    return write_names(f, w->path, ck);
+    if ((rc = write_names(f, w->path, ck))) return rc;
+    return ck->n_instruments > 0 ? write_instruments(f, ck) : M2_OK;
 }
 
 int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap)
@@ -194,7 +217,61 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     if ((rc = m2_h5_read(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean)) ||
         (rc = m2_h5_read(f, "norm/std", M2_H5_F64, 1, &nf, ck->std)))
         return rc;
-    return read_names(f, path, ck);
+    if ((rc = read_names(f, path, ck))) return rc;
+    return read_instruments(f, ck);
+}
+
+/* Weights of a trained fp32 model are far below this; a larger one is a corrupted or hostile file, not a model. */
+#define M2_CKPT_MAX_ABS 1e6f
+
+/* The first element of buf (layout lay) that is not finite, above M2_CKPT_MAX_ABS in magnitude or (nonneg) negative,
+ * named by its tensor: M2_EFAIL "checkpoint (PATH): /GROUP/NAME[i] is VALUE: WHY". */
+static int check_values(const m2_layout *lay, const float *buf, const char *group, int nonneg, const char *path)
+{
+    for (int t = 0; t < lay->n_tensors; t++) {
+        const m2_tensor *ts = &lay->tensors[t];
+        for (size_t i = 0; i < ts->numel; i++) {
+            const float x = buf[ts->offset + i];
+            const char *why = !isfinite(x)               ? "not finite"
+                              : fabsf(x) > M2_CKPT_MAX_ABS ? "larger in magnitude than any trained weight"
+                              : nonneg && x < 0             ? "negative (a second moment is a mean of squares)"
+                                                            : NULL;
+            if (why) return m2_fail(M2_EFAIL, "checkpoint (%s): /%s/%s[%zu] is %g: %s", path, group, ts->name, i, x, why);
+        }
+    }
+    return M2_OK;
+}
+
+/* Everything read from the file that the trainer, eval or stream would trust: counters in range and consistent,
+ * finite weights and moments, usable feature statistics. */
+static int validate(const m2_checkpoint *ck, const char *path, int with_optim)
+{
+    const m2_config *c = &ck->cfg;
+    /* tokens per step: global_batch * seq_len, each at most 2^24, so the bound below cannot overflow for steps <= 1e15
+     * only when computed in double */
+    const double max_tokens = (double)ck->step * (double)c->train.global_batch * (double)c->train.seq_len;
+    if (ck->step < 0 || ck->step > (int64_t)1e15)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): step %lld is outside [0, 1e15]", path, (long long)ck->step);
+    if (ck->tokens_seen < 0 || (double)ck->tokens_seen > max_tokens)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): tokens_seen %lld is outside [0, step x global_batch x seq_len = %.0f]",
+                       path, (long long)ck->tokens_seen, max_tokens);
+    if (ck->world_size_at_save < 1)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): world_size_at_save %d is not a rank count", path,
+                       (int)ck->world_size_at_save);
+    if (ck->data_step < 0 || ck->data_step > ck->step)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): /data cursor_step %lld is outside [0, step %lld]", path,
+                       (long long)ck->data_step, (long long)ck->step);
+    for (int j = 0; j < ck->n_features; j++)
+        if (!isfinite(ck->mean[j]) || !isfinite(ck->std[j]) || !(ck->std[j] > 0))
+            return m2_fail(M2_EFAIL, "checkpoint (%s): /norm feature %d has mean %g and std %g: std must be finite and > 0",
+                           path, j, ck->mean[j], ck->std[j]);
+    int rc = check_values(&ck->lay, ck->params, "model", 0, path);
+    if (rc || !with_optim) return rc;
+    if (ck->optim_step < 0 || ck->optim_step > ck->step)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): /optim step %lld is outside [0, step %lld]", path,
+                       (long long)ck->optim_step, (long long)ck->step);
+    if ((rc = check_values(&ck->lay, ck->m, "optim/m", 0, path))) return rc;
+    return check_values(&ck->lay, ck->v, "optim/v", 1, path);
 }
 
 int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim)
@@ -205,6 +282,7 @@ int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim)
     if (rc) return rc;
     rc = read_body(f, path, ck, with_optim);
     H5Fclose(f);
+    if (!rc) rc = validate(ck, path, with_optim);
     if (rc) m2_checkpoint_free(ck);
     return rc;
 }
@@ -214,8 +292,32 @@ void m2_checkpoint_free(m2_checkpoint *ck)
     free(ck->params);
     free(ck->m);
     free(ck->v);
+    free(ck->inst_name);
+    free(ck->inst_mean);
+    free(ck->inst_std);
     ck->params = ck->m = ck->v = NULL;
+    ck->inst_name = NULL;
+    ck->inst_mean = ck->inst_std = NULL;
+    ck->n_instruments = 0;
     m2_layout_free(&ck->lay);
+}
+
+/* The model learnt on rows z-scored with these statistics: a dataset that normalised a known instrument
+ * otherwise would feed it different numbers for the same market. */
+static int check_instruments(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data_path)
+{
+    for (int i = 0; i < ck->n_instruments; i++) {
+        int k = m2_dataset_find_instrument(ds, ck->inst_name[i]);
+        for (int j = 0; k >= 0 && j < ck->n_features; j++) {
+            size_t a = (size_t)i * M2_MAX_FEATURES + j, b = (size_t)k * M2_MAX_FEATURES + j;
+            if (ck->inst_mean[a] != ds->inst_mean[b] || ck->inst_std[a] != ds->inst_std[b])
+                return m2_fail(M2_EFAIL, "dataset (%s): instrument %s, feature %s is normalised with mean %.17g, std "
+                               "%.17g, but the checkpoint (%s) was trained with %.17g, %.17g", data_path,
+                               ck->inst_name[i], ck->feature_names[j], ds->inst_mean[b], ds->inst_std[b], ck_path,
+                               ck->inst_mean[a], ck->inst_std[a]);
+        }
+    }
+    return M2_OK;
 }
 
 int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
@@ -231,7 +333,7 @@ int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, co
         if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
             return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
                            data_path, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
-    return M2_OK;
+    return check_instruments(ck, ck_path, ds, data_path);
 }
 
 /* "<role> <message><note>": the role in front of the last message (unless it already starts with it), a note after. */

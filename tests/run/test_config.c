@@ -78,6 +78,23 @@ static void test_file_errors(void **state)
     expect_file_error("[model\nd_model = 64\n", 1, "syntax error");
 }
 
+/* A UTF-8 byte-order mark before a first-line [section] is accepted; a line longer than the INI reader's buffer is
+ * refused with one line that names it and the way around (--set), not split into a second line. */
+static void test_bom_and_long_lines(void **state)
+{
+    m2_config c;
+    m2_config_defaults(&c);
+    assert_int_equal(m2_config_load_string(&c, "\xef\xbb\xbf[train]\nsteps = 33\n", "bom.ini"), M2_OK);
+    assert_int_equal(c.train.steps, 33);
+    char text[1200];
+    int n = snprintf(text, sizeof text, "[data]\npath = /");
+    memset(text + n, 'p', 600);
+    snprintf(text + n + 600, sizeof text - (size_t)n - 600, ".h5\n[train]\nsteps = 5\n");
+    assert_int_equal(m2_config_load_string(&c, text, "long.ini"), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "long.ini:2: line longer than"));
+    assert_non_null(strstr(m2_last_error(), "--set"));
+}
+
 static void test_missing_file(void **state)
 {
     m2_config c;
@@ -184,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_file_errors),        cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_set_overrides_and_errors), cmocka_unit_test(test_cross_key_rules),
         cmocka_unit_test(test_round_trip), cmocka_unit_test(test_canonical_text),
+        cmocka_unit_test(test_bom_and_long_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
