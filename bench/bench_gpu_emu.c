@@ -3,11 +3,11 @@
  * with the SASS table of tools/sass_report.py, for the H100 SXM and the H200.
  *   bench_gpu_emu [--config configs/8gpu.ini] [--sass bench/sass_sm90.tsv] [--compare OTHER.tsv] [--seq T]
  *                 [--ranks R] [--top K] [--tsv PREDICTED.tsv]
- * Counted at the config's head shape with one sequence of T ticks (default 256, one chunk): a training
- * micro-batch (forward + backward) at 1 and 2 layers, and at 1 layer and 2T ticks to show the counts are linear
- * in tokens; the evaluation forward at 1 and 2 layers; the ZeRO-1 update (sum of squares, scale, AdamW) on a
- * shard of n/R parameters. Extrapolated per kernel: c(L) = c(1) + (L - 1)(c(2) - c(1)), times the step's tokens
- * per GPU (micro_batch x seq_len x accumulation steps, accumulation = global_batch / (micro_batch x R)) over T.
+ * Counted at the config's head shape: a training micro-batch (forward + backward) and the evaluation forward at
+ * 1 and 2 layers, each at (B, T) = (1, T), (2, T), (1, 2T) (T default 256, a multiple of the chunk size), and the
+ * ZeRO-1 update (sum of squares, scale, AdamW) on a shard of n/R parameters. Extrapolated per kernel (extrapolate
+ * below) to micro_batch sequences of seq_len ticks and the config's layers, times the accumulation steps
+ * (global_batch / (micro_batch x R)); the per-token counts at the three corners are printed.
  * Prints per kernel the counts and the predicted H200 time, then per GPU the step time, tokens/s and the MFU
  * bound (model FLOPs per token of core/flops.h over the bf16 dense peak), and the evaluation forward; with
  * --compare, the H200 bound with another SASS table too (the same counts: e.g. the kernels before a change);
