@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "run/backend.h"
 #include "run/device_api.h"
@@ -13,6 +14,7 @@
 #include "base/version.h"
 #include "run/eval.h"
 #include "run/eval_instruments.h"
+#include "run/research_run.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/predictions.h"
@@ -22,22 +24,26 @@
 _Static_assert(sizeof(m2_real) == sizeof(float), "mamba2_eval runs the fp32 model on the checkpoint's fp32 parameters");
 
 typedef struct {
-    const char *checkpoint, *data, *json, *predictions, *device, *instrument;
-    int split, mode;
+    const char *checkpoint, *data, *json, *predictions, *device, *instrument, *plot;
+    int split, mode, control;
+    char best[4096];               /* RUN_DIR/ckpt_best.h5 when --checkpoint names a run folder */
     const char *split_name;
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: " PROG " --checkpoint FILE [--data FILE] [--split val|test] [--mode stream|window]\n"
+            "usage: " PROG " --checkpoint FILE|RUN_DIR [--data FILE] [--split val|test] [--mode stream|window]\n"
             "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda] [--instrument NAME]\n"
+            "                   [--plot OUT.png] [--control shuffle]\n"
             "\n"
             "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
             "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
-            "regression on the current tick's features fitted on the train split.\n"
+            "regression on the current tick's features fitted on the train split. Then, for both: the IC's standard\n"
+            "error and t (HAC, lag = horizon) and the model-minus-ridge IC difference; a backtest net of half the\n"
+            "quoted spread (Sharpe, turnover, hit rate, max drawdown); mean forward return by prediction decile.\n"
             "\n"
-            "  --checkpoint FILE   checkpoint to evaluate (required)\n"
+            "  --checkpoint PATH   checkpoint file, or a run folder: its ckpt_best.h5 (required)\n"
             "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
             "  --split NAME        val | test (train is accepted too: in-sample) (default: test)\n"
             "  --mode NAME         stream: state carried from each session's first tick in the split, every row\n"
@@ -50,6 +56,8 @@ static void usage(FILE *f)
             "                      not used: a model trained on GPUs evaluates anywhere)\n"
             "  --instrument NAME   only this instrument's rows (a universe; default: pooled metrics, then one\n"
             "                      row per instrument and horizon)\n"
+            "  --plot OUT.png      cumulative net PnL, IC by horizon with 95%% intervals, decile bars (gnuplot)\n"
+            "  --control shuffle   every research metric again against targets moved between blocks of the split\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
@@ -79,8 +87,9 @@ static int parse_args(int argc, char **argv, options *o)
         {"json", required_argument, 0, 'j'},       {"predictions", required_argument, 0, 'p'},
         {"split", required_argument, 0, 's'},      {"mode", required_argument, 0, 'm'},
         {"device", required_argument, 0, 'd'},     {"instrument", required_argument, 0, 'i'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
+        {"plot", required_argument, 0, 'P'},       {"control", required_argument, 0, 'C'},
+        {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
@@ -89,6 +98,12 @@ static int parse_args(int argc, char **argv, options *o)
         case 'j': o->json = optarg; break;
         case 'p': o->predictions = optarg; break;
         case 'i': o->instrument = optarg; break;
+        case 'P': o->plot = optarg; break;
+        case 'C':
+            if (strcmp(optarg, "shuffle") != 0)
+                return m2_fail(M2_EUSAGE, "--control %s: unknown control (shuffle)", optarg);
+            o->control = 1;
+            break;
         case 's': case 'm': case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
@@ -99,6 +114,14 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    struct stat st;
+    if (stat(o->checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(o->best, sizeof o->best, "%s/ckpt_best.h5", o->checkpoint);
+        if (stat(o->best, &st) != 0)
+            return m2_fail(M2_EUSAGE, "--checkpoint %s: a run folder without ckpt_best.h5 (trained with "
+                           "train.eval_every = 0?): name a checkpoint file", o->checkpoint);
+        o->checkpoint = o->best;
+    }
     return M2_CLI_RUN;
 }
 
@@ -156,6 +179,27 @@ static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend 
     return M2_OK;
 }
 
+static void json_research(FILE *f, const void *extra)
+{
+    const void *const *both = extra;
+    m2_research_write_json(f, both[0], both[1]);
+}
+
+static int run_research(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data,
+                    const m2_backend *be, const m2_eval_rows *rows, const float *ridge_pred, const m2_ridge *fit,
+                    m2_research *r, m2_research *control)
+{
+    char title[1400];
+    snprintf(title, sizeof title, "%.600s (step %lld) on %.600s, %s split", o->checkpoint, (long long)ck->step, data,
+             o->split_name);
+    for (char *p = title; *p; p++)
+        if (*p == '"') *p = '\''; /* the gnuplot title is a double-quoted string */
+    m2_research_job job = {.ops = be->ops, .lay = &ck->lay, .params = ck->params, .ds = ds, .data_path = data,
+                           .split = o->split, .rows = rows, .ridge_pred = ridge_pred, .fit = fit,
+                           .control = o->control, .plot = o->plot, .title = title};
+    return m2_research_run(&job, stdout, r, control);
+}
+
 /* Model and ridge on the loaded inputs, then the outputs. */
 static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
@@ -193,6 +237,13 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     }
     if (rc == M2_OK) m2_eval_print_table(stdout, &rep);
     if (rc == M2_OK && per) m2_eval_print_instruments(stdout, ds, per);
+    m2_research research, control;
+    const void *both[2] = {&research, o->control ? &control : NULL}; /* what json_research writes */
+    if (rc == M2_OK) rc = run_research(o, ck, ds, data, &be, &rows, ridge_pred, &fit, &research, &control);
+    if (rc == M2_OK) {
+        rep.json_extra = json_research;
+        rep.extra = both;
+    }
     if (rc == M2_OK && o->json) rc = write_json(o->json, &rep);
     if (rc == M2_OK && o->predictions) rc = write_predictions(o->predictions, &rows, &rep);
     m2_ridge_free(&fit);

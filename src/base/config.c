@@ -48,6 +48,9 @@ static const key_spec KEYS[] = {
     {"train", "seed", K_U64, F(train.seed), 0, 18446744073709551615.0, "1234", NULL},
     {"train", "eval_every", K_I64, F(train.eval_every), 0, 1e15, "100", NULL},
     {"train", "eval_batches", K_INT, F(train.eval_batches), 0, 1 << 20, "4", NULL},
+    {"train", "val_max_rows", K_I64, F(train.val_max_rows), 0, 1e15, "1000000", NULL},
+    {"train", "select_by", K_STR, F(train.select_by), 0, 0, "val_loss", NULL},
+    {"train", "patience", K_INT, F(train.patience), 0, 1 << 30, "0", NULL},
     {"train", "log_every", K_INT, F(train.log_every), 1, 1 << 30, "10", NULL},
     {"train", "max_bad_steps", K_INT, F(train.max_bad_steps), 1, 1 << 30, "5", NULL},
     {"train", "nan_from_step", K_I64, F(train.nan_from_step), -1, 1e15, "-1", NULL},
@@ -221,10 +224,22 @@ int m2_config_validate(const m2_config *c, const char *origin)
     if (c->train.global_batch % c->train.micro_batch != 0)
         return m2_fail(M2_EUSAGE, "%s: train.global_batch: %d is not a multiple of train.micro_batch %d", origin,
                        c->train.global_batch, c->train.micro_batch);
+    if (m2_select_by_horizon(c->train.select_by) < 0)
+        return m2_fail(M2_EUSAGE, "%s: train.select_by: '%s' is not val_loss or ic@H (H a target horizon, e.g. ic@100)",
+                       origin, c->train.select_by);
     if (c->train.lr_min > c->train.lr)
         return m2_fail(M2_EUSAGE, "%s: train.lr_min: %g is larger than train.lr %g", origin, c->train.lr_min,
                        c->train.lr);
     return M2_OK;
+}
+
+int m2_select_by_horizon(const char *select_by)
+{
+    if (strcmp(select_by, "val_loss") == 0) return 0;
+    char *end = NULL;
+    if (strncmp(select_by, "ic@", 3) != 0 || select_by[3] < '1' || select_by[3] > '9') return -1;
+    long h = strtol(select_by + 3, &end, 10);
+    return *end == '\0' && h > 0 && h <= INT32_MAX ? (int)h : -1;
 }
 
 char *m2_config_to_string(const m2_config *cfg)

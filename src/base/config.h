@@ -25,7 +25,10 @@ typedef struct {
         int64_t warmup;
         uint64_t seed;
         int64_t eval_every;
-        int eval_batches;
+        int eval_batches;         /* no effect since validation runs over the val split (kept: old configs load) */
+        int64_t val_max_rows;     /* validation rows: the val split's first val_max_rows rows; 0: all */
+        char select_by[16];       /* val_loss | ic@H: what picks ckpt_best.h5 (run/select.h) */
+        int patience;             /* evaluations without improvement before stopping early; 0: never */
         int log_every;            /* status line every N steps */
         int max_bad_steps;        /* non-finite loss/grad steps in a row before stopping */
         int64_t nan_from_step;    /* test hook: from this step on rank 0's loss is NaN (-1: never) */
@@ -62,6 +65,9 @@ int m2_config_set(m2_config *cfg, const char *assignment);
 
 /* Cross-key checks (ranges that depend on each other: Di % headdim, H % ngroups, burn_in < seq_len, ...). */
 int m2_config_validate(const m2_config *cfg, const char *origin);
+
+/* train.select_by: 0 for "val_loss", H for "ic@H" (H > 0), -1 when it is neither. */
+int m2_select_by_horizon(const char *select_by);
 
 /* The resolved config as INI text (every key, in table order). Returns a malloc'd string. */
 char *m2_config_to_string(const m2_config *cfg);

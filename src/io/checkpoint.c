@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -110,6 +111,26 @@ static int read_instruments(hid_t f, m2_checkpoint *ck)
     return rc ? M2_EFAIL : M2_OK;
 }
 
+static int write_selection(hid_t g, const m2_checkpoint *ck)
+{
+    int rc = m2_h5_attr_put_f64(g, "best_score", ck->best_score);
+    if (!rc) rc = m2_h5_attr_put_i64(g, "best_step", ck->best_step);
+    if (!rc) rc = m2_h5_attr_put_i32(g, "evals_since_best", ck->evals_since_best);
+    return rc;
+}
+
+static int read_selection(hid_t g, m2_checkpoint *ck)
+{
+    ck->best_score = NAN;
+    ck->best_step = -1;
+    ck->evals_since_best = 0;
+    if (!m2_h5_attr_exists(g, "best_step")) return M2_OK; /* written before model selection existed */
+    int rc = m2_h5_attr_get_f64(g, "best_score", &ck->best_score);
+    if (!rc) rc = m2_h5_attr_get_i64(g, "best_step", &ck->best_step);
+    if (!rc) rc = m2_h5_attr_get_i32(g, "evals_since_best", &ck->evals_since_best);
+    return rc;
+}
+
 static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
 {
     hid_t f = w->file;
@@ -142,6 +163,7 @@ static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
     hid_t g = H5Gcreate2(f, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /data", w->path, "cannot create group");
     if (!(rc = m2_h5_attr_put_i64(g, "rng_seed", seed_bits))) rc = m2_h5_attr_put_i64(g, "cursor_step", ck->data_step);
+    if (!rc) rc = write_selection(g, ck);
     H5Gclose(g);
     if (rc) return rc;
     int64_t nf = ck->n_features;
@@ -154,8 +176,15 @@ static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
 
 int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap)
 {
+    char name[64];
+    snprintf(name, sizeof name, "ckpt_%" PRId64 ".h5", ck->step);
+    return m2_checkpoint_save_as(dir, name, ck, out_path, out_cap);
+}
+
+int m2_checkpoint_save_as(const char *dir, const char *name, const m2_checkpoint *ck, char *out_path, size_t out_cap)
+{
     char path[4096];
-    snprintf(path, sizeof path, "%s/ckpt_%" PRId64 ".h5", dir, ck->step);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     m2_h5_writer w;
     int rc = m2_h5_create(&w, path, CKPT_SCHEMA, CKPT_VERSION);
     if (rc) return rc;
@@ -209,6 +238,7 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /data", path, "missing");
     int64_t seed_bits = 0;
     if (!(rc = m2_h5_attr_get_i64(g, "rng_seed", &seed_bits))) rc = m2_h5_attr_get_i64(g, "cursor_step", &ck->data_step);
+    if (!rc) rc = read_selection(g, ck);
     H5Gclose(g);
     if (rc) return rc;
     memcpy(&ck->data_seed, &seed_bits, sizeof seed_bits);

@@ -27,10 +27,20 @@ typedef struct {
     int n_instruments;
     char (*inst_name)[64];
     double *inst_mean, *inst_std;
+    /* model selection so far (train.select_by, run/select.h), so that a resumed run selects as an uninterrupted
+     * one would: the best score (higher is better), its step (-1: none yet), evaluations since it improved.
+     * Files written before these existed load as "none yet". */
+    double best_score;
+    int64_t best_step;
+    int32_t evals_since_best;
 } m2_checkpoint;
 
 /* Writes DIR/ckpt_STEP.h5 atomically; returns the final path in out_path (may be NULL). */
 int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap);
+
+/* Writes DIR/NAME atomically (NAME e.g. "ckpt_best.h5": never pruned, never taken by find_latest). */
+int m2_checkpoint_save_as(const char *dir, const char *name, const m2_checkpoint *ck, char *out_path,
+                          size_t out_cap);
 
 /* Reads a checkpoint (with_optim: also the Adam moments). Wrong schema, newer version, truncated file,
  * missing tensor, wrong shape: one clear error naming the file. */

@@ -454,5 +454,6 @@ void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
         json_horizons(f, &rep->per_instrument[i]);
         fputs(i + 1 == rep->n_instruments ? "}]" : "}", f);
     }
+    if (rep->json_extra) rep->json_extra(f, rep->extra);
     fputs("}\n", f);
 }

@@ -77,6 +77,9 @@ typedef struct m2_eval_report {
     int n_instruments;             /* > 0: per_instrument[i] holds instrument inst_name[i]'s metrics (rows 0: none) */
     const char (*inst_name)[64];
     const struct m2_eval_report *per_instrument;
+    /* more members of the JSON object (run/research.h), written after "horizons" when set */
+    void (*json_extra)(FILE *f, const void *extra);
+    const void *extra;
 } m2_eval_report;
 
 /* Per-horizon metrics of the model's and the ridge's predictions on rows (fills model, ridge, rows, O). */

@@ -8,6 +8,7 @@
 #include "dist/zero.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
+#include "run/select.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -69,6 +70,7 @@ typedef struct {
     uint64_t data_seed;
     double flops_per_token;           /* model FLOPs of one training token (core/flops.h), for MFU */
     FILE *metrics;
+    m2_selection sel;                 /* best validation so far (run/select.h): ckpt_best.h5, early stopping */
     int stopped_together;             /* the loop ended with an error every rank met at the same step */
 } trainer;
 
@@ -138,6 +140,7 @@ static int load_resume_point(trainer *t, const char *resume)
         t->step = ck.step;
         t->tokens_seen = ck.tokens_seen;
         t->data_seed = ck.data_seed;
+        t->sel = (m2_selection){.best = ck.best_score, .best_step = ck.best_step, .since = ck.evals_since_best};
         rc = m2_zero_load_moments(t->dp, ck.m, ck.v, ck.optim_step);
         if (t->pg->rank == 0 && !rc)
             printf("resume: %s (step %" PRId64 ", saved on %d ranks, now %d)\n", path, ck.step, ck.world_size_at_save,
@@ -165,6 +168,7 @@ static int setup_local(trainer *t)
                        cfg->train.global_batch);
     if ((rc = m2_sampler_init(&t->val_windows, &t->ds, M2_SPLIT_VAL, cfg->train.seq_len, cfg->train.burn_in)))
         return rc;
+    if ((rc = m2_select_check(cfg->train.select_by, &t->ds))) return rc;
     m2_dims d;
     if ((rc = m2_dims_init(&d, cfg, t->ds.n_features, t->ds.n_targets))) return rc;
     if ((rc = m2_layout_init(&t->lay, &d))) return rc;
@@ -214,6 +218,7 @@ static int setup_start(trainer *t, const char *resume)
     int rc;
     m2_params_init(&t->lay, t->host_params, cfg->train.seed);
     t->data_seed = cfg->train.seed;
+    t->sel = (m2_selection){.best = NAN, .best_step = -1, .since = 0};
     if (resume && (rc = load_resume_point(t, resume))) return rc;
     t->be.ops->to_device(t->be.ops, t->params, t->host_params, t->lay.n_params * sizeof(float));
     if ((rc = make_run_dir(cfg->train.run_dir))) return rc;
@@ -306,36 +311,24 @@ static int train_step(trainer *t, step_result *out)
     return rc;
 }
 
-/* Mean squared error over the fixed validation windows (the same every evaluation), reduced over ranks. */
-static int validate(trainer *t, double *out)
+/* The validation pass of run/select.h on rank 0; the score every rank decides on is rank 0's (all-reduced), so the
+ * ranks agree even if their thread counts differ. Returns in *have whether there was a val split to score. */
+static int validate(trainer *t, m2_val_result *v, int *have)
 {
     const m2_config *cfg = t->cfg;
-    const m2_dims *d = &t->lay.d;
-    *out = NAN;
-    if (cfg->train.eval_batches == 0 || t->val_windows.n_starts < cfg->train.global_batch) return M2_OK;
-    int B = cfg->train.micro_batch, T = cfg->train.seq_len, per_rank = cfg->train.global_batch / t->pg->world;
-    uint64_t seed = cfg->train.seed ^ 0x76616c6964617465ull; /* "validate": its own stream, fixed across the run */
-    double sums[2] = {0, 0};
-    for (int e = 0; e < cfg->train.eval_batches; e++) {
-        for (int a = 0; a < t->accum; a++) {
-            load_micro_batch(t, &t->val_windows, seed, e, a, per_rank);
-            int rc = m2_model_forward(t->model, t->params, t->X, B, T, t->pred);
-            if (rc) return rc;
-            t->be.ops->to_host(t->be.ops, t->host_pred, t->pred, (size_t)B * T * d->O * sizeof(float));
-            for (int b = 0; b < B; b++)
-                for (int s = cfg->train.burn_in; s < T; s++)
-                    for (int o = 0; o < d->O; o++) {
-                        size_t i = ((size_t)b * T + s) * d->O + o;
-                        if (!isfinite(t->host_Y[i])) continue; /* horizon crosses the session end */
-                        double diff = (double)t->host_pred[i] - t->host_Y[i];
-                        sums[0] += diff * diff;
-                        sums[1] += 1;
-                    }
-        }
+    double score[2] = {0, 0}; /* score, rows */
+    int rc = M2_OK;
+    memset(v, 0, sizeof *v);
+    if (t->pg->rank == 0) {
+        t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
+        rc = m2_validate(t->be.ops, &t->lay, t->host_params, &t->ds, cfg->train.val_max_rows, v);
+        score[0] = m2_select_score(v, m2_select_by_horizon(cfg->train.select_by));
+        score[1] = (double)v->rows;
     }
-    int rc = m2_dist_allreduce_sum_f64(t->pg, sums, 2);
-    if (rc) return rc;
-    *out = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    if (rc) return rc; /* rank 0 alone: the job ends with its message (m2_train_run) */
+    if ((rc = m2_dist_allreduce_sum_f64(t->pg, score, 2))) return rc;
+    *have = score[1] > 0;
+    if (*have) m2_selection_update(&t->sel, score[0], t->step + 1);
     return M2_OK;
 }
 
@@ -360,7 +353,8 @@ static int check_replicas(trainer *t)
 
 /* ---- checkpoints, logs ------------------------------------------------------------------------------ */
 
-static int save_checkpoint(trainer *t)
+/* name: NULL for ckpt_STEP.h5 (pruned to checkpoint.keep), else that file name (never pruned). */
+static int save_checkpoint(trainer *t, const char *name)
 {
     const m2_config *cfg = t->cfg;
     int rank0 = t->pg->rank == 0;
@@ -387,6 +381,9 @@ static int save_checkpoint(trainer *t)
         ck.optim_step = m2_zero_optim_step(t->dp);
         ck.data_seed = t->data_seed;
         ck.data_step = t->step;
+        ck.best_score = t->sel.best;
+        ck.best_step = t->sel.best_step;
+        ck.evals_since_best = t->sel.since;
         ck.n_features = t->ds.n_features;
         memcpy(ck.feature_names, t->ds.feature_names, sizeof ck.feature_names);
         memcpy(ck.mean, t->ds.mean, sizeof ck.mean);
@@ -396,8 +393,9 @@ static int save_checkpoint(trainer *t)
         ck.inst_mean = t->ds.inst_mean;
         ck.inst_std = t->ds.inst_std;
         char path[4096];
-        rc = m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);
-        if (!rc) rc = m2_checkpoint_prune(cfg->train.run_dir, cfg->checkpoint.keep);
+        rc = name ? m2_checkpoint_save_as(cfg->train.run_dir, name, &ck, path, sizeof path)
+                  : m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);
+        if (!rc && !name) rc = m2_checkpoint_prune(cfg->train.run_dir, cfg->checkpoint.keep);
         if (!rc) printf("checkpoint: %s\n", path);
     }
     if (rank0) {
@@ -417,7 +415,8 @@ static void format_duration(double s, char *buf, size_t cap)
     else snprintf(buf, cap, "%ldm%02lds", total / 60, total % 60);
 }
 
-static void log_step(trainer *t, const step_result *r, double val, double lr, double elapsed, double avg_step_s)
+static void log_step(trainer *t, const step_result *r, const m2_val_result *val, double lr, double elapsed,
+                     double avg_step_s)
 {
     const m2_config *cfg = t->cfg;
     double ticks = (double)cfg->train.global_batch * cfg->train.seq_len;
@@ -426,7 +425,7 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
     double mfu = t->be.peak_flops > 0 ? tps * t->flops_per_token / (t->be.peak_flops * t->pg->world) : NAN;
     if (t->metrics) {
         fprintf(t->metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g", t->step + 1, r->loss);
-        if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
+        if (val) m2_val_write_json(t->metrics, val, &t->sel);
         fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f", r->grad_norm, lr, tps);
         fprintf(t->metrics, ", \"data_wait_share\": %.4g", r->data_s / r->seconds);
         if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
@@ -434,10 +433,10 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
         fflush(t->metrics);
     }
     int last = t->step + 1 == cfg->train.steps;
-    int due = last || (t->step + 1) % cfg->train.log_every == 0 || isfinite(val) || r->skipped;
+    int due = last || (t->step + 1) % cfg->train.log_every == 0 || val || r->skipped;
     if (t->pg->rank != 0 || !due) return;
-    char val_text[32] = "", mfu_text[32] = "", eta[32];
-    if (isfinite(val)) snprintf(val_text, sizeof val_text, " | val %.4f", val);
+    char val_text[96] = "", mfu_text[32] = "", eta[32];
+    if (val) m2_val_status(val_text, sizeof val_text, val, m2_select_by_horizon(cfg->train.select_by), &t->sel);
     if (isfinite(mfu)) snprintf(mfu_text, sizeof mfu_text, " | MFU %.3g%%", 100 * mfu);
     format_duration(avg_step_s * (double)(cfg->train.steps - t->step - 1), eta, sizeof eta);
     printf("step %" PRId64 "/%" PRId64 " | loss %.4f%s | norm %.2f | lr %.2e | %.1f ms | %.1fk ticks/s%s | ETA %s%s\n",
@@ -492,27 +491,33 @@ static int loop(trainer *t)
         } else {
             bad_in_row = 0;
         }
-        double val = NAN;
-        int last = t->step + 1 == cfg->train.steps;
+        m2_val_result val;
+        int last = t->step + 1 == cfg->train.steps, have_val = 0;
         if (((t->step + 1) % cfg->train.log_every == 0 || last) && (rc = check_replicas(t))) return rc;
         if (cfg->train.eval_every > 0 && ((t->step + 1) % cfg->train.eval_every == 0 || last))
-            if ((rc = validate(t, &val))) return rc;
+            if ((rc = validate(t, &val, &have_val))) return rc;
         if (t->step > first_step) { /* the first step pays for warm-up: keep it out of the ETA */
             step_time_sum += r.seconds;
             timed_steps++;
         }
-        log_step(t, &r, val, m2_lr_at(cfg, t->step), now_s() - start,
+        log_step(t, &r, have_val ? &val : NULL, m2_lr_at(cfg, t->step), now_s() - start,
                  timed_steps ? step_time_sum / (double)timed_steps : r.seconds);
         t->step++;
         int64_t stop = stop_requested;
         if ((rc = m2_dist_allreduce_max_i64(t->pg, &stop, 1))) return rc; /* any rank signalled: all stop together */
         /* stop_at ends this process early (time-sliced jobs, resume tests) with the schedule of train.steps. */
         if (cfg->train.stop_at > 0 && t->step >= cfg->train.stop_at) stop = 1;
+        if (have_val && t->sel.best_step == t->step && (rc = save_checkpoint(t, "ckpt_best.h5"))) return rc;
+        int patience_out = have_val && m2_selection_exhausted(&t->sel, cfg->train.patience);
         int periodic = cfg->checkpoint.every > 0 && t->step % cfg->checkpoint.every == 0;
-        if (periodic || last || stop)
-            if ((rc = save_checkpoint(t))) return rc;
-        if (stop) {
-            if (t->pg->rank == 0)
+        if (periodic || last || stop || patience_out)
+            if ((rc = save_checkpoint(t, NULL))) return rc;
+        if (patience_out && t->pg->rank == 0 && !stop)
+            printf("early stopping (train.patience): no better %s for %d evaluations, best at step %" PRId64
+                   " (ckpt_best.h5); checkpointed at step %" PRId64 "\n", cfg->train.select_by, t->sel.since,
+                   t->sel.best_step, t->step);
+        if (stop || patience_out) {
+            if (t->pg->rank == 0 && stop)
                 printf("stopping early (%s): checkpointed at step %" PRId64 "\n",
                        stop_requested ? "signal" : "train.stop_at", t->step);
             break;

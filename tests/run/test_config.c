@@ -151,6 +151,12 @@ static void test_cross_key_rules(void **state)
     c.train.micro_batch = 8;
     assert_int_equal(m2_config_validate(&c, "x.ini"), M2_EUSAGE);
     assert_non_null(strstr(m2_last_error(), "train.global_batch"));
+    m2_config_defaults(&c);
+    assert_int_equal(m2_config_set(&c, "train.select_by=ic@50"), M2_OK);
+    assert_int_equal(m2_config_validate(&c, "x.ini"), M2_OK);
+    assert_int_equal(m2_config_set(&c, "train.select_by=sharpe"), M2_OK); /* free text, checked by validate */
+    assert_int_equal(m2_config_validate(&c, "x.ini"), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "train.select_by"));
 }
 
 static void test_round_trip(void **state)

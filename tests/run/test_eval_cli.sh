@@ -19,8 +19,9 @@ cli_fixture "$fixture"
 rc=$?
 [ $rc -eq 0 ] || fail "stream eval exit $rc: $(cat "$dir/err.txt")"
 [ ! -s "$dir/err.txt" ] || fail "stream eval wrote to stderr: $(cat "$dir/err.txt")"
-[ "$(grep -c '^ *[0-9]*  mamba2 ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 model lines: $(cat "$dir/out.txt")"
-[ "$(grep -c '^ *[0-9]*  ridge ' "$dir/out.txt")" -eq 2 ] || fail "table lacks 2 ridge lines"
+metrics_table() { sed '/^ridge:/q' "$dir/out.txt"; } # the research tables (significance, ...) follow the legend
+[ "$(metrics_table | grep -c '^ *[0-9]*  mamba2 ')" -eq 2 ] || fail "table lacks 2 model lines: $(cat "$dir/out.txt")"
+[ "$(metrics_table | grep -c '^ *[0-9]*  ridge ')" -eq 2 ] || fail "table lacks 2 ridge lines"
 grep -q 'split val, mode stream' "$dir/out.txt" || fail "table header lacks split/mode"
 header=$(head -1 "$dir/out.txt")
 grep -qE ', on (cpu|cuda \(.+\))$' <<<"$header" || fail "table header does not say where the model ran: $header"
@@ -91,6 +92,8 @@ expect_error 2 "mode batch" "$eval_bin" --checkpoint "$ck" --mode batch
 expect_error 2 "--bogus" "$eval_bin" --checkpoint "$ck" --bogus
 expect_error 2 "--checkpoint" "$eval_bin" --split val
 expect_error 2 "--json" "$eval_bin" --checkpoint "$ck" --json
+expect_error 2 "--control foo: unknown control" "$eval_bin" --checkpoint "$ck" --control foo
+expect_error 2 "a run folder without ckpt_best.h5" "$eval_bin" --checkpoint "$dir"
 expect_error 2 "--device tpu: unknown device \(auto, cpu or cuda\)" "$eval_bin" --checkpoint "$ck" --device tpu
 if grep -q ', on cpu$' <<<"$header"; then # auto found no GPU here: asking for one is an error naming why
   expect_error 1 "^mamba2_eval: error: --device cuda: model.device \(cuda\): (no CUDA GPU: .+|this build has no CUDA backend.*)$" \
