@@ -37,7 +37,10 @@ void m2_cuda_check(cudaError_t e, const char *what);
 void m2_cublas_check(cublasStatus_t s, const char *what);
 /* After a kernel launch: catches bad launch configurations at once (asynchronous faults surface at the next
  * synchronising call, which checks too). */
-#define M2_CUDA_LAUNCHED(what) m2_cuda_check(cudaGetLastError(), what)
+#ifndef M2EMU_NAME_LAUNCH /* the CPU emulation (tests/gpu/emu) names each launch for its counters */
+#define M2EMU_NAME_LAUNCH(what) ((void)0)
+#endif
+#define M2_CUDA_LAUNCHED(what) (M2EMU_NAME_LAUNCH(what), m2_cuda_check(cudaGetLastError(), what))
 
 /* Workspace of at least `bytes` (grown, never shrunk; growing waits for the stream first). The contents do not
  * survive the next call: one op uses it at a time, in stream order. */

@@ -53,15 +53,22 @@ struct ssd_states_op {
         kb = 0;
         ke = s.Q;
     }
-    __device__ float a(int z, int p, int l) const
-    {
-        const int zh = zh_of(z);
-        return s.xv(zh / s.H, l, zh % s.H, p);
-    }
-    __device__ float b(int z, int l, int n) const
+    struct view {
+        ssd_mat X, Bg;
+        const float *acs, *dt;
+        float a_last;
+        int H;
+        __device__ float a(int p, int l) const { return X(l, p); }
+        __device__ float b(int l, int n) const
+        {
+            return ssd_args::dexp(a_last - acs[l]) * dt[(size_t)l * H] * Bg(l, n);
+        }
+    };
+    __device__ view bind(int z) const
     {
         const int zh = zh_of(z), bc = zh / s.H, h = zh % s.H;
-        return s.dexp(s.a_last(zh) - s.a_at(zh, l)) * s.dtv(bc, l, h) * s.Bv(bc, l, h / s.hpg, n);
+        return view{s.x_of(bc, h),  s.B_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q,
+                    s.dt_of(bc, h), s.a_last(zh),          s.H};
     }
     __device__ void store(int z, int p, int n, float acc) const
     {
@@ -104,19 +111,32 @@ struct ssd_y_op {
         kb = 0;
         ke = s.N + i1; /* s <= l < i1 */
     }
-    __device__ float a(int zh, int l, int k) const
+    /* entry zh with its head's rows and arrays located once per block */
+    struct view {
+        int N, Q, H;
+        const float *acs, *CB, *dt;
+        ssd_mat C;
+        const float *S;
+        ssd_mat x;
+        __device__ float a(int l, int k) const
+        {
+            const float al = acs[l];
+            if (k < N) return ssd_args::dexp(al) * C(l, k);
+            const int j = k - N;
+            if (j > l) return 0.0f;
+            return CB[(size_t)l * Q + j] * ssd_args::dexp(al - acs[j]) * dt[(size_t)j * H];
+        }
+        __device__ float b(int k, int p) const
+        {
+            if (k < N) return S[(size_t)p * N + k];
+            return x(k - N, p);
+        }
+    };
+    __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        const float al = s.a_at(zh, l);
-        if (k < s.N) return s.dexp(al) * s.Cv(bc, l, g, k);
-        const int j = k - s.N;
-        if (j > l) return 0.0f;
-        return s.QQ(s.CB, bc * s.G + g)[(size_t)l * s.Q + j] * s.dexp(al - s.a_at(zh, j)) * s.dtv(bc, j, h);
-    }
-    __device__ float b(int zh, int k, int p) const
-    {
-        if (k < s.N) return s.S_of(zh)[(size_t)p * s.N + k];
-        return s.xv(zh / s.H, k - s.N, zh % s.H, p);
+        return view{s.N, s.Q, s.H, s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h), s.C_of(bc, g),
+                    s.S_of(zh), s.x_of(bc, h)};
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {

@@ -57,6 +57,22 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     return L;
 }
 
+/* A strided matrix view: element (r, c) at p[r*rs + c*cs]; T() is the transpose. The tile products' operand
+ * views (tile_gemm.cuh, bind) are built from these once per block. */
+struct ssd_mat {
+    const float *p;
+    size_t rs, cs;
+    __device__ float operator()(int r, int c) const { return p[(size_t)r * rs + (size_t)c * cs]; }
+    __device__ ssd_mat T() const { return ssd_mat{p, cs, rs}; }
+};
+
+/* A product whose operands are plain strided matrices: A(i, k), B(k, j). */
+struct ssd_plain_view {
+    ssd_mat A, B;
+    __device__ float a(int i, int k) const { return A(i, k); }
+    __device__ float b(int k, int j) const { return B(k, j); }
+};
+
 /* Everything a kernel needs, passed by value. */
 struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
@@ -83,6 +99,24 @@ struct ssd_args {
     __device__ float dtv(int bc, int l, int h) const { return dt[row(bc, l) * H + h]; }
     __device__ float Bv(int bc, int l, int g, int n) const { return Bm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
     __device__ float Cv(int bc, int l, int g, int n) const { return Cm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
+    /* one chunk's rows of a head (x, dy: [l][p]) or of a group (B, C: [l][n]), and a head's state [p][n] */
+    __device__ ssd_mat x_of(int bc, int h) const
+    {
+        return ssd_mat{x + row(bc, 0) * ld_x + (size_t)h * P, (size_t)ld_x, 1};
+    }
+    __device__ ssd_mat dy_of(int bc, int h) const
+    {
+        return ssd_mat{dy + row(bc, 0) * ((size_t)H * P) + (size_t)h * P, (size_t)H * P, 1};
+    }
+    __device__ ssd_mat B_of(int bc, int g) const
+    {
+        return ssd_mat{Bm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
+    }
+    __device__ ssd_mat C_of(int bc, int g) const
+    {
+        return ssd_mat{Cm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
+    }
+    __device__ const float *dt_of(int bc, int h) const { return dt + row(bc, 0) * H + h; } /* stride H */
     __device__ float *S_of(int zh) const { return S + (size_t)zh * P * N; }
     __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
@@ -145,8 +179,10 @@ struct ssd_cb_op {
         kb = 0;
         ke = j0 > i1 - 1 ? 0 : s.N;
     }
-    __device__ float a(int zg, int l, int n) const { return s.Cv(zg / s.G, l, zg % s.G, n); }
-    __device__ float b(int zg, int n, int j) const { return s.Bv(zg / s.G, j, zg % s.G, n); }
+    __device__ ssd_plain_view bind(int zg) const
+    {
+        return ssd_plain_view{s.C_of(zg / s.G, zg % s.G), s.B_of(zg / s.G, zg % s.G).T()};
+    }
     __device__ void store(int zg, int l, int j, float acc) const { s.QQ(s.CB, zg)[(size_t)l * s.Q + j] = acc; }
 };
 

@@ -36,10 +36,16 @@ struct ssd_dsoff_op {
         kb = 0;
         ke = s.Q;
     }
-    __device__ float a(int zh, int p, int l) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
-    __device__ float b(int zh, int l, int n) const
+    struct view {
+        ssd_mat dyT, C;
+        const float *acs;
+        __device__ float a(int p, int l) const { return dyT(p, l); }
+        __device__ float b(int l, int n) const { return ssd_args::dexp(acs[l]) * C(l, n); }
+    };
+    __device__ view bind(int zh) const
     {
-        return s.dexp(s.a_at(zh, l)) * s.Cv(zh / s.H, l, (zh % s.H) / s.hpg, n);
+        const int bc = zh / s.H, h = zh % s.H;
+        return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q};
     }
     __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
 };
@@ -77,21 +83,33 @@ struct ssd_dx_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zh / s.H) + s.N;
     }
-    __device__ float a(int zh, int si, int k) const
-    {
-        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg, L = s.len(bc);
-        const float as = s.a_at(zh, si), dts = s.dtv(bc, si, h);
-        if (k < L) {
-            if (k < si) return 0.0f;
-            return s.QQ(s.CB, bc * s.G + g)[(size_t)k * s.Q + si] * s.dexp(s.a_at(zh, k) - as) * dts;
+    /* entry zh with its head's rows and arrays located once per block */
+    struct view {
+        int N, Q, H, L;
+        float a_last;
+        const float *acs, *CB, *dt;
+        ssd_mat Bg, dy;
+        const float *dS;
+        __device__ float a(int si, int k) const
+        {
+            const float as = acs[si], dts = dt[(size_t)si * H];
+            if (k < L) {
+                if (k < si) return 0.0f;
+                return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - as) * dts;
+            }
+            return ssd_args::dexp(a_last - as) * dts * Bg(si, k - L);
         }
-        return s.dexp(s.a_last(zh) - as) * dts * s.Bv(bc, si, g, k - L);
-    }
-    __device__ float b(int zh, int k, int p) const
+        __device__ float b(int k, int p) const
+        {
+            if (k < L) return dy(k, p);
+            return dS[(size_t)p * N + (k - L)];
+        }
+    };
+    __device__ view bind(int zh) const
     {
-        const int bc = zh / s.H, L = s.len(bc);
-        if (k < L) return s.dyv(bc, k, zh % s.H, p);
-        return s.dS_of(zh)[(size_t)p * s.N + (k - L)];
+        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
+        return view{s.N,      s.Q, s.H, s.len(bc), s.a_last(zh), s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g),
+                    s.dt_of(bc, h), s.B_of(bc, g), s.dy_of(bc, h), s.dS_of(zh)};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
@@ -114,8 +132,10 @@ struct ssd_e_op {
         kb = 0;
         ke = j0 > i1 - 1 ? 0 : s.P;
     }
-    __device__ float a(int zh, int l, int p) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
-    __device__ float b(int zh, int p, int si) const { return s.xv(zh / s.H, si, zh % s.H, p); }
+    __device__ ssd_plain_view bind(int zh) const
+    {
+        return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), s.x_of(zh / s.H, zh % s.H).T()};
+    }
     __device__ void store(int zh, int l, int si, float acc) const
     {
         s.QQ(s.E, zh)[(size_t)l * s.Q + si] = si <= l ? s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc : 0.0f;
@@ -155,8 +175,10 @@ struct ssd_dcoff_op {
         kb = 0;
         ke = s.P;
     }
-    __device__ float a(int zh, int l, int p) const { return s.dyv(zh / s.H, l, zh % s.H, p); }
-    __device__ float b(int zh, int p, int n) const { return s.S_of(zh)[(size_t)p * s.N + n]; }
+    __device__ ssd_plain_view bind(int zh) const
+    {
+        return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
+    }
     __device__ void store(int zh, int l, int n, float acc) const
     {
         s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.dexp(s.a_at(zh, l)) * acc;
@@ -178,12 +200,22 @@ struct ssd_dbst_op {
         kb = 0;
         ke = s.P;
     }
-    __device__ float a(int zh, int si, int p) const { return s.xv(zh / s.H, si, zh % s.H, p); }
-    __device__ float b(int zh, int p, int n) const { return s.dS_of(zh)[(size_t)p * s.N + n]; }
+    __device__ ssd_plain_view bind(int zh) const
+    {
+        return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
+    }
     __device__ void store(int zh, int si, int n, float acc) const
     {
         s.QN(s.dBst, zh)[(size_t)si * s.N + n] = s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc;
     }
+};
+
+/* dCBw (or its transpose) as the A operand, zero where s > l: A(i, k) for k <= i (upper: k >= i). */
+struct ssd_causal_view {
+    ssd_mat A, B;
+    bool upper;
+    __device__ float a(int i, int k) const { return (upper ? k >= i : k <= i) ? A(i, k) : 0.0f; }
+    __device__ float b(int k, int j) const { return B(k, j); }
 };
 
 /* ---- dC_l[n] = sum_{s<=l} dCBw[l][s] B_s[n] + sum_h dCoff_h[l][n] (per group, overwrites) ---- */
@@ -200,11 +232,10 @@ struct ssd_dc_op {
         kb = 0;
         ke = i1; /* s <= l < i1 */
     }
-    __device__ float a(int zg, int l, int si) const
+    __device__ ssd_causal_view bind(int zg) const
     {
-        return si <= l ? s.QQ(s.dCBw, zg)[(size_t)l * s.Q + si] : 0.0f;
+        return ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(zg / s.G, zg % s.G), false};
     }
-    __device__ float b(int zg, int si, int n) const { return s.Bv(zg / s.G, si, zg % s.G, n); }
     __device__ void store(int zg, int l, int n, float acc) const
     {
         const int bc = zg / s.G, g = zg % s.G;
@@ -227,11 +258,10 @@ struct ssd_db_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zg / s.G);
     }
-    __device__ float a(int zg, int si, int l) const
+    __device__ ssd_causal_view bind(int zg) const
     {
-        return l >= si ? s.QQ(s.dCBw, zg)[(size_t)l * s.Q + si] : 0.0f;
+        return ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(zg / s.G, zg % s.G), true};
     }
-    __device__ float b(int zg, int l, int n) const { return s.Cv(zg / s.G, l, zg % s.G, n); }
     __device__ void store(int zg, int si, int n, float acc) const
     {
         const int bc = zg / s.G, g = zg % s.G;

@@ -29,7 +29,11 @@
  *        [kb, ke) within [0, k): every k where A(i,k) B(k,j) can be non-zero for i in [i0,i1), j in [j0,j1)
  *        (causal masks let a tile skip the k it never needs; kb >= ke means the tile is all zero)
  *   float a(int z, int i, int k), float b(int z, int k, int j)   only called inside the ranges above
- *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n) */
+ *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n)
+ * and optionally
+ *   V bind(int z)        a view of entry z with a(i,k) and b(k,j): the indices and base pointers that are the same
+ *                        for the whole block (head, group, chunk, token row) computed once per block, so that the
+ *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step") */
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
@@ -65,6 +69,23 @@ struct tf32_operands {
     __device__ static elem round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
 };
 
+/* The operand reader of entry z: op.bind(z) where the Op has one, else the Op's own a(z, ...) and b(z, ...). */
+template <class Op>
+struct entry_view {
+    const Op &op;
+    int z;
+    __device__ float a(int i, int k) const { return op.a(z, i, k); }
+    __device__ float b(int k, int j) const { return op.b(z, k, j); }
+};
+template <class Op>
+__device__ __forceinline__ auto bind(const Op &op, int z)
+{
+    if constexpr (requires { op.bind(z); })
+        return op.bind(z);
+    else
+        return entry_view<Op>{op, z};
+}
+
 /* One block's tile: batch entry z, rows [i0, i1), columns [j0, j1), reduction range [kb, ke). */
 struct span {
     int z, i0, i1, j0, j1, kb, ke;
@@ -97,8 +118,8 @@ __device__ bool locate(const Op &op, int tiles_m, int tiles_n, span &t)
 
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
  * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. */
-template <int KB, class R, class Op, class T>
-__device__ __forceinline__ void stage(const Op &op, const span &t, int k0, T *As, int lda, T *Bs, int ldb)
+template <int KB, class R, class Op, class V, class T>
+__device__ __forceinline__ void stage(const V &v, const span &t, int k0, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
 #pragma unroll
@@ -106,10 +127,10 @@ __device__ __forceinline__ void stage(const Op &op, const span &t, int k0, T *As
         const int e = tid + THREADS * q;
         const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
-        As[ak * lda + ai] = R::round((gi < t.i1 && gka < t.ke) ? op.a(t.z, gi, gka) : 0.0f);
+        As[ak * lda + ai] = R::round((gi < t.i1 && gka < t.ke) ? v.a(gi, gka) : 0.0f);
         const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
         const int gj = t.j0 + bj, gkb = k0 + bk;
-        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < t.ke) ? op.b(t.z, gkb, gj) : 0.0f);
+        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < t.ke) ? v.b(gkb, gj) : 0.0f);
     }
 }
 } // namespace m2tile
@@ -131,8 +152,9 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 #pragma unroll
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
+    const auto v = bind(op, t.z);
     for (int k0 = t.kb; k0 < t.ke; k0 += BK) {
-        stage<BK, fp32_operands>(op, t, k0, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
+        stage<BK, fp32_operands, Op>(v, t, k0, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk++) {
@@ -158,9 +180,10 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 }
 
 /* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
- * names one template argument, as tests/gpu/emu/transform.cmake expects). */
+ * names one template argument, as tests/gpu/emu/transform.cmake expects). At least 2 blocks per SM: at most 128
+ * registers per thread (the operand views would otherwise take up to 163 and leave one block per SM). */
 template <class Op, class Prec>
-__global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_wmma_kernel(Op op, Prec, int tiles_m, int tiles_n)
+__global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(Op op, Prec, int tiles_m, int tiles_n)
 {
     using namespace m2tile;
     namespace wmma = nvcuda::wmma;
@@ -188,8 +211,9 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_wmma_kernel(Op o
 #pragma unroll
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
+    const auto v = bind(op, t.z);
     for (int k0 = t.kb; k0 < t.ke; k0 += TBK) {
-        stage<TBK, Prec>(op, t, k0, sm.ab.a, LDA, sm.ab.b, LDB);
+        stage<TBK, Prec, Op>(v, t, k0, sm.ab.a, LDA, sm.ab.b, LDB);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < TBK; kk += WK) {

@@ -12,7 +12,12 @@
 #      when python3 has PyTorch and upstream's source is at MAMBA_SSM_SRC (default .ref/mamba, git-ignored: put
 #      the `mamba_ssm` folder of a state-spaces/mamba snapshot there and carry .ref); its line is information
 #      (INFO), never a failure;
-#   5. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
+#   5. with the time left (the check still ends within 8 minutes): compute-sanitizer's racecheck, synccheck and
+#      initcheck on test_gpu_ssd and test_gpu_ops (where the toolkit has compute-sanitizer; a reported hazard fails,
+#      a tool that runs out of its time slot is INFO), and an nsys profile of one bench_gpu step at 8gpu.ini's
+#      shape (where nsys exists): measured time per kernel, printed beside the predicted H200 times of
+#      bench/predicted_h200.tsv (bench_gpu_emu's three-roof model, BENCHMARKS.md), as INFO;
+#   6. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
 # Usage: tests/gpu/check.sh            (from anywhere; exit status 0 only on PASS)
 # Log: $OUT/gpu_check.log when OUT is set (the workplace's device runner), else <build dir>/gpu_check.log.
 #
@@ -225,6 +230,50 @@ elif command -v python3 >/dev/null 2>&1; then
                            cut -c1-200) (exit $rc)"
 else
   record reference INFO "not run: no python3"
+fi
+
+# ---- 5. compute-sanitizer and nsys, in the time left -------------------------------------------------------------
+echo "== 5 sanitizers and profile ($(elapsed))"
+tool() { command -v "$1" 2>/dev/null || { [ -x "/usr/local/cuda/bin/$1" ] && echo "/usr/local/cuda/bin/$1"; }; }
+sanitizer=$(tool compute-sanitizer)
+if [ -z "$sanitizer" ]; then
+  record sanitizer INFO "not run: no compute-sanitizer"
+else
+  for t in test_gpu_ssd test_gpu_ops; do
+    for check in racecheck synccheck initcheck; do
+      left=$(( 400 - $(date +%s) + t_start ))
+      if [ $left -lt 20 ] || [ ! -x "$bindir/$t" ]; then
+        record "$check $t" INFO "not run: $(elapsed) spent or not built"
+        continue
+      fi
+      slot=$(( left < 60 ? left : 60 ))
+      timeout $slot "$sanitizer" --tool $check --error-exitcode 3 "$bindir/$t" > "$build/$check.$t.out" 2>&1
+      rc=$?
+      summary=$(grep -m1 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$build/$check.$t.out" | cut -c1-100)
+      if [ $rc -eq 124 ]; then
+        record "$check $t" INFO "not finished within ${slot} s"
+      elif [ $rc -eq 0 ]; then
+        record "$check $t" PASS "${summary:-no hazards}"
+      else
+        grep -m5 -E "Error|Race|Hazard" "$build/$check.$t.out"
+        record "$check $t" FAIL "exit $rc: ${summary:-see $build/$check.$t.out}"
+      fi
+    done
+  done
+fi
+nsys=$(tool nsys)
+if [ -z "$nsys" ] || [ ! -x "$progdir/bench_gpu" ]; then
+  record profile INFO "not run: no nsys (or no bench_gpu)"
+elif [ $(( $(date +%s) - t_start )) -gt 420 ]; then
+  record profile INFO "not run: $(elapsed) already spent"
+else
+  timeout 45 "$nsys" profile -o "$build/step" --force-overwrite true -t cuda "$progdir/bench_gpu" \
+    --config "$root/configs/8gpu.ini" --iters 1 --warmup 1 > "$build/nsys.out" 2>&1
+  timeout 20 "$nsys" stats --report cuda_gpu_kern_sum --format csv "$build/step.nsys-rep" > "$build/kern_sum.csv" 2>/dev/null
+  echo "-- measured (nsys, the bench's steps: warm-up, timed, per-kernel breakdown) | predicted H200 (bench/predicted_h200.tsv)"
+  head -25 "$build/kern_sum.csv" | cut -c1-160
+  [ -f "$root/bench/predicted_h200.tsv" ] && head -25 "$root/bench/predicted_h200.tsv"
+  record profile INFO "nsys: $(($(wc -l < "$build/kern_sum.csv") - 1)) kernels in $build/kern_sum.csv"
 fi
 
 # ---- summary ------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@
 #include <functional>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 using std::max;
@@ -62,7 +63,14 @@ cudaError_t cudaMalloc(T **p, size_t bytes)
 
 namespace m2emu {
 /* Runs `thread` once per thread of every block of the grid (blockIdx/threadIdx set), blocks in order. */
-void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread);
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
+              const char *enclosing);
+/* False (with the error kept for cudaGetLastError) when a GPU would refuse the launch. */
+bool launch_ok(dim3 grid, dim3 block, size_t shmem, const char *text);
+/* Queues f on stream s (emu_streams.h: runs it at once unless streams are interleaved). */
+void enqueue_on(cudaStream_t s, std::function<void()> f);
+/* Names the launch just made (M2_CUDA_LAUNCHED's `what`), for the counters of emu_counters.h. */
+void name_last_launch(const char *what);
 /* The current launch's dynamic shared memory (its `shmem` bytes, zeroed per launch). */
 void *dynamic_shared();
 
@@ -70,27 +78,37 @@ template <class K>
 struct launcher {
     dim3 grid, block;
     size_t shmem;
+    cudaStream_t stream;
+    const char *text; /* the kernel as the launch spells it */
     K kernel;
     template <class... A>
     void operator()(A &&...args) const
     {
         /* Kernel parameters are copies, shared read-only by every thread (each call copies them again). */
+        if (!launch_ok(grid, block, shmem, text)) return;
         auto params = std::make_tuple(std::decay_t<A>(args)...);
-        run_grid(grid, block, shmem, [&]() { std::apply([&](const auto &...a) { kernel(a...); }, params); });
+        enqueue_on(stream, [g = grid, b = block, sh = shmem, t = text, k = kernel, params]() {
+            run_grid(g, b, sh, [&]() { std::apply([&](const auto &...a) { k(a...); }, params); }, t,
+                     typeid(K).name());
+        });
     }
 };
 
 struct launch {
     dim3 grid, block;
     size_t shmem;
-    launch(dim3 g, dim3 b, size_t sh = 0, cudaStream_t = nullptr) : grid(g), block(b), shmem(sh) {}
+    cudaStream_t stream;
+    launch(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = nullptr) : grid(g), block(b), shmem(sh), stream(s) {}
     template <class K>
-    launcher<K> operator()(K k) const
+    launcher<K> operator()(const char *text, K k) const
     {
-        return launcher<K>{grid, block, shmem, k};
+        return launcher<K>{grid, block, shmem, stream, text, k};
     }
 };
 } // namespace m2emu
+
+/* the kernels' launch check names the launch for the counters (kernels/cuda_common.cuh) */
+#define M2EMU_NAME_LAUNCH(what) m2emu::name_last_launch(what)
 
 #endif /* __cplusplus */
 #endif

@@ -4,11 +4,14 @@
  * other machines fall back to ucontext. */
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "emu_count.h"
+#include "emu_streams.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <memory>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -171,7 +174,7 @@ void run_block(unsigned nthreads)
 }
 
 struct blas_ctx {
-    int dummy;
+    cudaStream_t stream;
 };
 
 float round_bits(float v, int drop)
@@ -194,25 +197,37 @@ void __syncthreads()
     to_scheduler();
 }
 
+/* The last launch error, as the runtime keeps it: returned and cleared by cudaGetLastError. */
+static cudaError_t g_last_error = cudaSuccess;
+
 namespace m2emu {
-void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread)
+bool launch_ok(dim3 grid, dim3 block, size_t shmem, const char *text)
+{
+    /* A GPU refuses these launches without running anything and reports them at the next cudaGetLastError
+     * (the backend checks after every launch, kernels/cuda_common.cuh: M2_CUDA_LAUNCHED): the block and grid
+     * limits of compute capability 9.0, and more than 48 KiB of dynamic shared memory (the emulated kernels have
+     * no cudaFuncSetAttribute opt-in). */
+    const unsigned nthreads = block.x * block.y * block.z;
+    if (nthreads == 0 || nthreads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
+        fprintf(stderr, "cuda emulator: invalid launch of %s: %ux%ux%u blocks of %ux%ux%u threads, %zu bytes of "
+                "dynamic shared memory\n", text, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
+        g_last_error = cudaErrorInvalidConfiguration;
+        return false;
+    }
+    return true;
+}
+
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
+              const char *enclosing)
 {
     const unsigned nthreads = block.x * block.y * block.z;
-    if (nthreads == 0 || nthreads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-        grid.z > 65535) {
-        fprintf(stderr, "cuda emulator: invalid launch %ux%ux%u blocks of %ux%ux%u threads\n", grid.x, grid.y,
-                grid.z, block.x, block.y, block.z);
-        abort();
-    }
-    if (shmem > 48 * 1024) {
-        fprintf(stderr, "cuda emulator: %zu bytes of dynamic shared memory (48 KiB without opt-in)\n", shmem);
-        abort();
-    }
     const std::function<void()> *saved = g_thread;
     g_thread = &thread;
     gridDim = grid;
     blockDim = block;
     g_dynamic_shared.assign(shmem ? shmem : 1, 0);
+    launch_begin(text, enclosing, grid.x * grid.y * grid.z, nthreads);
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
@@ -221,10 +236,21 @@ void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &
                 blockIdx.z = z;
                 run_block(nthreads);
             }
+    launch_end();
     g_thread = saved;
 }
 
 void *dynamic_shared() { return g_dynamic_shared.data(); }
+void enqueue_on(cudaStream_t s, std::function<void()> f) { enqueue(s, std::move(f)); }
+
+/* A device operation the emulation performs itself, counted as one launch with its bytes. */
+static void counted_call(const char *name, double read, double write)
+{
+    launch_begin(name, nullptr, 0, 0);
+    count_bytes(read, write);
+    launch_end();
+    name_last_launch(name);
+}
 } // namespace m2emu
 
 /* ---- runtime ---- */
@@ -239,7 +265,12 @@ const char *cudaGetErrorString(cudaError_t e)
     }
 }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void)
+{
+    const cudaError_t e = g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
 /* Emulated devices: M2_EMU_DEVICES (default 1), so that several ranks of one node can each own one (all share the
  * host's memory; the emulation does not tell them apart). */
 static int emu_devices()
@@ -274,48 +305,46 @@ cudaError_t cudaGetDevice(int *device)
     *device = g_device;
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
-{
-    static int dummy;
-    *s = (cudaStream_t)&dummy;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
-{
-    static int dummy;
-    *e = (cudaEvent_t)&dummy;
-    return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return e ? cudaSuccess : cudaErrorInvalidValue; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
-{
-    return e ? cudaSuccess : cudaErrorInvalidValue;
-}
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (!*p) return cudaErrorMemoryAllocation;
     /* device memory is not zeroed: make reads of unwritten memory visible as NaN-ish garbage */
     memset(*p, 0xff, (bytes + 255) / 256 * 256);
+    m2emu::count_alloc(*p, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p)
 {
+    m2emu::drain_all(); /* cudaFree synchronises the device */
+    m2emu::count_free(p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
-    memset(p, v, bytes);
+    m2emu::enqueue(s, [=]() {
+        memset(p, v, bytes);
+        m2emu::counted_call("cudaMemsetAsync", 0, (double)bytes);
+    });
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
 {
-    memmove(dst, src, bytes);
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault) {
+        /* to pageable host memory the copy is synchronous: it waits for the stream's earlier work */
+        m2emu::drain(s);
+        memmove(dst, src, bytes);
+    } else if (kind == cudaMemcpyHostToDevice) { /* the host buffer is staged at once; the device write queues */
+        std::shared_ptr<std::vector<unsigned char>> staged =
+            std::make_shared<std::vector<unsigned char>>((const unsigned char *)src, (const unsigned char *)src + bytes);
+        m2emu::enqueue(s, [=]() { memcpy(dst, staged->data(), bytes); });
+    } else {
+        m2emu::enqueue(s, [=]() {
+            memmove(dst, src, bytes);
+            m2emu::counted_call("cudaMemcpyAsync (device to device)", (double)bytes, (double)bytes);
+        });
+    }
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
@@ -337,7 +366,11 @@ cublasStatus_t cublasCreate(cublasHandle_t *h)
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    ((blas_ctx *)h)->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { return CUBLAS_STATUS_SUCCESS; }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -354,6 +387,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     const float al = *(const float *)alpha, be = *(const float *)beta;
     const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
+    m2emu::enqueue(((blas_ctx *)h)->stream, [=]() {
+    m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
+    m2emu::count_flops(drop == 16 ? m2emu::FLOPS_BF16 : drop == 13 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_FP32_CUDA,
+                       2.0 * m * n * k);
+    m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
+    m2emu::launch_end();
+    m2emu::name_last_launch("cublasGemmEx (every GEMM)");
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0.0f;
@@ -369,5 +409,6 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
             float *cij = c + (size_t)j * ldc + i;
             *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
         }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,6 +1,8 @@
 /* TEST-ONLY: NCCL over MPI for the CPU emulation (nccl.h says what is emulated and why). */
 #include "nccl.h"
 
+#include "emu_streams.h"
+
 #define OMPI_SKIP_MPICXX 1 /* the C API only: Open MPI's deprecated C++ bindings are not linked */
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -14,6 +16,7 @@ struct m2emu_nccl_comm {
     MPI_Comm mpi; /* MPI_COMM_NULL for one rank */
     int rank, nranks;
     int polls_left; /* non-blocking init: ncclInProgress this many more times */
+    bool nonblocking;
     char last[160];
 };
 
@@ -40,6 +43,42 @@ ncclResult_t mpi_result(ncclComm_t c, int rc, const char *what)
     return fail(c, ncclSystemError, what);
 }
 } // namespace
+
+/* M2_EMU_NCCL_INPROGRESS=1: a non-blocking communicator answers ncclInProgress from every enqueue (from
+ * ncclGroupEnd for the calls of a group), then from ncclCommGetAsyncError for two polls, as NCCL may: the
+ * backend's polling path (kernels/nccl_comm.c, settle) is then what makes progress. */
+static bool inprogress_mode()
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("M2_EMU_NCCL_INPROGRESS");
+        on = v && !strcmp(v, "1");
+    }
+    return on == 1;
+}
+static int g_group_depth = 0;
+static ncclComm_t g_group_comm = nullptr; /* a non-blocking communicator used in the open group */
+
+static ncclResult_t enqueued(ncclComm_t c, ncclResult_t r)
+{
+    if (r != ncclSuccess || !inprogress_mode() || !c->nonblocking) return r;
+    if (g_group_depth > 0) {
+        g_group_comm = c;
+        return ncclSuccess;
+    }
+    c->polls_left = 2;
+    return ncclInProgress;
+}
+
+/* A collective on its stream (emu_streams.h): at once, or queued when streams are interleaved (a queued one's MPI
+ * failure is only left in ncclGetLastError's message). */
+template <class F>
+ncclResult_t on_stream(ncclComm_t c, cudaStream_t stream, F f, const char *what)
+{
+    if (!m2emu::interleaved()) return enqueued(c, mpi_result(c, f(), what));
+    m2emu::enqueue(stream, [=]() { (void)mpi_result(c, f(), what); });
+    return enqueued(c, ncclSuccess);
+}
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
@@ -72,7 +111,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
             return ncclInvalidUsage;
         }
     }
-    c->polls_left = config && !config->blocking ? 2 : 0;
+    c->nonblocking = config && !config->blocking;
+    c->polls_left = c->nonblocking ? 2 : 0;
     *comm = c;
     return c->polls_left ? ncclInProgress : ncclSuccess;
 }
@@ -108,8 +148,19 @@ const char *ncclGetErrorString(ncclResult_t r)
 }
 const char *ncclGetLastError(ncclComm_t comm) { return comm ? comm->last : ""; }
 
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+ncclResult_t ncclGroupStart(void)
+{
+    g_group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void)
+{
+    if (g_group_depth == 0) return ncclInvalidUsage;
+    if (--g_group_depth > 0 || !g_group_comm) return ncclSuccess;
+    ncclComm_t c = g_group_comm;
+    g_group_comm = nullptr;
+    return enqueued(c, ncclSuccess);
+}
 
 ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream)
@@ -117,14 +168,15 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
     ncclResult_t r = check(comm, count, type, "reduce");
     if (r != ncclSuccess) return r;
     if (op != ncclSum || root < 0 || root >= comm->nranks) return fail(comm, ncclInvalidArgument, "reduce: bad op/root");
-    if (comm->nranks == 1) {
-        if (send != recv) memmove(recv, send, count * sizeof(float));
-        return ncclSuccess;
-    }
-    const int mine = comm->rank == root;
-    const void *s = mine && send == recv ? MPI_IN_PLACE : send;
-    return mpi_result(comm, MPI_Reduce(s, mine ? recv : nullptr, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi),
-                      "MPI_Reduce");
+    return on_stream(comm, stream, [=]() {
+        if (comm->nranks == 1) {
+            if (send != recv) memmove(recv, send, count * sizeof(float));
+            return MPI_SUCCESS;
+        }
+        const int mine = comm->rank == root;
+        const void *s = mine && send == recv ? MPI_IN_PLACE : send;
+        return MPI_Reduce(s, mine ? recv : nullptr, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi);
+    }, "MPI_Reduce");
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t send_count, ncclDataType_t type, ncclComm_t comm,
@@ -134,15 +186,14 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t send_count, nccl
     if (r != ncclSuccess) return r;
     float *out = (float *)recv;
     const int in_place = send == out + (size_t)comm->rank * send_count;
-    if (comm->nranks == 1) {
-        if (!in_place) memmove(out, send, send_count * sizeof(float));
-        return ncclSuccess;
-    }
-    return mpi_result(comm,
-                      MPI_Allgather(in_place ? MPI_IN_PLACE : send, in_place ? 0 : (int)send_count,
-                                    in_place ? MPI_DATATYPE_NULL : MPI_FLOAT, recv, (int)send_count, MPI_FLOAT,
-                                    comm->mpi),
-                      "MPI_Allgather");
+    return on_stream(comm, stream, [=]() {
+        if (comm->nranks == 1) {
+            if (!in_place) memmove(out, send, send_count * sizeof(float));
+            return MPI_SUCCESS;
+        }
+        return MPI_Allgather(in_place ? MPI_IN_PLACE : send, in_place ? 0 : (int)send_count,
+                             in_place ? MPI_DATATYPE_NULL : MPI_FLOAT, recv, (int)send_count, MPI_FLOAT, comm->mpi);
+    }, "MPI_Allgather");
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
@@ -151,12 +202,11 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     ncclResult_t r = check(comm, count, type, "all-reduce");
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return fail(comm, ncclInvalidArgument, "all-reduce: only sums are emulated");
-    if (comm->nranks == 1) {
-        if (send != recv) memmove(recv, send, count * sizeof(float));
-        return ncclSuccess;
-    }
-    return mpi_result(comm,
-                      MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM,
-                                    comm->mpi),
-                      "MPI_Allreduce");
+    return on_stream(comm, stream, [=]() {
+        if (comm->nranks == 1) {
+            if (send != recv) memmove(recv, send, count * sizeof(float));
+            return MPI_SUCCESS;
+        }
+        return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi);
+    }, "MPI_Allreduce");
 }

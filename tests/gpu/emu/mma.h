@@ -28,6 +28,7 @@
 
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
+#include "emu_count.h"
 
 namespace nvcuda {
 namespace wmma {
@@ -161,6 +162,8 @@ void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a,
               const fragment<matrix_b, M, N, K, T, LB> &b, const fragment<accumulator, M, N, K, float> &c)
 {
     if (!m2emu_detail::warp_leader()) return;
+    const bool tf32 = std::is_same<T, precision::tf32>::value;
+    m2emu::count_flops(tf32 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_BF16, 2.0 * M * N * K);
     float out[M * N];
     memcpy(out, c.m2emu_v, sizeof out);
     for (int i = 0; i < M; i++)

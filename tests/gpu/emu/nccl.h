@@ -4,9 +4,11 @@
  *
  * Emulated: a communicator of nranks over MPI_COMM_WORLD (one rank: no MPI at all, as a lone process needs);
  * non-blocking initialisation (the first ncclCommGetAsyncError answers ncclInProgress, so the caller's polling is
- * exercised); ncclReduce / ncclAllGather / ncclAllReduce as blocking MPI collectives, run at once (emulated streams
- * are synchronous; every rank issues the same sequence, as NCCL requires, so blocking calls cannot deadlock), in
- * place where NCCL allows it; groups (a no-op: the calls inside already ran in order). fp32 sums only.
+ * exercised; with M2_EMU_NCCL_INPROGRESS=1 every enqueue and ncclGroupEnd of a non-blocking communicator does the
+ * same); ncclReduce / ncclAllGather / ncclAllReduce as blocking MPI collectives, run when their stream runs them
+ * (at once, or queued with interleaved streams, emu_streams.h; every rank issues the same sequence, as NCCL
+ * requires, so blocking calls cannot deadlock), in place where NCCL allows it; groups (the calls inside run in
+ * order). fp32 sums only.
  * Not emulated: anything about speed, topology or asynchronous failure. */
 #ifndef MAMBA2_EMU_NCCL_H
 #define MAMBA2_EMU_NCCL_H

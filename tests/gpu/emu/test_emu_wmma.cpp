@@ -123,7 +123,7 @@ static void test_products_exact(void **state)
             }
     for (int w = 0; w < WARPS; w++)
         for (int i = 0; i < 16 * LDC; i++) o.out16[w][i] = o.outf[w][i] = -7.0f;
-    m2emu::launch(dim3(1), dim3(WARPS * 32))([](auto &&...a) { product_kernel(a...); })(&o);
+    m2emu::launch(dim3(1), dim3(WARPS * 32))("product_kernel", [](auto &&...a) { product_kernel(a...); })(&o);
 
     int checked = 0;
     for (int w = 0; w < WARPS; w++)
@@ -185,7 +185,7 @@ static void expect_abort(void (*fn)(void), const char *message)
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        m2emu::launch(dim3(1), dim3(32))([fn]() { fn(); })();
+        m2emu::launch(dim3(1), dim3(32))("fn", [fn]() { fn(); })();
         _exit(0); /* not reached when the emulation catches the fault */
     }
     close(fds[1]);

@@ -1,0 +1,144 @@
+/* The emulation's per-kernel counters (tests/gpu/emu/emu_counters.h) on kernels whose counts are known in closed
+ * form, run through the CUDA ops on the counting build of the emulation (mamba2_cuda_emu_count):
+ * - add (y += x over n floats): one launch of ceil(n/256)... blocks; reads 2n floats, writes n, every one once,
+ *   3n accesses; no FLOPs on the tensor cores;
+ * - a plain GEMM C[m,n] = A[m,k] B[k,n] (cuBLAS, bf16 compute): 2mnk bf16 tensor FLOPs, reads (mk + kn) floats,
+ *   writes mn, with beta = 1 reads C too;
+ * - the SSD's first stages at one chunk (T = Q = 64, N = 32, G = 1): the cumsum reads dt (T*H floats) and A (H)
+ *   and writes acs (H*Q); C B^T is one 64x64 tile per chunk with k = N = 32: 2*64*64*32 bf16 FLOPs, reads the
+ *   B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
+ * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu_counters.h"
+#include "gpu_util.h"
+
+enum { MAXREC = 64 };
+
+/* the record whose name starts with `name` (fails the test when there is none) */
+static m2emu_kernel_count find(const char *name)
+{
+    m2emu_kernel_count r[MAXREC];
+    const int n = m2emu_counters_get(r, MAXREC);
+    for (int i = 0; i < n && i < MAXREC; i++)
+        if (!strncmp(r[i].name, name, strlen(name))) return r[i];
+    fail_msg("no launch named %s among %d", name, n);
+    m2emu_kernel_count none;
+    memset(&none, 0, sizeof none);
+    return none;
+}
+
+static void test_counts_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(m2emu_counts_bytes(), 1);
+}
+
+static void test_add(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const size_t n = 1000;
+    float *h = m2_host_fill(n, 1.0f);
+    float *x = m2_dev_from(g, h, n), *y = m2_dev_from(g, h, n);
+    m2emu_counters_reset();
+    g->add(g, y, x, n);
+    const m2emu_kernel_count c = find("add");
+    printf("  add: %.0f launches, read %.0f B (%.0f distinct), wrote %.0f B (%.0f distinct), %.0f accesses\n",
+           c.launches, c.read_bytes, c.read_distinct, c.write_bytes, c.write_distinct, c.accesses);
+    assert_true(c.launches == 1);
+    assert_true(c.read_bytes == 2.0 * n * 4 && c.read_distinct == 2.0 * n * 4);
+    assert_true(c.write_bytes == n * 4.0 && c.write_distinct == n * 4.0);
+    assert_true(c.accesses == 3.0 * n);
+    assert_true(c.flops_bf16 == 0 && c.flops_tf32 == 0);
+    g->free(g, x);
+    g->free(g, y);
+    free(h);
+}
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const int m = 48, n = 40, k = 24;
+    float *h = m2_host_fill((size_t)m * k + (size_t)k * n + (size_t)m * n, 0.5f);
+    float *A = m2_dev_from(g, h, (size_t)m * k), *B = m2_dev_from(g, h, (size_t)k * n),
+          *C = m2_dev_from(g, h, (size_t)m * n);
+    m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
+    m2emu_counters_reset();
+    g->gemm(g, 0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+    m2emu_kernel_count c = find("cublasGemmEx");
+    assert_true(c.launches == 1);
+    assert_true(c.flops_bf16 == 2.0 * m * n * k && c.flops_tf32 == 0 && c.flops_fp32_cuda == 0);
+    assert_true(c.read_distinct == 4.0 * ((double)m * k + (double)k * n) && c.write_distinct == 4.0 * m * n);
+    m2emu_counters_reset();
+    g->gemm(g, 0, 0, m, n, k, 1.0f, A, k, B, n, 1.0f, C, n); /* beta = 1: C is read too */
+    c = find("cublasGemmEx");
+    assert_true(c.read_distinct == 4.0 * ((double)m * k + (double)k * n + (double)m * n));
+    m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_FP32);
+    m2emu_counters_reset();
+    g->gemm(g, 0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+    c = find("cublasGemmEx");
+    assert_true(c.flops_fp32_cuda == 2.0 * m * n * k && c.flops_bf16 == 0);
+    m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
+    g->free(g, A);
+    g->free(g, B);
+    g->free(g, C);
+    free(h);
+}
+
+static void test_ssd_first_stages(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const m2_ssd_shape s = {.B = 1, .T = 64, .H = 2, .P = 16, .G = 1, .N = 32, .Q = 64, .ld_x = 32, .ld_bc = 32};
+    const size_t T = (size_t)s.T, H = (size_t)s.H;
+    float *hx = m2_host_uniform(T * s.ld_x, -1, 1, 3, 1), *hbc = m2_host_uniform(T * s.ld_bc, -1, 1, 3, 2);
+    float *hdt = m2_host_uniform(T * H, 0.01f, 0.1f, 3, 3), *hA = m2_host_fill(H, -1.0f);
+    float *x = m2_dev_from(g, hx, T * s.ld_x), *Bm = m2_dev_from(g, hbc, T * s.ld_bc),
+          *Cm = m2_dev_from(g, hbc, T * s.ld_bc), *dt = m2_dev_from(g, hdt, T * H), *A = m2_dev_from(g, hA, H),
+          *D = m2_dev_from(g, hA, H);
+    float *y = g->alloc(g, T * H * s.P * sizeof(float));
+    float *saved = g->alloc(g, g->ssd_saved_size(g, &s) * sizeof(float));
+    float *scratch = g->alloc(g, g->ssd_scratch_size(g, &s, 1) * sizeof(float));
+    m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
+    m2emu_counters_reset();
+    g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, saved, scratch);
+    const m2emu_kernel_count cs = find("ssd_fwd (cumsum)");
+    assert_true(cs.launches == 1);
+    assert_true(cs.read_distinct == 4.0 * (T * H + H));
+    assert_true(cs.write_distinct == 4.0 * H * s.Q);
+    const m2emu_kernel_count cb = find("ssd (C B^T)");
+    printf("  C B^T: %.0f bf16 FLOPs, read %.0f B distinct, wrote %.0f B, key %s\n", cb.flops_bf16, cb.read_distinct,
+           cb.write_distinct, cb.key);
+    assert_true(cb.launches == 1);
+    assert_true(cb.flops_bf16 == 2.0 * 64 * 64 * 32);
+    assert_true(cb.read_distinct == 2.0 * 4 * T * s.N);
+    assert_true(cb.write_distinct == 4.0 * 64 * 64);
+    assert_string_equal(cb.key, "m2_tile_gemm_wmma_kernel<ssd_cb_op>");
+    float *bufs[] = {x, Bm, Cm, dt, A, D, y, saved, scratch};
+    for (int i = 0; i < 9; i++) g->free(g, bufs[i]);
+    free(hx);
+    free(hbc);
+    free(hdt);
+    free(hA);
+}
+
+int main(void)
+{
+    if (m2_gpu_skip()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts_bytes),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_ssd_first_stages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
