@@ -1,7 +1,7 @@
 # Sources compiled once per instruction-set level of base/cpu.h (runtime dispatch, docs/ARCHITECTURE.md):
 #   mamba2_isa_objects(OUT NAME SOURCES... LIBS... [LEVELS ...])
-# makes one OBJECT library NAME_<level> per level (default: scalar avx2 avx512), each with
-# M2_ISA_SUFFIX=_<level> and M2_ISA_LEVEL=<its m2_cpu_level value>, and that level's -m flags (scalar: none, the build's baseline),
+# makes one OBJECT library NAME_<level> per level (default: scalar avx2 avx512), each with M2_ISA_SUFFIX=_<level>,
+# M2_ISA_LEVEL=<its m2_cpu_level value> and that level's -m flags (scalar: none, the build's baseline),
 # and sets OUT to their objects for add_library. The sources name their exported symbols with M2_ISA_FN and
 # choose intrinsics by M2_ISA_LEVEL (not by __AVX512F__: with MAMBA2_NATIVE every level is compiled for the build
 # machine, and then only the hand-written paths differ between levels).
