@@ -5,6 +5,11 @@
 # and sets OUT to their objects for add_library. The sources name their exported symbols with M2_ISA_FN and
 # choose intrinsics by M2_ISA_LEVEL (not by __AVX512F__: with MAMBA2_NATIVE every level is compiled for the build
 # machine, and then only the hand-written paths differ between levels).
+# Every level: -fno-trapping-math. Without it GCC 12 does not vectorise base/vmath.h's exp (and so sigmoid, SiLU,
+# softplus) where it has no masked instructions, i.e. below AVX-512: the float-to-int step of the exponent may
+# raise an FP exception, which the if-converted clamp would then raise unconditionally. No code here reads FP
+# exception flags, and the option changes no value (no reassociation, unlike -ffast-math).
+set(MAMBA2_ISA_FLAGS_common -fno-trapping-math)
 set(MAMBA2_ISA_FLAGS_scalar "")
 set(MAMBA2_ISA_FLAGS_avx2 -mavx2 -mfma)
 set(MAMBA2_ISA_FLAGS_avx512 -mavx2 -mfma -mavx512f -mavx512bw -mavx512dq -mavx512vl)
@@ -22,7 +27,7 @@ function(mamba2_isa_objects out name)
     add_library(${name}_${level} OBJECT ${I_SOURCES})
     target_compile_definitions(${name}_${level} PRIVATE M2_ISA_SUFFIX=_${level} M2_ISA_LEVEL=${MAMBA2_ISA_ENUM_${level}}
                                ${I_DEFINES})
-    target_compile_options(${name}_${level} PRIVATE ${MAMBA2_ISA_FLAGS_${level}})
+    target_compile_options(${name}_${level} PRIVATE ${MAMBA2_ISA_FLAGS_common} ${MAMBA2_ISA_FLAGS_${level}})
     target_link_libraries(${name}_${level} PRIVATE ${I_LIBS} mamba2_c_options)
     list(APPEND objs $<TARGET_OBJECTS:${name}_${level}>)
   endforeach()
