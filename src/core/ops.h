@@ -30,7 +30,7 @@ typedef struct m2_ops m2_ops;
 
 struct m2_ops {
     const char *name; /* "cpu", "cuda" */
-    void *ctx;        /* backend state (threads; CUDA: stream, cuBLAS handle) */
+    void *ctx;        /* backend state (CPU: its level's kernels, ops_cpu.c; CUDA: stream, cuBLAS handle) */
 
     /* ---- memory ---- */
     void *(*alloc)(const m2_ops *o, size_t bytes); /* NULL when out of memory; contents undefined */

@@ -157,7 +157,8 @@ static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int w
     return m2_ssd_scratch_size(s, g_ctx.threads);
 }
 
-/* The chunked SSD of the table's level (the table's ctx names it: cpu_table below). */
+/* The chunked SSD of the table's level: a table's ctx is its level's kernels (cpu_table below), so that a copy
+ * of the table (a test's stand-in device) keeps its level. */
 static const m2_cpu_kernels *table_kernels(const m2_ops *o);
 
 static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
@@ -199,10 +200,9 @@ static void cpu_scale(const m2_ops *o, float *x, size_t n, double factor)
 /* The model runs one lane per thread (model.c: "Work units and lanes"). */
 static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 
-/* The entries every level shares; the element-wise ops come from the level's kernels (cpu_table). */
+/* The entries every level shares; ctx and the element-wise ops come from the level's kernels (cpu_table). */
 static const m2_ops g_cpu_ops = {
     .name = "cpu",
-    .ctx = &g_ctx,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset0 = cpu_memset0,
@@ -255,10 +255,10 @@ const m2_cpu_kernels *m2_cpu_kernels_for(int level)
 }
 #endif
 
-/* One ops table per level, filled at first use; a table's level is its index (table_kernels). */
+/* One ops table per level, filled at first use. */
 static m2_ops g_tables[M2_CPU_N_LEVELS];
 
-static const m2_cpu_kernels *table_kernels(const m2_ops *o) { return m2_cpu_kernels_for((int)(o - g_tables)); }
+static const m2_cpu_kernels *table_kernels(const m2_ops *o) { return (const m2_cpu_kernels *)o->ctx; }
 
 static const m2_ops *cpu_table(int level)
 {
@@ -266,6 +266,7 @@ static const m2_ops *cpu_table(int level)
     if (!t->name) {
         const m2_cpu_kernels *k = m2_cpu_kernels_for(level);
         *t = g_cpu_ops;
+        t->ctx = (void *)k;   /* read only, by table_kernels */
         t->rmsnorm_fwd = k->rmsnorm_fwd;
         t->rmsnorm_bwd = k->rmsnorm_bwd;
         t->conv_silu_fwd = k->conv_silu_fwd;

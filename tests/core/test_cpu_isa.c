@@ -12,18 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/cpu.h"
 #include "core/ops.h"
 #include "model_fixture.h"
 
-/* D = 40, Di = 80 in 4 heads of P = 20, N = 12, two groups: every loop has a vector tail. */
+/* D = 40, Di = 80 in 4 heads of P = 20, N = 12, two groups, chunks of 16: every loop has a vector tail. */
 static m2_dims isa_dims(void)
 {
-    m2_dims d = {.F = 5, .O = 3, .D = 40, .L = 2, .E = 2, .P = 20, .N = 12, .G = 2, .K = 4, .Q = 16};
-    d.Di = d.E * d.D;
-    d.H = d.Di / d.P;
-    d.Cc = d.Di + 2 * d.G * d.N;
-    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    m2_config cfg;
+    m2_config_defaults(&cfg);
+    cfg.model.d_model = 40;
+    cfg.model.n_layers = 2;
+    cfg.model.expand = 2;
+    cfg.model.headdim = 20;
+    cfg.model.d_state = 12;
+    cfg.model.ngroups = 2;
+    cfg.model.d_conv = 4;
+    cfg.model.chunk_size = 16;
+    m2_dims d;
+    assert_int_equal(m2_dims_init(&d, &cfg, 5, 3), 0);
     return d;
 }
 
