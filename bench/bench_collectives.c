@@ -1,4 +1,4 @@
-/* The data-parallel step's communication for the default model (MODEL.md §1 with F = 8, O = 3), under
+/* The data-parallel step's communication for the default model (docs/MODEL.md §1 with F = 8, O = 3), under
  * `mpirun -np R build/bench_collectives [--iters N] [--backward-ms MS]`:
  *   - bytes per step: the reduce-scatter of the gradients and the all-gather of the parameters;
  *   - time of the reduce-scatter (one collective over the whole buffer) and of the all-gather;
@@ -127,7 +127,7 @@ static int bench(const m2_dist *pg, const options *o)
     unsigned char *mask = malloc(n);
     m2_layout_decay_mask(&lay, mask);
     m2_zero *z = NULL;
-    err = m2_zero_create(&z, pg, n, mask);
+    err = m2_zero_create_host(&z, pg, n, mask);
     free(mask);
     if (err) return err;
     const size_t P = m2_zero_padded_len(z), R = (size_t)pg->world;

@@ -1,4 +1,4 @@
-/* Benchmark: forward+backward of the MODEL.md §1 default model (D=128, L=4, E=2, P=32, N=64, G=1, K=4, Q=64;
+/* Benchmark: forward+backward of the docs/MODEL.md §1 default model (D=128, L=4, E=2, P=32, N=64, G=1, K=4, Q=64;
  * F=8, O=3) on a micro-batch of 8 windows of T=512 ticks, on the CPU backend.
  *
  *   bench_model [threads [iterations]]     threads: default all cores

@@ -1,6 +1,6 @@
-/* Streaming inference benchmark (issue 7): per-tick latency percentiles of one stream, the weight-streaming
+/* Streaming inference benchmark: per-tick latency percentiles of one stream, the weight-streaming
  * floor measured in the same run, batched ticks/s for S = 1, 8, 64, and bf16 against fp32, for the shape of
- * configs/latency.ini and the MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
+ * configs/latency.ini and the docs/MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
  * One thread, pinned to one core.
  *
  *   bench_stream [--config FILE] [--ticks N] [--cpu C]
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
     fixture_shape lat = {8, 3, cfg.model.d_model, cfg.model.n_layers, cfg.model.expand, cfg.model.headdim,
                          cfg.model.d_state, cfg.model.ngroups, cfg.model.d_conv};
     if ((rc = bench_shape(config, lat, ticks))) return m2_report("bench_stream", rc);
-    if ((rc = bench_shape("MODEL.md default", fixture_default(), ticks / 4 > 1000 ? ticks / 4 : 1000)))
+    if ((rc = bench_shape("docs/MODEL.md default", fixture_default(), ticks / 4 > 1000 ? ticks / 4 : 1000)))
         return m2_report("bench_stream", rc);
     getloadavg(load, 3);
     printf("\nload average %.2f at the end (other processes on these cores show up in p99 and beyond)\n", load[0]);

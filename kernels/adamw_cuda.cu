@@ -1,6 +1,6 @@
 /* CUDA ops: AdamW over n contiguous fp32 elements, the rule of core/adamw.h (torch.optim.AdamW) exactly as the
  * CPU does it: the bias corrections are formed once per call on the host in double, each element is independent
- * (so the result is deterministic). Parameters, gradients and moments are the fp32 masters (MODEL.md §6). */
+ * (so the result is deterministic). Parameters, gradients and moments are the fp32 masters (docs/MODEL.md §5). */
 #include "cuda_common.cuh"
 
 #include <math.h>

@@ -1,5 +1,5 @@
-/* The CUDA backend as a device for model.device (core/backend.h): the runtime check, the device's ops, its name,
- * and NCCL for the device ZeRO-1 step (dist/zero_dev.h). Host code, usable from C; linked into programs built with
+/* The CUDA backend as a device for model.device (run/backend.h): the runtime check, the device's ops, its name,
+ * and NCCL for the ZeRO-1 step on device buffers (dist/zero.h). Host code, usable from C; linked into programs built with
  * the CUDA backend (MAMBA2_HAVE_CUDA), never into the core library. */
 #ifndef MAMBA2_BACKEND_CUDA_H
 #define MAMBA2_BACKEND_CUDA_H

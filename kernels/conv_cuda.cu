@@ -1,4 +1,4 @@
-/* CUDA ops: the causal depthwise conv1d + bias + SiLU over the x, B, C channels (MODEL.md §2.2), forward and
+/* CUDA ops: the causal depthwise conv1d + bias + SiLU over the x, B, C channels (docs/MODEL.md §2 step 3), forward and
  * backward. One thread per (token, channel): consecutive threads take consecutive channels, so every load of a
  * token row is coalesced.
  *

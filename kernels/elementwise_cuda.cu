@@ -73,7 +73,7 @@ void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int
     M2_CUDA_LAUNCHED("a_bwd");
 }
 
-/* ---- dt = softplus(dt_raw + dt_bias), softplus(v) = v above the threshold (MODEL.md §2.3) ---- */
+/* ---- dt = softplus(dt_raw + dt_bias), softplus(v) = v above the threshold (docs/MODEL.md §2 step 4) ---- */
 __device__ __forceinline__ float softplusf(float v)
 {
     return v > (float)M2_SOFTPLUS_THRESHOLD ? v : log1pf(expf(v));

@@ -7,7 +7,7 @@
  *
  * Precision (ops_cuda.h): fp32 buffers in and out; the compute type decides what the tensor cores see:
  * CUBLAS_COMPUTE_32F_FAST_16BF rounds the operands to bf16 inside cuBLAS and accumulates in fp32 (the default,
- * MODEL.md §6 "bf16 with fp32 accumulation"), _FAST_TF32 rounds to tf32, CUBLAS_COMPUTE_32F is plain fp32.
+ * docs/MODEL.md §8), _FAST_TF32 rounds to tf32, CUBLAS_COMPUTE_32F is plain fp32.
  * With one stream and an explicit workspace, cuBLAS gives bitwise-identical results run to run on one GPU. */
 #include "cuda_common.cuh"
 

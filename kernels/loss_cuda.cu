@@ -1,4 +1,4 @@
-/* CUDA ops: the training loss of MODEL.md §6 before normalisation (sum of squared errors and its count) and
+/* CUDA ops: the training loss of docs/MODEL.md §4 before normalisation (sum of squared errors and its count) and
  * d(sse)/d(pred). Deterministic: a fixed grid (its size depends only on the element count) where each thread
  * strides over the elements, then a fixed-order block sum per block in fp64 / int64, then one thread adds the
  * block partials in block order. No atomics. */

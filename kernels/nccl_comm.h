@@ -1,4 +1,4 @@
-/* NCCL collectives on device buffers for the data-parallel step (DESIGN.md "Flat buffers and the data-parallel
+/* NCCL collectives on device buffers for the data-parallel step (docs/ARCHITECTURE.md "Flat buffers and the data-parallel
  * step"; Debian's Open MPI is not CUDA-aware, so device buffers never go through MPI). One communicator per job,
  * one GPU per rank, built over the m2_dist process group:
  *   - cudaSetDevice(device) first (device = pg->device when >= 0, else pg->local_rank);
@@ -11,8 +11,8 @@
  * (ncclCommAbort) and returns M2_EFAIL with one line naming the rank and the reason; the caller then ends the job
  * (m2_dist_abort), so no rank is left hanging in a collective.
  *
- * Errors follow core/error.h. The trainer uses it through dist/dcomm.h (kernels/dcomm_nccl.c): the device ZeRO-1
- * step (dist/zero_dev.c) reduces each gradient bucket to the ranks that own its parts as soon as the backward has
+ * Errors follow base/error.h. The trainer uses it through dist/dcomm.h (kernels/dcomm_nccl.c): the ZeRO-1
+ * step (dist/zero.c) reduces each gradient bucket to the ranks that own its parts as soon as the backward has
  * written it (m2_nccl_reduce_range, on the comm stream, overlapping the rest of the backward) and all-gathers the
  * parameters after AdamW. */
 #ifndef MAMBA2_NCCL_COMM_H

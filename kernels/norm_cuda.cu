@@ -1,11 +1,11 @@
-/* CUDA ops: RMSNorm and the grouped gated RMSNorm (MODEL.md §2, §2.5), forward and backward.
+/* CUDA ops: RMSNorm and the grouped gated RMSNorm (docs/MODEL.md §2, §2.5), forward and backward.
  *
  * One block per row; a segment (the whole row for RMSNorm, one group of n/G channels for the gated norm) is
  * reduced with the fixed-order block sum, statistics in fp32. Both backward passes use, for a segment v of ns
  * values normalised as out = v * r * w with r = rsqrt(mean(v^2) + eps):
  *   dv = r * (w * dout) - v * r^3 / ns * sum(w * dout * v),     dw += dout * v * r.
  * In the gated norm ns is the GROUP size (upstream divides by the full width when G > 1, a known bug that
- * MODEL.md asks us not to copy). dw is a column sum over rows: each row's r is kept in the workspace and the
+ * docs/MODEL.md asks us not to copy). dw is a column sum over rows: each row's r is kept in the workspace and the
  * deterministic column sum (cuda_common.cuh) forms dw. */
 #include "cuda_common.cuh"
 

@@ -231,6 +231,7 @@ static void cuda_sync(const m2_ops *o)
 /* C++20 designated initialisers: the compiler checks each name and the order against ops.h. */
 static m2_ops g_cuda_ops = {
     .name = "cuda",
+    .host_memory = 0, /* device memory: MPI goes through host staging (dist/dcomm_mpi.c) */
     .ctx = &g_ctx,
     .alloc = cuda_alloc,
     .free = cuda_free,

@@ -1,16 +1,16 @@
-/* The CUDA backend of the ops interface (core/ops.h; DESIGN.md "One model, two backends"). Usable from C.
+/* The CUDA backend of the ops interface (core/ops.h; docs/ARCHITECTURE.md "The ops interface"). Usable from C.
  *
  * Every pointer the ops take is device memory (cudaMalloc, never managed memory); all work runs in order on one
  * stream owned by the backend, so the model graph (model.c) runs unchanged on the GPU. Parameters, gradients,
  * Adam moments and activations are fp32 buffers (m2_real must be float: the fp64 test build has no CUDA backend).
  *
- * Precision (MODEL.md §3, §6):
+ * Precision (docs/MODEL.md §3, §6):
  * - GEMMs (embed, in_proj, out_proj, head and their gradients) go through cublasGemmEx on the fp32 buffers with
  *   a compute type chosen by m2_ops_cuda_set_gemm_precision: bf16 (the default: operands rounded to bf16 inside
  *   cuBLAS, tensor cores, fp32 accumulation and fp32 output), tf32, or full fp32.
  * - The chunked SSD's per-chunk products (kernels/tile_gemm.cuh) follow the same switch: bf16 (default) or tf32
  *   operands on tensor cores with fp32 accumulation, or fp32 on CUDA cores; what feeds them (cumsums, decays,
- *   masks, dt scaling), the chunk states, the state passing and every reduction stay fp32 (MODEL.md §3).
+ *   masks, dt scaling), the chunk states, the state passing and every reduction stay fp32 (docs/MODEL.md §3).
  * - Norm statistics, softplus, the loss (accumulated in fp64) and AdamW are fp32 or wider.
  * - Every reduction is deterministic: parameter gradients and the loss are block partial sums reduced in a fixed
  *   order (no float atomics), so two runs on the same GPU give bitwise-identical results.
@@ -35,7 +35,7 @@ extern "C" {
 int m2_cuda_available(char *why, size_t cap);
 
 /* Creates the backend on `device` (cudaSetDevice first: call it before anything else touches CUDA on this
- * thread; a data-parallel rank passes its local rank). M2_OK, or M2_EFAIL with the reason (core/error.h).
+ * thread; a data-parallel rank passes its local rank). M2_OK, or M2_EFAIL with the reason (base/error.h).
  * Calling it again with the same device does nothing; with another device it fails. */
 int m2_ops_cuda_init(int device);
 

@@ -1,4 +1,4 @@
-/* The chunked SSD on the GPU (MODEL.md §2 step 4, §3): shared definitions of ssd_cuda.cu (forward) and
+/* The chunked SSD on the GPU (docs/MODEL.md §2 step 5, §3): shared definitions of ssd_cuda.cu (forward) and
  * ssd_cuda_bwd.cu (backward).
  *
  * Per batch b, chunk c (positions c*Q .. c*Q+Lc-1, Lc = min(Q, T - c*Q): the tail chunk is simply shorter, which
@@ -12,7 +12,7 @@
  * is applied by not reading (or zeroing) the masked term before any product. Everything is fp32 (cumsums, decays,
  * masks, dt scaling, chunk states, reductions) except the operands of the per-chunk products when the backend's
  * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
- * accumulates in fp32 (MODEL.md §3).
+ * accumulates in fp32 (docs/MODEL.md §3).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
@@ -73,7 +73,7 @@ struct ssd_args {
     }
     __device__ float a_at(int zh, int l) const { return acs[(size_t)zh * Q + l]; }
     __device__ float a_last(int zh) const { return acs[(size_t)zh * Q + Q - 1]; }
-    /* exp of a quantity that is <= 0 mathematically (MODEL.md §3) */
+    /* exp of a quantity that is <= 0 mathematically (docs/MODEL.md §3) */
     __device__ static float dexp(float d) { return expf(fminf(d, 0.0f)); }
     __device__ float xv(int bc, int l, int h, int p) const { return x[row(bc, l) * ld_x + (size_t)h * P + p]; }
     __device__ float dyv(int bc, int l, int h, int p) const

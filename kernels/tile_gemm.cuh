@@ -4,7 +4,7 @@
  * stage only has to say how to read A(i,k) and B(k,j) and where to put C(i,j); the tiling is written once here.
  *
  * One block of 256 threads computes a 64x64 tile of one batch entry's C. The operands are always gathered and
- * scaled in fp32 by the Op (decays, masks and dt stay fp32, MODEL.md §3); what multiplies them follows the
+ * scaled in fp32 by the Op (decays, masks and dt stay fp32, docs/MODEL.md §3); what multiplies them follows the
  * backend's precision switch (m2_cuda_ctx::gemm_prec, ops_cuda.h):
  * - FP32: CUDA cores. K in steps of 16 through shared memory; each thread owns a 4x4 sub-tile (rows ty + 16r,
  *   columns tx + 16c), fp32 fma accumulation in a fixed order along k.

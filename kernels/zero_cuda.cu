@@ -1,4 +1,4 @@
-/* CUDA ops for the data-parallel step on a gradient shard (dist/zero_dev.h): the sum of squares behind the global
+/* CUDA ops for the data-parallel step on a gradient shard (dist/zero.h): the sum of squares behind the global
  * gradient norm, and the scaling by 1/count and the clip factor. Deterministic as loss_cuda.cu: a grid whose size
  * depends only on n, each thread striding over the elements and accumulating in fp64, a fixed-order block sum, then
  * one thread adding the block partials in block order. No atomics, so the norm (and every later step) is

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libcmocka-dev
-          libopenblas-dev libinih-dev gnuplot-nox slurm-wlm munge python3-numpy python3-h5py)
+          libopenblas-dev libinih-dev gnuplot-nox slurm-wlm munge python3-numpy python3-h5py clang-format)
 
 missing=()
 for p in "${packages[@]}"; do

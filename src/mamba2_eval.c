@@ -1,6 +1,6 @@
-/* mamba2_eval: evaluates a checkpoint on a split of a tick dataset (CLI.md), against a ridge baseline fitted on
+/* mamba2_eval: evaluates a checkpoint on a split of a tick dataset (docs/CLI.md), against a ridge baseline fitted on
  * the train split, and prints per-horizon metrics; optionally writes them as JSON and the predictions as a
- * FORMATS.md predictions file. The work is in core/eval.c; this file is the command line. */
+ * predictions file (docs/FORMATS.md). The work is in run/eval.c; this file is the command line. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "run/backend.h"
 #include "run/device_api.h"
+#include "base/cli.h"
 #include "base/error.h"
 #include "base/version.h"
 #include "run/eval.h"
@@ -42,7 +43,7 @@ static void usage(FILE *f)
             "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
             "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
             "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
-            "  --predictions OUT   write the model's predictions on the evaluated rows (FORMATS.md)\n"
+            "  --predictions OUT   write the model's predictions on the evaluated rows (docs/FORMATS.md)\n"
             "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
             "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
             "                      not used: a model trained on GPUs evaluates anywhere)\n"
@@ -50,30 +51,13 @@ static void usage(FILE *f)
             "  --version           version and built-in backends\n");
 }
 
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
-
-/* "--name value" or "--name=value": returns the value and advances *i, or NULL if argv[*i] is not --name. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing)
+static int parse_choice(options *o, int key, const char *value)
 {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-static int parse_choice(options *o, const char *key, const char *value)
-{
-    if (strcmp(key, "--device") == 0) {
+    if (key == 'd') {
         o->device = value;
         if (strcmp(value, "auto") && strcmp(value, "cpu") && strcmp(value, "cuda"))
             return m2_fail(M2_EUSAGE, "--device %s: unknown device (auto, cpu or cuda)", value);
-    } else if (strcmp(key, "--split") == 0) {
+    } else if (key == 's') {
         o->split = m2_split_from_name(value);
         o->split_name = value;
         if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (val, test or train)", value);
@@ -87,24 +71,30 @@ static int parse_choice(options *o, const char *key, const char *value)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
-    static const char *names[] = {"--checkpoint", "--data", "--json", "--predictions", "--split", "--mode",
-                                  "--device"};
-    const int n_names = (int)(sizeof names / sizeof names[0]);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return SHOW_HELP;
-        if (strcmp(argv[i], "--version") == 0) return SHOW_VERSION;
-        const char *v = NULL;
-        int k, missing = 0;
-        for (k = 0; k < n_names && !v && !missing; k++) v = option_value(argc, argv, &i, names[k], &missing);
-        k--;
-        if (missing) return m2_fail(M2_EUSAGE, "%s: needs a value (see --help)", names[k]);
-        if (!v) return m2_fail(M2_EUSAGE, "%s: unknown argument (see --help)", argv[i]);
-        const char **slot[] = {&o->checkpoint, &o->data, &o->json, &o->predictions};
-        if (k < 4) *slot[k] = v;
-        else if (parse_choice(o, names[k], v) != M2_OK) return M2_EUSAGE;
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
+        {"json", required_argument, 0, 'j'},       {"predictions", required_argument, 0, 'p'},
+        {"split", required_argument, 0, 's'},      {"mode", required_argument, 0, 'm'},
+        {"device", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
+    int c;
+    while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
+        switch (c) {
+        case 'c': o->checkpoint = optarg; break;
+        case 'D': o->data = optarg; break;
+        case 'j': o->json = optarg; break;
+        case 'p': o->predictions = optarg; break;
+        case 's': case 'm': case 'd':
+            if (parse_choice(o, c, optarg)) return M2_EUSAGE;
+            break;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
+        default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
+        }
     }
+    if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for: same feature count, targets and feature names. */
@@ -147,7 +137,7 @@ static void fill_header(m2_eval_report *rep, const options *o, const m2_checkpoi
     memcpy(rep->horizons, ds->horizons, sizeof rep->horizons);
 }
 
-/* The backend for --device (core/backend.h: one process, no collectives), named in the report. */
+/* The backend for --device (run/backend.h: one process, no collectives), named in the report. */
 static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend *be, m2_eval_report *rep)
 {
     m2_config cfg = ck->cfg;
@@ -162,8 +152,9 @@ static int choose_backend(const options *o, const m2_checkpoint *ck, m2_backend 
 }
 
 /* Model and ridge on the loaded inputs, then the outputs. */
-static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data)
+static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     m2_eval_report rep;
     fill_header(&rep, o, ck, ds, data);
     m2_backend be;
@@ -188,33 +179,15 @@ static int evaluate(const options *o, const m2_checkpoint *ck, const m2_dataset 
     return rc;
 }
 
-/* Says which input a reader's message is about ("checkpoint open (x.h5): No such file or directory"),
- * unless it already does. */
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = evaluate(o, &ck, &ds, data);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, evaluate, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }

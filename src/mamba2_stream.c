@@ -1,4 +1,4 @@
-/* mamba2_stream (CLI.md): feeds one split of a tick dataset through the streaming engine (core/m2stream.h) one
+/* mamba2_stream (docs/CLI.md): feeds one split of a tick dataset through the streaming engine (stream/engine.h) one
  * tick at a time, as a trading process would, and reports the per-tick latency (p50, p99, p99.9, max; a
  * CLOCK_MONOTONIC read around each step), ticks/s, and the physical floor for this model on this core: the
  * time to read the model's weight bytes once (every tick must), measured in the same run.
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "base/error.h"
 #include "base/version.h"
-#include "stream/engine.h"
 #include "stream/engine.h"
 #include "stream/timing.h"
 #include "io/checkpoint.h"
@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
             "\n"
-            "Feeds one split of a tick dataset through the model's recurrent step (MODEL.md §4) one tick at a time,\n"
+            "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
             "with the state reset at each session's first row inside the split, and prints the latency per step\n"
             "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
             "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "  --checkpoint FILE   checkpoint to run (required)\n"
             "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
             "  --split NAME        train | val | test (default: test)\n"
-            "  --predictions OUT   write the predictions of every row of the split (FORMATS.md)\n"
+            "  --predictions OUT   write the predictions of every row of the split (docs/FORMATS.md)\n"
             "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
             "                      difference to fp32 predictions on the split\n"
             "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
@@ -48,49 +48,38 @@ static void usage(FILE *f)
             "  --version           version and built-in backends\n");
 }
 
-enum { PARSED = 0, SHOW_HELP = -1, SHOW_VERSION = -2 };
-
-static int parse_int(const char *key, const char *v, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return m2_fail(M2_EUSAGE, "%s %s: not an integer in [%d, %d]", key, v, lo, hi);
-    *out = (int)x;
-    return M2_OK;
-}
-
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return SHOW_HELP;
-        if (!strcmp(a, "--version")) return SHOW_VERSION;
-        if (!strcmp(a, "--bf16")) {
-            o->bf16 = 1;
-            continue;
-        }
-        static const char *with_value[] = {"--checkpoint", "--data", "--split", "--predictions", "--batch"};
-        int k = 0;
-        while (k < 5 && strcmp(a, with_value[k])) k++;
-        if (k == 5) return m2_fail(M2_EUSAGE, "%s: unknown argument (see --help)", a);
-        if (i + 1 >= argc) return m2_fail(M2_EUSAGE, "%s: needs a value (see --help)", a);
-        const char *v = argv[++i];
-        if (k == 0) o->checkpoint = v;
-        else if (k == 1) o->data = v;
-        else if (k == 3) o->predictions = v;
-        else if (k == 4) {
-            if (parse_int(a, v, 1, 1 << 16, &o->batch)) return M2_EUSAGE;
-        } else {
-            o->split = m2_split_from_name(v);
-            o->split_name = v;
-            if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", v);
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
+        {"split", required_argument, 0, 's'},      {"predictions", required_argument, 0, 'p'},
+        {"batch", required_argument, 0, 'b'},      {"bf16", no_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
+        switch (c) {
+        case 'c': o->checkpoint = optarg; break;
+        case 'D': o->data = optarg; break;
+        case 'p': o->predictions = optarg; break;
+        case 'f': o->bf16 = 1; break;
+        case 'b':
+            if (m2_parse_int("--batch", optarg, 1, 1 << 16, &o->batch)) return M2_EUSAGE;
+            break;
+        case 's':
+            o->split = m2_split_from_name(optarg);
+            o->split_name = optarg;
+            if (o->split < 0) return m2_fail(M2_EUSAGE, "--split %s: unknown split (train, val or test)", optarg);
+            break;
+        case 'h': return M2_CLI_HELP;
+        case 'V': return M2_CLI_VERSION;
+        default: return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
+    if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
-    return PARSED;
+    return M2_CLI_RUN;
 }
 
 /* The dataset must be the one the model was trained for. */
@@ -285,8 +274,9 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("ratio to the hot floor: p50 %.2fx  p99 %.2fx\n", l.p50 / hot, l.p99 / hot);
 }
 
-static int stream_split(const options *o, const m2_checkpoint *ck, const m2_dataset *ds)
+static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)
 {
+    const options *o = opts;
     parts pt;
     int rc = make_parts(ds, o->split, &pt);
     const int64_t M = ds->split[o->split][1] - ds->split[o->split][0];
@@ -323,32 +313,15 @@ static int stream_split(const options *o, const m2_checkpoint *ck, const m2_data
     return rc;
 }
 
-static int run(const options *o)
+/* The checkpoint on its dataset (base/cli.h's run callback). */
+static int run(const void *opts)
 {
-    m2_checkpoint ck;
-    m2_dataset ds;
-    const char *data;
-    int rc = m2_checkpoint_load_with_dataset(o->checkpoint, o->data, &ck, &ds, &data);
-    if (rc != M2_OK) return rc;
-    rc = stream_split(o, &ck, &ds);
-    m2_dataset_free(&ds);
-    m2_checkpoint_free(&ck);
-    return rc;
+    const options *o = opts;
+    return m2_checkpoint_run_with_dataset(o->checkpoint, o->data, stream_split, o);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc == SHOW_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == SHOW_VERSION) {
-        m2_print_version(PROG);
-        return 0;
-    }
-    if (rc == PARSED) rc = run(&o);
-    fflush(stdout);
-    return rc == M2_OK ? 0 : m2_report(PROG, rc);
+    return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, run, &o);
 }

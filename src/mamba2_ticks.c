@@ -1,14 +1,15 @@
-/* mamba2_ticks: make and inspect tick datasets (CLI.md).
+/* mamba2_ticks: make and inspect tick datasets (docs/CLI.md).
  *   synth   simulate a limit-order book with a planted signal and write a dataset
  *   import  CSV of quotes or trades → dataset
  *   info    readable summary of a dataset */
-#include <getopt.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/cli.h"
 #include "base/error.h"
 #include "base/version.h"
 #include "io/dataset.h"
@@ -57,30 +58,6 @@ static void print_usage(FILE *out)
 
 /* ---- option values -------------------------------------------------------------------------------- */
 
-static int parse_i64(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v = strtoll(text, &end, 10);
-    if (end == text || *end)
-        return m2_fail(M2_EUSAGE, "%s (%s): not an integer", opt, text);
-    if (v < lo || v > hi)
-        return m2_fail(M2_EUSAGE, "%s (%s): must be in [%lld, %lld]", opt, text, (long long)lo, (long long)hi);
-    *out = v;
-    return M2_OK;
-}
-
-static int parse_f64(const char *opt, const char *text, double lo, double *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v))
-        return m2_fail(M2_EUSAGE, "%s (%s): not a number", opt, text);
-    if (v <= lo)
-        return m2_fail(M2_EUSAGE, "%s (%s): must be > %g", opt, text, lo);
-    *out = v;
-    return M2_OK;
-}
-
 /* Options that synth and import share. */
 enum { OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
        OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
@@ -92,19 +69,12 @@ static int feature_option(int c, const char *arg, m2_feature_opts *f)
     case OPT_HORIZONS: return m2_parse_horizons(arg, "--horizons", f);
     case OPT_SPLIT: return m2_parse_split(arg, "--split", f);
     case OPT_CLIP:
-        if (parse_f64("--clip", arg, 0, &clip))
+        if (m2_parse_f64("--clip", arg, 0, FLT_MAX, 1, &clip))
             return M2_EUSAGE;
         f->clip = (float)clip;
         return M2_OK;
     }
     return m2_fail(M2_EUSAGE, "option: unexpected");
-}
-
-/* getopt_long's own complaints would be a second line; report the bad argument ourselves. */
-static int unknown_option(const char *cmd, char **argv)
-{
-    return m2_fail(M2_EUSAGE, "%s (%s): unknown option or missing value (see mamba2_ticks %s --help)", cmd,
-                   argv[optind - 1], cmd);
 }
 
 static double now_s(void)
@@ -124,7 +94,7 @@ static void print_written(const char *out, const m2_dataset *ds, double seconds)
 
 /* ---- synth ---------------------------------------------------------------------------------------- */
 
-/* Also stores the planted variable as /synth/latent (an addition to FORMATS.md that readers ignore), so the
+/* Also stores the planted variable as /synth/latent (an addition to docs/FORMATS.md that readers ignore), so the
  * planted structure can be audited from the file alone. */
 typedef struct {
     const double *latent;
@@ -157,22 +127,23 @@ static int cmd_synth(int argc, char **argv)
         { "split", required_argument, 0, OPT_SPLIT },   { "clip", required_argument, 0, OPT_CLIP },
         { "help", no_argument, 0, OPT_HELP },           { 0, 0, 0, 0 }
     };
+    static const char help[] = "mamba2_ticks synth --help";
     m2_synth_opts o;
     m2_synth_defaults(&o);
     const char *out = NULL;
     int c;
     int64_t v;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
         int rc = M2_OK;
         switch (c) {
         case OPT_OUT: out = optarg; break;
-        case OPT_TICKS: rc = parse_i64("--ticks", optarg, 2, (int64_t)1 << 40, &o.ticks); break;
+        case OPT_TICKS: rc = m2_parse_i64("--ticks", optarg, 2, (int64_t)1 << 40, &o.ticks); break;
         case OPT_SESSIONS:
-            rc = parse_i64("--sessions", optarg, 1, 1000000, &v);
+            rc = m2_parse_i64("--sessions", optarg, 1, 1000000, &v);
             o.sessions = (int)v;
             break;
         case OPT_SEED:
-            rc = parse_i64("--seed", optarg, 0, INT64_MAX, &v);
+            rc = m2_parse_i64("--seed", optarg, 0, INT64_MAX, &v);
             o.seed = (uint64_t)v;
             break;
         case OPT_SIGNAL:
@@ -181,13 +152,13 @@ static int cmd_synth(int argc, char **argv)
             break;
         case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
         case OPT_HELP: fputs(usage_synth, stdout); return M2_OK;
-        default: rc = unknown_option("synth", argv);
+        default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
         if (rc)
             return m2_report(prog, rc);
     }
-    if (optind < argc)
-        return m2_report(prog, m2_fail(M2_EUSAGE, "synth (%s): unexpected argument", argv[optind]));
+    if (m2_cli_no_extra(argc, argv, 0))
+        return m2_report(prog, M2_EUSAGE);
     if (!out)
         return m2_report(prog, m2_fail(M2_EUSAGE, "synth: --out FILE is required"));
     double t0 = now_s();
@@ -217,11 +188,12 @@ static int cmd_import(int argc, char **argv)
         { "session-gap", required_argument, 0, OPT_GAP },   { "help", no_argument, 0, OPT_HELP },
         { 0, 0, 0, 0 }
     };
+    static const char help[] = "mamba2_ticks import --help";
     m2_import_opts o;
     m2_import_defaults(&o);
     const char *csv = NULL, *out = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
         int rc = M2_OK;
         switch (c) {
         case OPT_CSV: csv = optarg; break;
@@ -231,18 +203,18 @@ static int cmd_import(int argc, char **argv)
                 rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
             o.instrument = optarg;
             break;
-        case OPT_TICK_SIZE: rc = parse_f64("--tick-size", optarg, 0, &o.tick_size); break;
-        case OPT_GAP: rc = parse_f64("--session-gap", optarg, 0, &o.session_gap_s); break;
+        case OPT_TICK_SIZE: rc = m2_parse_f64("--tick-size", optarg, 0, DBL_MAX, 1, &o.tick_size); break;
+        case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
         case OPT_HELP: fputs(usage_import, stdout); return M2_OK;
-        default: rc = unknown_option("import", argv);
+        default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
         if (rc)
             return m2_report(prog, rc);
     }
-    if (optind < argc)
-        return m2_report(prog, m2_fail(M2_EUSAGE, "import (%s): unexpected argument", argv[optind]));
+    if (m2_cli_no_extra(argc, argv, 0))
+        return m2_report(prog, M2_EUSAGE);
     if (!csv || !out)
         return m2_report(prog, m2_fail(M2_EUSAGE, "import: --csv FILE and --out FILE are required"));
     double t0 = now_s();
@@ -352,12 +324,12 @@ static int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = { { "help", no_argument, 0, OPT_HELP }, { 0, 0, 0, 0 } };
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = m2_cli_next(argc, argv, opts, "mamba2_ticks info --help")) != -1) {
         if (c == OPT_HELP) {
             fputs(usage_info, stdout);
             return M2_OK;
         }
-        return m2_report(prog, unknown_option("info", argv));
+        return m2_report(prog, M2_EUSAGE);
     }
     if (argc - optind != 1)
         return m2_report(prog, m2_fail(M2_EUSAGE, "info: expected exactly one FILE (see mamba2_ticks info --help)"));
@@ -378,7 +350,6 @@ static int cmd_info(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    opterr = 0;
     m2_h5_quiet();
     if (argc < 2) {
         print_usage(stderr);

@@ -1,4 +1,5 @@
-/* mamba2_train: trains a Mamba-2 model on a tick dataset (CLI.md). Run under mpirun/srun for several ranks. */
+/* mamba2_train: trains a Mamba-2 model on a tick dataset (docs/CLI.md). Run under mpirun/srun for several ranks. */
+#include "base/cli.h"
 #include "run/config_file.h"
 #include "run/device_api.h"
 #include "base/version.h"
@@ -6,7 +7,6 @@
 #include "run/train.h"
 #include "dist/dist.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +42,8 @@ static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume
     const char *config_path = NULL;
     int n_sets = 0;
     const char **sets = calloc((size_t)argc, sizeof *sets);
-    opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
         case 'c': config_path = optarg; break;
         case 's': sets[n_sets++] = optarg; break;
@@ -52,13 +51,11 @@ static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume
         case 'p': *print_only = 1; break;
         case 'h': if (rank == 0) usage(stdout); free(sets); return -1;
         case 'V': if (rank == 0) m2_print_version(PROG); free(sets); return -1;
-        default:
-            free(sets);
-            return m2_fail(M2_EUSAGE, "command line: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        default: free(sets); return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     int rc = M2_OK;
-    if (optind < argc) rc = m2_fail(M2_EUSAGE, "command line: unexpected argument '%s'", argv[optind]);
+    if (m2_cli_no_extra(argc, argv, 0)) rc = M2_EUSAGE;
     else if (!config_path) rc = m2_fail(M2_EUSAGE, "command line: --config FILE is required (see --help)");
     if (!rc) rc = m2_config_load_file(cfg, config_path);
     for (int i = 0; !rc && i < n_sets; i++) rc = m2_config_set(cfg, sets[i]);

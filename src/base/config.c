@@ -1,5 +1,6 @@
 #include "base/config.h"
 
+#include "base/cli.h"
 #include "base/error.h"
 
 #include <errno.h>
@@ -102,29 +103,17 @@ static int assign(m2_config *cfg, const key_spec *spec, const char *value, const
         memcpy(field, value, strlen(value) + 1);
         return M2_OK;
     }
-    char *end = NULL;
-    errno = 0;
-    double number;
-    long long as_int = 0;
-    unsigned long long as_u64 = 0;
-    if (spec->type == K_DBL) {
-        number = strtod(value, &end);
-    } else if (spec->type == K_U64) {
-        if (value[0] == '-') end = (char *)value; /* refuse negatives explicitly */
-        else {
-            as_u64 = strtoull(value, &end, 10);
-            number = (double)as_u64;
-        }
-    } else {
-        as_int = strtoll(value, &end, 10);
-        number = (double)as_int;
-    }
-    if (end == value || *end != '\0' || errno == ERANGE)
-        return m2_fail(M2_EUSAGE, "%s: %s.%s: cannot parse '%s' as %s", where, spec->section, spec->key, value,
-                       spec->type == K_DBL ? "a number" : "an integer");
-    if (!isfinite(number) || number < spec->lo || number > spec->hi)
-        return m2_fail(M2_EUSAGE, "%s: %s.%s: %s is out of range [%g, %g]", where, spec->section, spec->key, value,
-                       spec->lo, spec->hi);
+    /* Numbers are parsed strictly by base/cli.h (whole text, no wrap, in range): the same rules as options. */
+    char what[1200];
+    snprintf(what, sizeof what, "%s: %s.%s", where, spec->section, spec->key);
+    int64_t as_int = 0;
+    uint64_t as_u64 = 0;
+    double number = 0;
+    int rc;
+    if (spec->type == K_DBL) rc = m2_parse_f64(what, value, spec->lo, spec->hi, 0, &number);
+    else if (spec->type == K_U64) rc = m2_parse_u64(what, value, (uint64_t)spec->lo, UINT64_MAX, &as_u64);
+    else rc = m2_parse_i64(what, value, (int64_t)spec->lo, (int64_t)spec->hi, &as_int);
+    if (rc) return rc;
     switch (spec->type) {
     case K_INT: *(int *)field = (int)as_int; break;
     case K_I64: *(int64_t *)field = (int64_t)as_int; break;

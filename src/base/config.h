@@ -9,7 +9,7 @@
 
 typedef struct {
     struct {
-        char path[1024];          /* tick dataset (FORMATS.md) */
+        char path[1024];          /* tick dataset (docs/FORMATS.md) */
     } data;
     struct {
         int d_model, n_layers, expand, headdim, d_state, ngroups, d_conv, chunk_size;

@@ -1,8 +1,8 @@
-/* Error convention (DESIGN.md): a function that can fail returns a non-zero code and leaves one message;
+/* Error convention (docs/ARCHITECTURE.md): a function that can fail returns a non-zero code and leaves one message;
  * only main() prints it (as "PROGRAM: error: <message>") and exits with the code.
  *   M2_OK     0  success
  *   M2_EFAIL  1  any runtime failure (I/O, numerics, a rank died)
- *   M2_EUSAGE 2  bad usage or bad config (CLI.md exit status 2)
+ *   M2_EUSAGE 2  bad usage or bad config (docs/CLI.md exit status 2)
  * The message names the file/key/rank and says why: "<what> (<where>): <why>". */
 #ifndef MAMBA2_ERROR_H
 #define MAMBA2_ERROR_H

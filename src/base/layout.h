@@ -1,4 +1,4 @@
-/* Model sizes and the flat parameter layout (MODEL.md §1, §7).
+/* Model sizes and the flat parameter layout (docs/MODEL.md §1, §7).
  *
  * All parameters live in one contiguous fp32 buffer; gradients and Adam moments use the same layout.
  * Order: embed.weight, embed.bias, then per layer i (contiguous, so a layer is one reduce-scatter bucket):
@@ -46,7 +46,7 @@ typedef struct {
     m2_layer_offsets layer;
     size_t normf_w, head_w, head_b;
     int n_tensors;
-    m2_tensor *tensors;              /* checkpoint names of MODEL.md §7, in buffer order */
+    m2_tensor *tensors;              /* checkpoint names of docs/MODEL.md §9, in buffer order */
 } m2_layout;
 
 int m2_layout_init(m2_layout *lay, const m2_dims *d);
@@ -63,7 +63,7 @@ void m2_layout_bucket(const m2_layout *lay, int bucket, size_t *begin, size_t *e
 /* Tensor by checkpoint name, or NULL. */
 const m2_tensor *m2_layout_find(const m2_layout *lay, const char *name);
 
-/* Seeded initialisation exactly as MODEL.md §5 (a pure function of seed and layout). */
+/* Seeded initialisation exactly as docs/MODEL.md §6 (a pure function of seed and layout). */
 void m2_params_init(const m2_layout *lay, float *params, uint64_t seed);
 
 /* 1 where weight decay applies, per element (for AdamW over a range of the flat buffer). */

@@ -1,4 +1,4 @@
-/* The Mamba-2 model graph (MODEL.md §2), forward and backward, written once against the ops interface.
+/* The Mamba-2 model graph (docs/MODEL.md §2), forward and backward, written once against the ops interface.
  *
  * What the forward keeps for the backward, per layer (the rest is recomputed, as in upstream's
  * memory-efficient path, because it is cheap elementwise work next to the GEMMs and the SSD):

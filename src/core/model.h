@@ -1,4 +1,4 @@
-/* The Mamba-2 model graph (MODEL.md §2), written once against the ops interface (core/ops.h):
+/* The Mamba-2 model graph (docs/MODEL.md §2), written once against the ops interface (core/ops.h):
  * forward over a micro-batch [B,T,F], and forward+backward that accumulates d(SSE)/dparams into a
  * gradient buffer of the flat layout. Parameters and gradients are owned by the caller (the trainer keeps
  * them in flat buffers shared with the optimizer and the collectives); the model owns only its activation
@@ -28,7 +28,7 @@ size_t m2_model_activation_bytes_per_token(const m2_model *m);
 /* pred [B,T,O] = model(X [B,T,F]). */
 int m2_model_forward(m2_model *m, const m2_real *params, const m2_real *X, int B, int T, m2_real *pred);
 
-/* Forward and backward for the loss of MODEL.md §6 before normalisation: returns in *sse the sum of squared
+/* Forward and backward for the loss of docs/MODEL.md §4 before normalisation: returns in *sse the sum of squared
  * errors over positions t >= burn_in and targets that are finite, in *count how many terms, and ADDS
  * d(sse)/dparams into grads (the caller divides by the global count after the reduction, so the result is
  * the same whatever the rank count). pred (optional, may be NULL) receives the predictions.

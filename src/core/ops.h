@@ -1,4 +1,4 @@
-/* The narrow ops interface (DESIGN.md "One model, two backends"): every piece of arithmetic the model graph
+/* The narrow ops interface (docs/ARCHITECTURE.md "The ops interface"): every piece of arithmetic the model graph
  * (model.c) needs, as a table of function pointers that a backend fills. The CPU backend (ops_cpu.c and
  * ops_cpu_<concern>.c, OpenMP + OpenBLAS) is m2_ops_cpu(); a CUDA backend (the .cu files in kernels/) fills
  * the same table with device pointers.
@@ -30,6 +30,7 @@ typedef struct m2_ops m2_ops;
 
 struct m2_ops {
     const char *name; /* "cpu", "cuda" */
+    int host_memory;  /* 1: buffers are host memory, handed to MPI as they are (the CPU); 0: device memory */
     void *ctx;        /* backend state (CPU: its level's kernels, ops_cpu.c; CUDA: stream, cuBLAS handle) */
 
     /* ---- memory ---- */
@@ -59,7 +60,7 @@ struct m2_ops {
     void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                         m2_real *dx, m2_real *dw);
 
-    /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (MODEL.md §2.2) ----
+    /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
      * in [B*T,C] ld_in, w [C,K], b [C]; out [B*T,C] contiguous. Zero before each sequence's first tick. */
     void (*conv_silu_fwd)(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
                           int T, int C, int K, m2_real *out);
@@ -69,7 +70,7 @@ struct m2_ops {
                           const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
                           m2_real *db);
 
-    /* ---- dt = softplus(dt_raw + dt_bias) (MODEL.md §2.3); dt_raw [rows,H] ld, dt [rows,H] contiguous ---- */
+    /* ---- dt = softplus(dt_raw + dt_bias) (docs/MODEL.md §2 step 4); dt_raw [rows,H] ld, dt [rows,H] contiguous ---- */
     void (*dt_fwd)(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
                    m2_real *dt);
     /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld as dt_raw is written; ddt_bias [H] ADDS. */
@@ -92,7 +93,7 @@ struct m2_ops {
                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
                     m2_real *dD, m2_real *scratch);
 
-    /* ---- gated RMSNorm in G groups (MODEL.md §2.5): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
+    /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
      * * w. y, out [rows,n] contiguous; z [rows,n] ld_z; w [n]; a group is n/G consecutive channels. ---- */
     void (*gated_norm_fwd)(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
                            int rows, int n, int G, m2_real *out);
@@ -101,7 +102,7 @@ struct m2_ops {
                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
                            m2_real *dw);
 
-    /* ---- loss (MODEL.md §6): over tokens with t >= burn_in and finite targets, sum of squared errors and
+    /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and
      * the number of terms (host scalars); dpred [B*T,O] = d(sse)/d(pred), exactly 0 where masked. ---- */
     void (*mse_loss)(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
                      m2_real *dpred, double *sse, int64_t *count);
@@ -111,7 +112,7 @@ struct m2_ops {
                   const unsigned char *decay_mask, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, int64_t step);
 
-    /* ---- the data-parallel step on a shard of the flat fp32 buffers (dist/zero_dev.h) ----
+    /* ---- the data-parallel step on a shard of the flat fp32 buffers (dist/zero.h) ----
      * sumsq: sum of x[i]^2 over n elements, accumulated in double in an order fixed by n alone (reproducible),
      * returned to the host (implies a sync). scale: x[i] = (float)((double)x[i] * factor). */
     double (*sumsq)(const m2_ops *o, const float *x, size_t n);

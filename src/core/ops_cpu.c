@@ -203,6 +203,7 @@ static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 /* The entries every level shares; ctx and the element-wise ops come from the level's kernels (cpu_table). */
 static const m2_ops g_cpu_ops = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset0 = cpu_memset0,

@@ -10,7 +10,7 @@
 #include <math.h>
 
 /* Parameter gradients are sums over tokens. They are formed as partial sums over fixed blocks of rows,
- * then added in block order, so the result is the same for every thread count (DESIGN.md: deterministic). */
+ * then added in block order, so the result is the same for every thread count (docs/ARCHITECTURE.md "Determinism"). */
 #define M2_CPU_ROW_BLOCK 64
 
 /* nblk * n zeroed reals for per-block partial sums. The ops have no error path, and these buffers are small

@@ -1,4 +1,4 @@
-/* CPU ops: the causal depthwise conv1d + SiLU over the x, B, C channels (MODEL.md §2.2) and
+/* CPU ops: the causal depthwise conv1d + SiLU over the x, B, C channels (docs/MODEL.md §2 step 3) and
  * dt = softplus(dt_raw + dt_bias) (§2.3), forward and backward. */
 #include "core/ops_cpu.h"
 

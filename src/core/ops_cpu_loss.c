@@ -1,4 +1,4 @@
-/* CPU ops: the training loss of MODEL.md §6 before normalisation (sum of squared errors and its count). */
+/* CPU ops: the training loss of docs/MODEL.md §4 before normalisation (sum of squared errors and its count). */
 #include "core/ops_cpu.h"
 
 #include <math.h>

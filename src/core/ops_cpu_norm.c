@@ -1,10 +1,10 @@
-/* CPU ops: RMSNorm and the grouped gated RMSNorm (MODEL.md §2, §2.5), forward and backward.
+/* CPU ops: RMSNorm and the grouped gated RMSNorm (docs/MODEL.md §2, §2.5), forward and backward.
  *
  * Both backward passes use, for a segment v of n values normalised as out = v * r * w with
  * r = rsqrt(mean(v^2) + eps):
  *   dv = r * (w * dout) - v * r^3 / n * sum(w * dout * v),     dw += dout * v * r.
  * In the gated norm a segment is one group of Di/G channels, so n there is the GROUP size (upstream's
- * rmsnorm backward divides by the full width when G > 1, a known bug that MODEL.md asks us not to copy). */
+ * rmsnorm backward divides by the full width when G > 1, a known bug that docs/MODEL.md asks us not to copy). */
 #include "core/ops_cpu.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* The scalar type of the CPU ops and the model graph. fp32 in the product; the tests also build the same
- * sources with -DMAMBA2_FP64 (library mamba2_f64) so that finite differences are meaningful. */
+ * sources with -DMAMBA2_FP64 (library mamba2_core_f64) so that finite differences are meaningful. */
 #ifndef MAMBA2_REAL_H
 #define MAMBA2_REAL_H
 

@@ -1,5 +1,5 @@
-/* Chunked SSD (structured state space duality), CPU: MODEL.md §2 step 4 computed by the chunked algorithm
- * of MODEL.md §3, forward and exact analytic backward.
+/* Chunked SSD (structured state space duality), CPU: docs/MODEL.md §2 step 5 computed by the chunked algorithm
+ * of docs/MODEL.md §3, forward and exact analytic backward.
  *
  * Layouts (row-major, batch b, time t): a tensor "[B,T,·] with stride ld" has element (b,t,j) at
  * ptr[(b*T + t)*ld + j]. This lets x, B and C point straight into the conv output xBC [B,T,Cc]

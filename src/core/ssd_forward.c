@@ -1,4 +1,4 @@
-/* Chunked SSD forward (MODEL.md §3). Per head, within chunk c of length L with a_l = dt_l·A:
+/* Chunked SSD forward (docs/MODEL.md §3). Per head, within chunk c of length L with a_l = dt_l·A:
  *   local state    st_c = Σ_s r_s dt_s x_s B_sᵀ,            r_s = exp(Σ_{s<k<L} a_k)
  *   state passing  S_{c+1} = E_c S_c + st_c,                E_c = exp(Σ_k a_k),  S_0 = 0
  *   output         y_l = Σ_{s≤l} (C_l·B_s) exp(Σ_{s<k≤l} a_k) dt_s x_s + e_l S_c C_l + D x_l,

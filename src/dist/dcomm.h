@@ -1,14 +1,13 @@
-/* Collectives on backend buffers (the memory of an ops table, core/ops.h: device memory on a GPU) for the device
- * ZeRO-1 step (zero_dev.h). Two implementations behind one table:
+/* Collectives on backend buffers (the memory of an ops table, core/ops.h) for the ZeRO-1 step (zero.h). Two
+ * implementations behind one table:
+ *   - MPI (dcomm_mpi.c): on host memory (the CPU ops) MPI's non-blocking collectives work on the buffers
+ *     themselves; on a device the buffers are copied to host staging buffers first and back afterwards (Debian's
+ *     Open MPI is not CUDA-aware, so device memory never goes to MPI directly): dist.backend = mpi on a GPU, and
+ *     what the tests drive on the CUDA emulation. Both issue the same MPI calls in the same order, so they compute
+ *     the same bits at any rank count. Under the group's watchdog; with one rank no MPI call (copies).
  *   - NCCL (kernels/dcomm_nccl.c, dist.backend = nccl or auto on a GPU): queued on NCCL's own stream after the
- *     compute stream's work, so a bucket's reduction runs while the backward goes on; finished by NCCL's watchdog;
- *   - MPI through host staging buffers (dcomm_mpi.c): the backend's buffers are copied to the host, reduced or
- *     gathered with MPI's non-blocking collectives (under the group's watchdog), and copied back. Correct on any
- *     backend; the path for dist.backend = mpi on a GPU (Debian's Open MPI is not CUDA-aware, so device memory
- *     never goes to MPI directly), and what the tests drive on the CPU ops and the CUDA emulation: it issues the
- *     same MPI calls as the host step (zero.c), so both compute the same bits at any rank count. With one rank it
- *     makes no MPI call (dist.backend = none).
- * Buffers hold fp32 elements; counts are elements. Errors follow core/error.h. */
+ *     compute stream's work, so a bucket's reduction runs while the backward goes on; finished by NCCL's watchdog.
+ * Buffers hold fp32 elements; counts are elements. Errors follow base/error.h. */
 #ifndef MAMBA2_DCOMM_H
 #define MAMBA2_DCOMM_H
 
@@ -36,7 +35,8 @@ struct m2_dcomm {
     void (*free)(m2_dcomm *c);
 };
 
-/* The host-staged MPI collectives over pg on ops' buffers. pg and ops must outlive c. */
+/* The MPI collectives over pg on ops' buffers (staged through the host unless ops->host_memory). pg and ops must
+ * outlive c. */
 int m2_dcomm_mpi_create(m2_dcomm **out, const m2_dist *pg, const m2_ops *ops);
 
 #endif

@@ -1,6 +1,7 @@
-/* Host-staged MPI collectives on backend buffers (dcomm.h). reduce_range copies the range to the host and starts
- * MPI_Ireduce_scatter with the per-rank counts of the range's shard parts, exactly as the host step does (zero.c);
- * wait finishes them all and copies this rank's parts back. all_gather completes before it returns. */
+/* MPI collectives on backend buffers (dcomm.h). On host memory (ops->host_memory: the CPU ops) MPI works on the
+ * buffers themselves; on a device, reduce_range copies the range to a host staging buffer first and wait copies
+ * this rank's parts back. Either way reduce_range starts one MPI_Ireduce_scatter with the per-rank counts of the
+ * range's shard parts (range_reduce.h), so both compute the same bits. all_gather completes before it returns. */
 #include "dist/dcomm.h"
 
 #include "base/error.h"
@@ -9,6 +10,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     m2_dcomm base; /* first: the table is the object */
@@ -56,13 +58,15 @@ static int mpi_reduce_range(m2_dcomm *base, const float *grads, float *shard_gra
                          (mine.end - mine.begin) * sizeof *grads);
         return M2_OK;
     }
-    const size_t padded = (size_t)pg->world * shard;
     int err = check_count(c, shard, "gradient reduce-scatter");
-    if (!err) err = stage(c, padded + shard); /* [the padded buffer][this rank's shard] */
     if (err) return err;
-    c->ops->to_host(c->ops, c->host + begin, grads + begin, (end - begin) * sizeof *grads);
     c->shard_grad = shard_grad;
     c->shard = shard;
+    if (c->ops->host_memory) /* straight from the gradients into the shard */
+        return m2_range_reduce_start(&c->in_flight, pg, grads, shard_grad, shard, begin, end);
+    const size_t padded = (size_t)pg->world * shard;
+    if ((err = stage(c, padded + shard))) return err; /* [the padded buffer][this rank's shard] */
+    c->ops->to_host(c->ops, c->host + begin, grads + begin, (end - begin) * sizeof *grads);
     return m2_range_reduce_start(&c->in_flight, pg, c->host, c->host + padded, shard, begin, end);
 }
 
@@ -72,6 +76,10 @@ static int mpi_wait(m2_dcomm *base, const char *what)
     mpi_comm *c = (mpi_comm *)base;
     m2_range_reduces *q = &c->in_flight;
     int err = m2_range_reduce_wait(q, c->pg, what);
+    if (c->ops->host_memory) { /* the results are in place */
+        m2_range_reduce_clear(q);
+        return err;
+    }
     const size_t mine0 = (size_t)c->pg->rank * c->shard;
     const float *result = c->host + (size_t)c->pg->world * c->shard;
     for (int i = 0; i < q->n && !err; i++) {
@@ -84,6 +92,15 @@ static int mpi_wait(m2_dcomm *base, const char *what)
     return err;
 }
 
+/* buf [world * count]: rank r's part at buf + r * count goes to every rank (under the group's watchdog). */
+static int all_gather_in_place(const m2_dist *pg, float *buf, size_t count)
+{
+    MPI_Request req;
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, pg->comm, &req);
+    if (rc != MPI_SUCCESS) return m2_dist_check(pg, rc, "MPI_Iallgather");
+    return m2_dist_wait(pg, 1, &req, "parameter all-gather");
+}
+
 static int mpi_all_gather(m2_dcomm *base, const float *send, float *recv, size_t count)
 {
     mpi_comm *c = (mpi_comm *)base;
@@ -94,13 +111,14 @@ static int mpi_all_gather(m2_dcomm *base, const float *send, float *recv, size_t
         return M2_OK;
     }
     int err = check_count(c, count, "parameter all-gather");
-    if (!err) err = stage(c, total);
     if (err) return err;
+    if (c->ops->host_memory) { /* in place in recv */
+        if (send != recv + (size_t)pg->rank * count) memcpy(recv + (size_t)pg->rank * count, send, count * sizeof *recv);
+        return all_gather_in_place(pg, recv, count);
+    }
+    if ((err = stage(c, total))) return err;
     c->ops->to_host(c->ops, c->host + (size_t)pg->rank * count, send, count * sizeof *send);
-    MPI_Request req;
-    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->host, (int)count, MPI_FLOAT, pg->comm, &req);
-    if (rc != MPI_SUCCESS) return m2_dist_check(pg, rc, "MPI_Iallgather");
-    if ((err = m2_dist_wait(pg, 1, &req, "parameter all-gather"))) return err;
+    if ((err = all_gather_in_place(pg, c->host, count))) return err;
     c->ops->to_device(c->ops, recv, c->host, total * sizeof *recv);
     return M2_OK;
 }

@@ -1,4 +1,4 @@
-/* The process group (DESIGN.md "Flat buffers and the data-parallel step"): who this rank is, where it runs, and
+/* The process group (docs/ARCHITECTURE.md "The data-parallel step"): who this rank is, where it runs, and
  * the host-buffer collectives the trainer needs. Works under `mpirun -np R`, under `srun --mpi=pmix`, and as one
  * process started without a launcher (MPI's singleton init). Device buffers go through NCCL (CUDA issue), never MPI:
  * Debian's Open MPI is not CUDA-aware.
@@ -6,7 +6,7 @@
  * Every collective here is deterministic: reductions of host scalars are done in rank order on every rank (an
  * all-gather, then a local sum), so all ranks get bitwise-identical results run after run, whatever algorithm the
  * MPI library picks. Every wait is bounded by pg->timeout_s (the [dist] timeout_s watchdog): a rank that stops
- * responding turns into an error on the others instead of a hang. Errors follow core/error.h: the function returns
+ * responding turns into an error on the others instead of a hang. Errors follow base/error.h: the function returns
  * M2_EFAIL and leaves "<collective> (rank r): <why>"; the caller usually ends the job with m2_dist_abort. */
 #ifndef MAMBA2_DIST_H
 #define MAMBA2_DIST_H

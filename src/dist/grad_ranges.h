@@ -1,10 +1,10 @@
 /* The ranges of the flat gradient buffer whose reduction one ZeRO-1 step has started: the buckets the backward
  * reports as it completes them (model.h's on_ready), then, at the step, the gaps no bucket covered. Shared by the
- * host step (zero.c) and the device step (zero_dev.c), so both accept and complete the same ranges in the same
+ * ZeRO-1 step (zero.c), whatever its backend, so every backend accepts and completes the same ranges in the same
  * order, which is what lets them compute the same bits.
  *
  * Ranks must start the same ranges in the same order (collectives match by order); the backward reports buckets
- * in the same order on every rank. Errors follow core/error.h. */
+ * in the same order on every rank. Errors follow base/error.h. */
 #ifndef MAMBA2_GRAD_RANGES_H
 #define MAMBA2_GRAD_RANGES_H
 

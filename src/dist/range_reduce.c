@@ -28,7 +28,7 @@ int m2_range_reduce_start(m2_range_reduces *q, const m2_dist *pg, const float *s
     if (!counts) return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of memory", pg->rank);
     for (int r = 0; r < pg->world; r++) {
         const m2_range part = m2_shard_part(shard, r, begin, end);
-        counts[r] = (int)(part.end - part.begin); /* shards are at most INT_MAX (zero.c, zero_dev.c check) */
+        counts[r] = (int)(part.end - part.begin); /* shards are at most INT_MAX (zero.c checks) */
     }
     const m2_range mine = m2_shard_part(shard, pg->rank, begin, end);
     /* when nothing lands here, any valid address */

@@ -1,7 +1,7 @@
 /* Non-blocking MPI reductions of ranges of a padded gradient buffer onto ZeRO-1 shards (grad_ranges.h): for each
  * range, one MPI_Ireduce_scatter whose per-rank counts are the range's parts inside each rank's shard. The host
  * step (zero.c) runs it on its gradients, the host-staged device collectives (dcomm_mpi.c) on their staging
- * buffer: the same calls, so the two compute the same bits. Errors follow core/error.h. */
+ * buffer: the same calls, so the two compute the same bits. Errors follow base/error.h. */
 #ifndef MAMBA2_RANGE_REDUCE_H
 #define MAMBA2_RANGE_REDUCE_H
 

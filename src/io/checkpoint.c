@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,6 +198,59 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     return read_names(f, path, ck);
 }
 
+/* Weights of a trained fp32 model are far below this; a larger one is a corrupted or hostile file, not a model. */
+#define M2_CKPT_MAX_ABS 1e6f
+
+/* The first element of buf (layout lay) that is not finite, above M2_CKPT_MAX_ABS in magnitude or (nonneg) negative,
+ * named by its tensor: M2_EFAIL "checkpoint (PATH): /GROUP/NAME[i] is VALUE: WHY". */
+static int check_values(const m2_layout *lay, const float *buf, const char *group, int nonneg, const char *path)
+{
+    for (int t = 0; t < lay->n_tensors; t++) {
+        const m2_tensor *ts = &lay->tensors[t];
+        for (size_t i = 0; i < ts->numel; i++) {
+            const float x = buf[ts->offset + i];
+            const char *why = !isfinite(x)               ? "not finite"
+                              : fabsf(x) > M2_CKPT_MAX_ABS ? "larger in magnitude than any trained weight"
+                              : nonneg && x < 0             ? "negative (a second moment is a mean of squares)"
+                                                            : NULL;
+            if (why) return m2_fail(M2_EFAIL, "checkpoint (%s): /%s/%s[%zu] is %g: %s", path, group, ts->name, i, x, why);
+        }
+    }
+    return M2_OK;
+}
+
+/* Everything read from the file that the trainer, eval or stream would trust: counters in range and consistent,
+ * finite weights and moments, usable feature statistics. */
+static int validate(const m2_checkpoint *ck, const char *path, int with_optim)
+{
+    const m2_config *c = &ck->cfg;
+    /* tokens per step: global_batch * seq_len, each at most 2^24, so the bound below cannot overflow for steps <= 1e15
+     * only when computed in double */
+    const double max_tokens = (double)ck->step * (double)c->train.global_batch * (double)c->train.seq_len;
+    if (ck->step < 0 || ck->step > (int64_t)1e15)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): step %lld is outside [0, 1e15]", path, (long long)ck->step);
+    if (ck->tokens_seen < 0 || (double)ck->tokens_seen > max_tokens)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): tokens_seen %lld is outside [0, step x global_batch x seq_len = %.0f]",
+                       path, (long long)ck->tokens_seen, max_tokens);
+    if (ck->world_size_at_save < 1)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): world_size_at_save %d is not a rank count", path,
+                       (int)ck->world_size_at_save);
+    if (ck->data_step < 0 || ck->data_step > ck->step)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): /data cursor_step %lld is outside [0, step %lld]", path,
+                       (long long)ck->data_step, (long long)ck->step);
+    for (int j = 0; j < ck->n_features; j++)
+        if (!isfinite(ck->mean[j]) || !isfinite(ck->std[j]) || !(ck->std[j] > 0))
+            return m2_fail(M2_EFAIL, "checkpoint (%s): /norm feature %d has mean %g and std %g: std must be finite and > 0",
+                           path, j, ck->mean[j], ck->std[j]);
+    int rc = check_values(&ck->lay, ck->params, "model", 0, path);
+    if (rc || !with_optim) return rc;
+    if (ck->optim_step < 0 || ck->optim_step > ck->step)
+        return m2_fail(M2_EFAIL, "checkpoint (%s): /optim step %lld is outside [0, step %lld]", path,
+                       (long long)ck->optim_step, (long long)ck->step);
+    if ((rc = check_values(&ck->lay, ck->m, "optim/m", 0, path))) return rc;
+    return check_values(&ck->lay, ck->v, "optim/v", 1, path);
+}
+
 int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim)
 {
     memset(ck, 0, sizeof *ck);
@@ -205,6 +259,7 @@ int m2_checkpoint_load(const char *path, m2_checkpoint *ck, int with_optim)
     if (rc) return rc;
     rc = read_body(f, path, ck, with_optim);
     H5Fclose(f);
+    if (!rc) rc = validate(ck, path, with_optim);
     if (rc) m2_checkpoint_free(ck);
     return rc;
 }
@@ -349,5 +404,19 @@ int m2_checkpoint_prune(const char *dir, int keep)
         }
     }
     free(steps);
+    return rc;
+}
+
+int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
+                                   const void *user)
+{
+    m2_checkpoint ck;
+    m2_dataset ds;
+    const char *data;
+    int rc = m2_checkpoint_load_with_dataset(ck_path, data_path, &ck, &ds, &data);
+    if (rc != M2_OK) return rc;
+    rc = task(&ck, &ds, data, user);
+    m2_dataset_free(&ds);
+    m2_checkpoint_free(&ck);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* Checkpoints (FORMATS.md "Checkpoint"): one HDF5 file per checkpoint, written to a temporary name in the
+/* Checkpoints (docs/FORMATS.md "Checkpoint"): one HDF5 file per checkpoint, written to a temporary name in the
  * run folder, fsync'd and renamed, so a crash never leaves a half-written file under a real name. */
 #ifndef MAMBA2_CHECKPOINT_H
 #define MAMBA2_CHECKPOINT_H
@@ -39,6 +39,12 @@ void m2_checkpoint_free(m2_checkpoint *ck);
  * caller frees both; on failure nothing is left to free. *data_used points at the path that was read. */
 int m2_checkpoint_load_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint *ck, m2_dataset *ds,
                                     const char **data_used);
+
+/* m2_checkpoint_load_with_dataset, then task(ck, ds, data_used, user), then both freed: the whole of a program that
+ * runs a checkpoint on a dataset (evaluation, streaming). Returns the load's or the task's error. */
+typedef int (*m2_checkpoint_task)(const m2_checkpoint *ck, const m2_dataset *ds, const char *data_used, const void *user);
+int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
+                                   const void *user);
 
 /* Can this checkpoint's model read this dataset? Same feature count, target count and feature names
  * (M2_EFAIL with one line naming both files otherwise). */

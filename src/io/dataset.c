@@ -1,4 +1,4 @@
-/* Tick dataset reader/writer (FORMATS.md "Tick dataset"). The reader loads features, targets and the index
+/* Tick dataset reader/writer (docs/FORMATS.md "Tick dataset"). The reader loads features, targets and the index
  * into memory in one HDF5 call each and validates everything a sampler or trainer relies on. */
 #include "io/dataset.h"
 

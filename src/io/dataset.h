@@ -1,4 +1,4 @@
-/* Tick datasets (FORMATS.md "Tick dataset"): the in-memory form, the HDF5 reader/writer, and the window
+/* Tick datasets (docs/FORMATS.md "Tick dataset"): the in-memory form, the HDF5 reader/writer, and the window
  * sampler. Training reads whole splits into memory once (contiguous, uncompressed /features/X), so a
  * window costs a pointer offset, not an HDF5 call. */
 #ifndef MAMBA2_DATASET_H

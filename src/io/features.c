@@ -2,11 +2,13 @@
 #include "io/features.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "base/error.h"
 
 const char *const m2_feature_name[M2_N_FEATURES] = {
@@ -26,25 +28,23 @@ void m2_feature_opts_defaults(m2_feature_opts *o)
     o->clip = 5.0f;
 }
 
-/* Splits "a,b,c" into doubles; returns the count or -1 on a malformed list. */
+/* Splits "a,b,c" (blanks after a comma allowed) into doubles, each parsed strictly (base/cli.h); returns the count or
+ * -1 on a malformed list. */
 static int parse_list(const char *text, double *out, int cap)
 {
     int n = 0;
-    const char *p = text;
-    for (;;) {
-        char *end;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (end == p || errno || n == cap)
-            return -1;
-        out[n++] = v;
-        while (*end == ' ')
-            end++;
-        if (*end == '\0')
-            return n;
-        if (*end != ',')
-            return -1;
-        p = end + 1;
+    for (const char *p = text;; n++) {
+        while (*p == ' ') p++;
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && p[len - 1] == ' ') len--;
+        char item[64];
+        if (n == cap || len >= sizeof item) return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (m2_parse_f64("list item", item, -DBL_MAX, DBL_MAX, 0, &out[n])) return -1;
+        if (!comma) return n + 1;
+        p = comma + 1;
     }
 }
 

@@ -1,4 +1,4 @@
-/* From raw events to the training arrays (FORMATS.md "Tick dataset"): time splits, the default features,
+/* From raw events to the training arrays (docs/FORMATS.md "Tick dataset"): time splits, the default features,
  * forward-return targets and train-only z-scoring. One code path for `synth` and `import`. */
 #ifndef MAMBA2_FEATURES_H
 #define MAMBA2_FEATURES_H

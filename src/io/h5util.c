@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/cli.h"
 #include "base/error.h"
 
 /* ---- errors --------------------------------------------------------------------------------------- */
@@ -98,7 +99,7 @@ static hid_t mem_type(m2_h5_type t)
     return H5I_INVALID_HID;
 }
 
-/* Stored types are little-endian whatever the host (FORMATS.md). */
+/* Stored types are little-endian whatever the host (docs/FORMATS.md). */
 static hid_t file_type(m2_h5_type t)
 {
     switch (t) {
@@ -136,12 +137,8 @@ void m2_h5_utc_now(char *buf, size_t cap)
 {
     time_t t = time(NULL);
     const char *sde = getenv("SOURCE_DATE_EPOCH");
-    if (sde && *sde) {
-        char *end;
-        long long v = strtoll(sde, &end, 10);
-        if (*end == '\0' && v >= 0)
-            t = (time_t)v;
-    }
+    int64_t v;
+    if (sde && *sde && m2_parse_i64("SOURCE_DATE_EPOCH", sde, 0, INT64_MAX, &v) == M2_OK) t = (time_t)v;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);

@@ -2,11 +2,11 @@
  * Generic on purpose: nothing here knows about ticks or models.
  *
  * Conventions
- * - Every function that can fail returns M2_OK or an error code and leaves ONE message (core/error.h)
+ * - Every function that can fail returns M2_OK or an error code and leaves ONE message (base/error.h)
  *   "<what> (<file>): <why>", where <why> is folded from HDF5's error stack when HDF5 reported the problem.
  * - HDF5's automatic error printing is switched off the first time any helper runs (m2_h5_quiet), so a
  *   failing call never spams stderr.
- * - Files are little-endian; strings are fixed-length, NUL-terminated ASCII (FORMATS.md). Readers also accept
+ * - Files are little-endian; strings are fixed-length, NUL-terminated ASCII (docs/FORMATS.md). Readers also accept
  *   variable-length strings, which is what h5py writes by default.
  * - `obj` arguments are any location: a file, a group or a dataset id. Attribute names and dataset paths are
  *   relative to it. Messages name the file (H5Fget_name) and the object path. */

@@ -1,4 +1,4 @@
-/* CSV of quotes or trades → tick dataset (FORMATS.md "CSV import"; CLI.md `mamba2_ticks import`).
+/* CSV of quotes or trades → tick dataset (docs/FORMATS.md "CSV import"; docs/CLI.md `mamba2_ticks import`).
  * The header names the columns (any order, case-insensitive; other columns are ignored):
  *   quotes: ts, bid, ask [, bid_size, ask_size] [, price, size, side  (an optional trade on the same row)]
  *   trades: ts, price [, size, side]       (bid = ask = price; side from the tick rule when not given)

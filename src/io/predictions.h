@@ -1,4 +1,4 @@
-/* Predictions file (FORMATS.md "Predictions", schema "mamba2.predictions", version 1), written by
+/* Predictions file (docs/FORMATS.md "Predictions", schema "mamba2.predictions", version 1), written by
  * `mamba2_eval --predictions` (and by `mamba2_stream --predictions`):
  *   /row     int64[M]      dataset row of each prediction
  *   /pred    float32[M,O]  model output at that row

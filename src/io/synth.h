@@ -1,5 +1,5 @@
 /* Synthetic tick data: a seeded zero-intelligence limit-order-book simulator with planted predictable
- * structure (CLI.md `mamba2_ticks synth`; the generating process is described in README.md). */
+ * structure (docs/CLI.md `mamba2_ticks synth`; the generating process is described in README.md). */
 #ifndef MAMBA2_SYNTH_H
 #define MAMBA2_SYNTH_H
 

@@ -131,13 +131,12 @@ void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
              strcmp(be->dist, "mpi") == 0 ? ", staged through host memory" : "");
 }
 
-int m2_backend_make_dp(const m2_backend *be, const m2_dist *pg, size_t n_params, const unsigned char *decay_mask,
-                       m2_dp **out)
+int m2_backend_make_zero(const m2_backend *be, const m2_dist *pg, size_t n_params, const unsigned char *decay_mask,
+                         m2_zero **out)
 {
-    if (!be->api) return m2_dp_create_host(out, pg, n_params, decay_mask);
     m2_dcomm *comm = NULL;
-    int rc = strcmp(be->dist, "nccl") == 0 ? be->api->comm_create(&comm, pg, pg->timeout_s)
-                                            : m2_dcomm_mpi_create(&comm, pg, be->ops);
+    int rc = be->api && strcmp(be->dist, "nccl") == 0 ? be->api->comm_create(&comm, pg, pg->timeout_s)
+                                                      : m2_dcomm_mpi_create(&comm, pg, be->ops);
     if (rc) return rc;
-    return m2_dp_create_device(out, pg, be->ops, comm, n_params, decay_mask);
+    return m2_zero_create(out, pg, be->ops, comm, n_params, decay_mask);
 }

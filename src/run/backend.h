@@ -13,7 +13,7 @@
  *                cpu:  the CPU.
  *   On the device, rank r uses GPU = its local rank (the API's init selects it before anything is allocated), and
  *   model.precision sets the operands of its matrix products (GEMMs and the SSD's chunk products; accumulation and
- *   everything else stay fp32, MODEL.md §3). The CPU computes in fp32 whatever the key says.
+ *   everything else stay fp32, docs/MODEL.md §3). The CPU computes in fp32 whatever the key says.
  *   dist.backend on the CPU: auto/mpi: ZeRO-1 on host buffers through MPI (dist/zero.h); none: the same, one rank
  *                only; nccl: an error (NCCL works on device buffers).
  *                on the device: auto: NCCL when the API has it, else MPI; nccl: NCCL; mpi: MPI through host
@@ -27,7 +27,7 @@
 #include "core/ops.h"
 #include "dist/dcomm.h"
 #include "dist/dist.h"
-#include "dist/dp.h"
+#include "dist/zero.h"
 
 /* What a device backend offers. */
 typedef struct {
@@ -63,9 +63,10 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
 /* One line for the log, e.g. "backend: cuda (NVIDIA H200, device = local rank), collectives: nccl". */
 void m2_backend_describe(const m2_backend *be, char *buf, size_t cap);
 
-/* The data-parallel step for this backend (dist/dp.h): the host ZeRO-1 on the CPU, the device ZeRO-1 with the
- * chosen collectives on a device. Collective when the collectives are NCCL (the communicator is built here). */
-int m2_backend_make_dp(const m2_backend *be, const m2_dist *pg, size_t n_params, const unsigned char *decay_mask,
-                       m2_dp **out);
+/* The data-parallel step for this backend (dist/zero.h): ZeRO-1 on the backend's ops with the chosen collectives
+ * (MPI on the CPU; NCCL or host-staged MPI on a device). Collective when they are NCCL (the communicator is built
+ * here). */
+int m2_backend_make_zero(const m2_backend *be, const m2_dist *pg, size_t n_params, const unsigned char *decay_mask,
+                         m2_zero **out);
 
 #endif

@@ -25,20 +25,34 @@ typedef struct {
 static char *read_line(char *buf, int size, void *stream)
 {
     parse_state *st = stream;
+    int cut = 0; /* the line did not fit inih's buffer */
     if (st->file) {
         if (!fgets(buf, size, st->file)) return NULL;
+        cut = !strchr(buf, '\n') && !feof(st->file);
     } else {
         if (!*st->text) return NULL;
         const char *nl = strchr(st->text, '\n');
         size_t len = nl ? (size_t)(nl - st->text + 1) : strlen(st->text);
-        if (len >= (size_t)size) len = (size_t)size - 1;
+        if (len >= (size_t)size) {
+            len = (size_t)size - 1;
+            cut = 1;
+        }
         memcpy(buf, st->text, len);
         buf[len] = '\0';
         st->text += len;
     }
     st->line++;
+    /* inih reads a line into a buffer of INI_MAX_LINE bytes fixed when the library was built (200 in Debian's
+     * libinih) and would take the rest of a longer one as a line of its own: refuse it, naming the way around. */
+    if (cut) {
+        st->status = m2_fail(M2_EUSAGE, "%s:%d: line longer than %d bytes, the most the INI reader takes (give that key "
+                             "with --set SECTION.KEY=VALUE instead)", st->origin, st->line, size - 1);
+        return NULL;
+    }
     /* inih notes a syntax error but carries on, handing later keys to the wrong section; stop at the first. */
     const char *p = buf;
+    if (st->line == 1 && (unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF)
+        p += 3; /* a UTF-8 byte-order mark (editors on Windows write one); inih skips it too */
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '[') st->section_line = st->line;
     int blank = *p == '\0' || *p == '\n' || *p == '\r' || *p == ';' || *p == '#';

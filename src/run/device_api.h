@@ -1,4 +1,4 @@
-/* The device backend a program offers to model.device (core/backend.h). Inline, like version.h, so that it sees the
+/* The device backend a program offers to model.device (run/backend.h). Inline, like version.h, so that it sees the
  * defines of the program that includes it: MAMBA2_HAVE_CUDA is set for programs that link the CUDA library (never for
  * the core library), M2_TEST_DEVICE_API for test builds of a program that link a stand-in device
  * (tests/run/CMakeLists.txt and tests/gpu/CMakeLists.txt) defining m2_test_device_api(). */

@@ -124,7 +124,7 @@ static int runner_run(runner *r, const m2_dataset *ds, int64_t b, int T)
 static int64_t kept(int64_t len, int keep_from) { return len > keep_from ? len - keep_from : 0; }
 
 /* Stream mode computes a part with one chunked forward when it has at most `cap` rows; a longer part goes
- * through the recurrent step (core/m2stream.h), which is the same computation (MODEL.md §4; tests/stream checks
+ * through the recurrent step (stream/mamba2_stream.h), which is the same computation (docs/MODEL.md §7; tests/stream checks
  * the two agree) in O(state) memory, on the CPU. The cap:
  * - on the CPU, M2_EVAL_MAX_CHUNKED_T, so that the model's workspace stays bounded however long a session is (an
  *   allocation there succeeds and fails later, when it is touched). The model is made for inference
@@ -176,7 +176,7 @@ static int open_runner(runner *r, const m2_ops *ops, const m2_layout *lay, const
 
 /* Long parts of stream mode, each with the place of its first row in the output. They go through the recurrent
  * step together, M2_EVAL_STREAMS at a time (m2_stream_step_batch): one read of the weights serves a tick of every
- * part in the group. Why 8: bench_stream on the build machine gives the MODEL.md default model 1.78x the ticks/s
+ * part in the group. Why 8: bench_stream on the build machine gives the docs/MODEL.md default model 1.78x the ticks/s
  * at S = 8 but 1.22x at S = 64 (64 states of 274 KB no longer stay in cache), and a 14 MB model 1.25x and 1.28x. */
 typedef struct {
     int64_t b, len, at;

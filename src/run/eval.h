@@ -1,5 +1,5 @@
-/* Evaluation of a split (CLI.md mamba2_eval, issue 4 item 3): the model's predictions on the split's rows,
- * the ridge baseline on the same rows, per-horizon metrics (core/metrics.h), and their table / JSON forms.
+/* Evaluation of a split (docs/CLI.md mamba2_eval): the model's predictions on the split's rows,
+ * the ridge baseline on the same rows, per-horizon metrics (run/metrics.h), and their table / JSON forms.
  *
  * Rows of a split are cut by sessions into "parts": part = session ∩ split, so a part starts at the session's
  * first row or at the split's first row, whichever is later (a session that straddles a split boundary is
@@ -8,15 +8,15 @@
  * Modes
  * - stream: the state starts at zero at each part's first row and is carried tick by tick to its end. Computed
  *   by ONE chunked forward (m2_model_forward, B = 1, T = the part's length) per part, which is mathematically
- *   the step-by-step recurrence (MODEL.md §4). Every row of the split gets a prediction. A part longer than the
+ *   the step-by-step recurrence (docs/MODEL.md §7). Every row of the split gets a prediction. A part longer than the
  *   backend can take in one forward (on the CPU M2_EVAL_MAX_CHUNKED_T rows; on a device as many as its memory
- *   holds: eval.c) runs through that recurrence itself (core/m2stream.h, on the CPU) instead, so memory stays
+ *   holds: eval.c) runs through that recurrence itself (stream/mamba2_stream.h, on the CPU) instead, so memory stays
  *   bounded whatever the session length; such parts step together (up to 8 at a time), so each read of the
  *   weights serves one tick of each.
  * - window: each part is cut into consecutive, non-overlapping windows of seq_len rows starting at the part's
  *   first row (the last one may be shorter); each window starts from a zero state, as in training, and
  *   predictions are kept at window positions t >= burn_in only, the positions the training loss sees
- *   (MODEL.md §6). A tail window of burn_in rows or fewer contributes nothing.
+ *   (docs/MODEL.md §4). A tail window of burn_in rows or fewer contributes nothing.
  *   The first window of a part sees the whole part so far, so on its rows window mode equals stream mode.
  *
  * Rows with a NaN target are kept in the predictions (the file records them); the metrics skip them. */
@@ -49,14 +49,14 @@ typedef struct {
 
 /* Runs the model (params in the flat layout of lay, host memory) over `split` of ds in `mode`
  * (seq_len and burn_in are used in window mode only). The dataset's F and O must be the layout's.
- * ops: the backend of the chunked forwards (core/backend.h chooses it; NULL: the CPU); parts that stream mode
- * runs through the recurrent step run on the CPU, whatever ops is (core/m2stream.h is a CPU engine). */
+ * ops: the backend of the chunked forwards (run/backend.h chooses it; NULL: the CPU); parts that stream mode
+ * runs through the recurrent step run on the CPU, whatever ops is (stream/mamba2_stream.h is a CPU engine). */
 int m2_eval_predict(const m2_ops *ops, const m2_layout *lay, const m2_real *params, const m2_dataset *ds, int split,
                     int mode, int seq_len, int burn_in, m2_eval_rows *out);
 
 void m2_eval_rows_free(m2_eval_rows *r);
 
-/* Fits the ridge baseline (core/ridge.h, M2_RIDGE_LAMBDA) on ds's train split and predicts the rows of `rows`
+/* Fits the ridge baseline (run/ridge.h, M2_RIDGE_LAMBDA) on ds's train split and predicts the rows of `rows`
  * into pred [rows->M, O]. fit receives the fitted model (free it with m2_ridge_free). */
 int m2_eval_ridge(const m2_dataset *ds, const m2_eval_rows *rows, m2_ridge *fit, float *pred);
 

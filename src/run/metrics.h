@@ -1,4 +1,4 @@
-/* Evaluation metrics of one prediction column against its target column (CLI.md mamba2_eval), in double.
+/* Evaluation metrics of one prediction column against its target column (docs/CLI.md mamba2_eval), in double.
  *
  * Rows whose target is not finite (NaN where a horizon crosses a session end) are left out of everything.
  * Definitions over the n remaining rows (p = prediction, y = target):

@@ -5,7 +5,7 @@
 #include "base/layout.h"
 #include "core/model.h"
 #include "core/ops.h"
-#include "dist/dp.h"
+#include "dist/zero.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 
@@ -55,13 +55,13 @@ static double now_s(void)
 typedef struct {
     const m2_config *cfg;
     m2_dist *pg;
-    m2_backend be;                    /* where the model runs, how the step communicates (core/backend.h) */
+    m2_backend be;                    /* where the model runs, how the step communicates (run/backend.h) */
     m2_dataset ds;
     m2_sampler train_windows, val_windows;
     m2_layout lay;
     m2_model *model;
-    m2_dp *dp;                        /* the data-parallel ZeRO-1 step for this backend (dist/dp.h) */
-    float *params, *grads;            /* backend: padded flat buffers (m2_dp_padded_len), zero tail */
+    m2_zero *dp;                      /* the data-parallel ZeRO-1 step for this backend (dist/zero.h) */
+    float *params, *grads;            /* backend: padded flat buffers (m2_zero_padded_len), zero tail */
     float *X, *Y, *pred;              /* backend: one micro-batch [B,T,F], [B,T,O]; predictions [B,T,O] */
     float *host_X, *host_Y, *host_pred, *host_params; /* host copies of the above ([n] for params) */
     int accum;                        /* micro-batches per rank per step */
@@ -138,7 +138,7 @@ static int load_resume_point(trainer *t, const char *resume)
         t->step = ck.step;
         t->tokens_seen = ck.tokens_seen;
         t->data_seed = ck.data_seed;
-        rc = m2_dp_load_moments(t->dp, ck.m, ck.v, ck.optim_step);
+        rc = m2_zero_load_moments(t->dp, ck.m, ck.v, ck.optim_step);
         if (t->pg->rank == 0 && !rc)
             printf("resume: %s (step %" PRId64 ", saved on %d ranks, now %d)\n", path, ck.step, ck.world_size_at_save,
                    t->pg->world);
@@ -191,11 +191,11 @@ static int setup_step(trainer *t)
     unsigned char *mask = malloc(t->lay.n_params);
     if (!mask) return m2_fail(M2_EFAIL, "train: out of memory");
     m2_layout_decay_mask(&t->lay, mask);
-    int rc = m2_backend_make_dp(&t->be, t->pg, t->lay.n_params, mask, &t->dp);
+    int rc = m2_backend_make_zero(&t->be, t->pg, t->lay.n_params, mask, &t->dp);
     free(mask);
     if (rc) return rc;
     const m2_ops *o = t->be.ops;
-    size_t bytes = m2_dp_padded_len(t->dp) * sizeof(float);
+    size_t bytes = m2_zero_padded_len(t->dp) * sizeof(float);
     t->params = o->alloc(o, bytes);
     t->grads = o->alloc(o, bytes);
     if (!t->params || !t->grads)
@@ -229,7 +229,7 @@ static void teardown(trainer *t)
 {
     if (t->metrics) fclose(t->metrics);
     m2_model_free(t->model);
-    m2_dp_free(t->dp);
+    m2_zero_free(t->dp);
     const m2_ops *o = t->be.ops;
     if (o) {
         void *dev[] = {t->params, t->grads, t->X, t->Y, t->pred};
@@ -284,18 +284,18 @@ static int train_step(trainer *t, step_result *out)
         m2_bucket_ready_fn on_ready = NULL;
         void *user = NULL;
         int last = a == t->accum - 1; /* only the last micro-batch completes the gradient buckets */
-        if (last) m2_dp_bucket_hook(t->dp, &t->lay, t->grads, &on_ready, &user);
+        if (last) m2_zero_bucket_hook(t->dp, &t->lay, t->grads, &on_ready, &user);
         int rc = m2_model_forward_backward(t->model, t->params, t->grads, t->X, t->Y, cfg->train.micro_batch,
                                            cfg->train.seq_len, cfg->train.burn_in, &s, &c, NULL, on_ready, user);
         if (rc) return rc;
-        if (last && (rc = m2_dp_bucket_error(t->dp))) return rc;
+        if (last && (rc = m2_zero_bucket_error(t->dp))) return rc;
         sse += s;
         count += c;
     }
     double lr = m2_lr_at(cfg, t->step);
     /* Test hook (train.nan_from_step): rank 0's loss turns NaN, which must make every rank skip the update. */
     if (cfg->train.nan_from_step >= 0 && t->step >= cfg->train.nan_from_step && t->pg->rank == 0) sse = NAN;
-    int rc = m2_dp_step(t->dp, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
+    int rc = m2_zero_step(t->dp, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
                         (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
     out->seconds = now_s() - t0;
     return rc;
@@ -370,7 +370,7 @@ static int save_checkpoint(trainer *t)
             return m2_fail(M2_EFAIL, "checkpoint: out of memory");
         }
     }
-    int rc = m2_dp_gather_moments(t->dp, ck.m, ck.v); /* collective: unsharded moments on rank 0 */
+    int rc = m2_zero_gather_moments(t->dp, ck.m, ck.v); /* collective: unsharded moments on rank 0 */
     if (!rc && rank0) {
         t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
         ck.cfg = *cfg;
@@ -379,7 +379,7 @@ static int save_checkpoint(trainer *t)
         ck.tokens_seen = t->tokens_seen;
         ck.world_size_at_save = t->pg->world;
         ck.params = t->host_params;
-        ck.optim_step = m2_dp_optim_step(t->dp);
+        ck.optim_step = m2_zero_optim_step(t->dp);
         ck.data_seed = t->data_seed;
         ck.data_step = t->step;
         ck.n_features = t->ds.n_features;
@@ -442,12 +442,12 @@ static void print_plan(const trainer *t)
     const m2_dims *d = &t->lay.d;
     if (t->pg->rank != 0) return;
     size_t b, e;
-    m2_dp_shard(t->dp, 0, &b, &e);
+    m2_zero_shard(t->dp, 0, &b, &e);
     printf("model: D=%d L=%d Di=%d H=%d P=%d N=%d G=%d K=%d Q=%d F=%d O=%d | %zu parameters (%.2f MB fp32)\n", d->D,
            d->L, d->Di, d->H, d->P, d->N, d->G, d->K, d->Q, d->F, d->O, t->lay.n_params, 4e-6 * (double)t->lay.n_params);
     printf("memory: activations %zu bytes/token/layer saved for the backward; Adam state %.2f MB on each rank "
            "(ZeRO-1 shard of %zu of %zu parameters)\n",
-           m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_dp_state_bytes(t->dp), e - b,
+           m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_zero_state_bytes(t->dp), e - b,
            t->lay.n_params);
     printf("data: %s | %" PRId64 " train windows, %" PRId64 " val windows of %d ticks | global batch %d = %d ranks x "
            "%d micro-batches x %d\n",

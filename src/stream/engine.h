@@ -68,20 +68,20 @@ void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *
 /* u = h * rsqrt(mean(h^2) + M2_NORM_EPS) * w, over n values. */
 void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float *restrict u);
 
-/* One tick of one layer's causal depthwise conv over [ring, new] then SiLU (MODEL.md §2 step 2).
+/* One tick of one layer's causal depthwise conv over [ring, new] then SiLU (docs/MODEL.md §2 step 3).
  * wT [max(K,4)][ldc] (transposed conv weight; rows K..3 zero when K < 4), ring: K-1 rows of ldc, the oldest
  * at row pos; new [C]; out [C]. Overwrites the oldest ring row with new (the caller advances pos after the
  * tick). */
 void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                    int ldc, const float *restrict xnew, float *restrict out);
 
-/* One tick of the SSM for one layer (MODEL.md §2 steps 3-4): S [H][N][pad16(P)] (P fastest), xbc = [x (H P),
+/* One tick of the SSM for one layer (docs/MODEL.md §2 steps 4-5): S [H][N][pad16(P)] (P fastest), xbc = [x (H P),
  * B (G N), C (G N)] after the conv, dt_raw [H]; y [H P] = S C + D x. scratch: 2 pad16(H) floats; dt_raw,
  * dt_bias and A are read up to pad16(H) (the padding of the last two must be zero). */
 void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
              const float *dt_raw, float *y, float *scratch);
 
-/* Gated RMSNorm in G groups (MODEL.md §2 step 5), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
+/* Gated RMSNorm in G groups (docs/MODEL.md §2 step 6), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
 
 #endif

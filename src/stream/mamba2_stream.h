@@ -76,7 +76,7 @@ M2_STREAM_API int m2_stream_step(m2_stream *s, int stream, const float *x, float
  * range; repeated indices are not detected (each stream must appear at most once per call). */
 M2_STREAM_API int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred);
 
-/* raw [F] features as computed by the featuriser (FORMATS.md) -> x [F] z-scored with the training
+/* raw [F] features as computed by the featuriser (docs/FORMATS.md) -> x [F] z-scored with the training
  * statistics and clipped, as in the dataset's /features/X. */
 M2_STREAM_API void m2_stream_standardize(const m2_stream *s, const double *raw, float *x);
 

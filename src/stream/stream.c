@@ -1,4 +1,4 @@
-/* The streaming engine (core/m2stream.h): packs a model's parameters once, keeps a recurrent cache per
+/* The streaming engine (stream/mamba2_stream.h): packs a model's parameters once, keeps a recurrent cache per
  * stream, and advances streams one tick at a time. One code path serves step and step_batch: a tick of n
  * streams runs each matrix as one GEMM over the n streams (n = 1: the GEMV path of m2s_gemm) and the
  * element-wise work per stream. Every buffer is allocated at open; a tick only reads and writes them. */

@@ -1,4 +1,4 @@
-/* m2_stream_open (core/m2stream.h): the streaming engine opened from a checkpoint. It lives in the io
+/* m2_stream_open (stream/mamba2_stream.h): the streaming engine opened from a checkpoint. It lives in the io
  * library because it reads HDF5 through m2_checkpoint_load; the engine itself (core) knows nothing of files. */
 #include "base/error.h"
 #include "stream/engine.h"

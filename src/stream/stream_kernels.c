@@ -1,5 +1,5 @@
 /* Per-tick element-wise kernels of the streaming engine: norms, conv + SiLU, the SSM update, the gated norm
- * (MODEL.md §2, §4), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
+ * (docs/MODEL.md §2, §4), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
  * level's table at the end. Everything here works on one stream's vectors; the engine (stream.c) loops over
  * streams. Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
  * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, vector intrinsics

@@ -1,4 +1,4 @@
-/* Test-only oracle of the SSD: the sequential recurrence of MODEL.md §2 step 4 in fp64, forward and its exact
+/* Test-only oracle of the SSD: the sequential recurrence of docs/MODEL.md §2 step 5 in fp64, forward and its exact
  * backward by reverse mode through the recurrence (all states kept). Independent of src/core/ssd*.c; only the
  * shape struct (and its layouts, ssd.h) is shared, Q is ignored.
  *   S_t = exp(dt_t A_h) S_{t-1} + dt_t x_t B_tᵀ,  S_{-1} = 0,   y_t = S_t C_t + D_h x_t   (per b, h; g = h/(H/G))

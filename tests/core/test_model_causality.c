@@ -1,4 +1,4 @@
-/* Causality (MODEL.md §2): changing tick t's features changes no prediction before t, exactly (bitwise),
+/* Causality (docs/MODEL.md §2): changing tick t's features changes no prediction before t, exactly (bitwise),
  * and changes nothing in the other sequences of the micro-batch. In fp32, the product's precision, over
  * several chunks (T = 23, Q = 4) and at chunk boundaries. Exactness holds because every op either works per
  * token or, for time mixing (conv, SSD), masks future positions before multiplying; a leak of any size

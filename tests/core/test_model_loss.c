@@ -1,4 +1,4 @@
-/* The loss of MODEL.md §6: positions before burn_in and NaN targets contribute nothing: their prediction
+/* The loss of docs/MODEL.md §4: positions before burn_in and NaN targets contribute nothing: their prediction
  * gradient is exactly 0, and changing such targets (to anything, NaN and infinities included) changes
  * neither the sum, nor the count, nor any parameter gradient (bitwise). fp32 (the product). */
 #include <setjmp.h>

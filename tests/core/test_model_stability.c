@@ -1,4 +1,4 @@
-/* Stability (MODEL.md §3's numerical rules): forward and backward over a long window (T = 4096, 64 chunks)
+/* Stability (docs/MODEL.md §3's numerical rules): forward and backward over a long window (T = 4096, 64 chunks)
  * with extreme dt give finite predictions, loss and gradients, in fp32 (where overflow would show).
  * dt_bias = +10: dt ~ 10, dt*A down to -160, decays underflow to 0 (a decay computed as exp of a positive
  * difference of cumulative sums would overflow). dt_bias = -20: dt ~ 2e-9, decays ~1 over the whole

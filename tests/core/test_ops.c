@@ -206,18 +206,35 @@ static void check_forward(const op_case *c)
     free_inputs(c, d);
 }
 
-static void check_backward(op_case *c)
+/* The backward of case c for upstream gradient r (host, out_n) into zeroed gradients: g[i] receives host copies
+ * (malloc'ed) of every input's gradient. */
+static void backward_into_zeros(const op_case *c, const m2_real *r, m2_real *g[MAX_IN])
 {
-#ifdef MAMBA2_FP64
-    m2_real *r = rnd(c->out_n, -1, 1, 99);
     m2_real **d = upload_inputs(c);
     m2_real *dr = up(r, c->out_n);
     m2_real *grads[MAX_IN] = {0};
     for (int i = 0; i < c->n_in; i++) grads[i] = zeros_dev(c->in_n[i]);
     c->bwd(c, d, dr, grads);
     for (int i = 0; i < c->n_in; i++) {
-        if (!c->diff[i]) continue;
-        m2_real *g = down(grads[i], c->in_n[i]);
+        g[i] = down(grads[i], c->in_n[i]);
+        ops->free(ops, grads[i]);
+    }
+    ops->free(ops, dr);
+    free_inputs(c, d);
+}
+
+static void check_backward(op_case *c)
+{
+#ifdef MAMBA2_FP64
+    m2_real *r = rnd(c->out_n, -1, 1, 99);
+    m2_real *gs[MAX_IN] = {0};
+    backward_into_zeros(c, r, gs);
+    for (int i = 0; i < c->n_in; i++) {
+        m2_real *g = gs[i];
+        if (!c->diff[i]) {
+            free(g);
+            continue;
+        }
         for (size_t j = 0; j < c->in_n[i]; j++) {
             const double h = 1e-6;
             m2_real keep = c->in[i][j];
@@ -233,9 +250,6 @@ static void check_backward(op_case *c)
         }
         free(g);
     }
-    for (int i = 0; i < c->n_in; i++) ops->free(ops, grads[i]);
-    ops->free(ops, dr);
-    free_inputs(c, d);
     free(r);
 #endif
 }
@@ -247,22 +261,15 @@ static void check_thread_independence(const op_case *c)
     m2_real *first[MAX_IN] = {0};
     for (int threads = 1; threads <= 3; threads++) {
         m2_ops_cpu_set_threads(threads);
-        m2_real **d = upload_inputs(c);
-        m2_real *dr = up(r, c->out_n);
-        m2_real *grads[MAX_IN] = {0};
-        for (int i = 0; i < c->n_in; i++) grads[i] = zeros_dev(c->in_n[i]);
-        c->bwd(c, d, dr, grads);
+        m2_real *gs[MAX_IN] = {0};
+        backward_into_zeros(c, r, gs);
         for (int i = 0; i < c->n_in; i++) {
-            m2_real *g = down(grads[i], c->in_n[i]);
-            if (threads == 1) first[i] = g;
+            if (threads == 1) first[i] = gs[i];
             else {
-                assert_memory_equal(g, first[i], c->in_n[i] * sizeof *g);
-                free(g);
+                assert_memory_equal(gs[i], first[i], c->in_n[i] * sizeof *gs[i]);
+                free(gs[i]);
             }
-            ops->free(ops, grads[i]);
         }
-        ops->free(ops, dr);
-        free_inputs(c, d);
     }
     for (int i = 0; i < c->n_in; i++) free(first[i]);
     free(r);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel training end to end (issue 5):
+# Data-parallel training end to end:
 #   equivalence: 20 steps of the tiny config with the same global batch (16) at R = 1, 2 and 4 ranks give per-step
 #       losses that agree to 1e-6 relative and final parameters to 1e-5 (only the order of floating-point sums
 #       differs between rank counts);

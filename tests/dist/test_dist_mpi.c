@@ -190,7 +190,7 @@ static void run_against_reference(size_t n, int kind, float clip, int bucket_ord
     const int R = pg.world;
     unsigned char *mask = test_mask(n);
     m2_zero *z = NULL;
-    M2_ASSERT_ALL(m2_zero_create(&z, &pg, n, mask) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_create_host(&z, &pg, n, mask) == M2_OK);
     const size_t P = m2_zero_padded_len(z);
     size_t b, e;
     m2_zero_shard(z, pg.rank, &b, &e);
@@ -280,7 +280,7 @@ static void test_buckets_equal_allreduce(void **state)
     const int R = pg.world;
     const size_t n = 5003;
     m2_zero *z = NULL;
-    M2_ASSERT_ALL(m2_zero_create(&z, &pg, n, NULL) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_create_host(&z, &pg, n, NULL) == M2_OK);
     const size_t P = m2_zero_padded_len(z);
     size_t b, e;
     m2_zero_shard(z, pg.rank, &b, &e);
@@ -315,7 +315,7 @@ static void test_nonfinite_skips_everywhere(void **state)
 {
     const size_t n = 2048 + 17;
     m2_zero *z = NULL;
-    M2_ASSERT_ALL(m2_zero_create(&z, &pg, n, NULL) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_create_host(&z, &pg, n, NULL) == M2_OK);
     const size_t P = m2_zero_padded_len(z), S = m2_zero_shard_len(z);
     float *params = test_params(P, n), *grads = calloc(P, sizeof(float));
     float *m_before = malloc(S * sizeof(float)), *v_before = malloc(S * sizeof(float));
@@ -363,7 +363,7 @@ static void test_moments_reshard(void **state)
 {
     const size_t n = 3001;
     m2_zero *z = NULL;
-    M2_ASSERT_ALL(m2_zero_create(&z, &pg, n, NULL) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_create_host(&z, &pg, n, NULL) == M2_OK);
     const size_t P = m2_zero_padded_len(z);
     float *params = test_params(P, n), *grads = calloc(P, sizeof(float));
     double loss, norm;
@@ -393,7 +393,7 @@ static void test_moments_reshard(void **state)
     m2_dist sub;
     M2_ASSERT_ALL(m2_dist_from_comm(&sub, half, "test_dist_mpi") == M2_OK);
     m2_zero *y = NULL;
-    M2_ASSERT_ALL(m2_zero_create(&y, &sub, n, NULL) == M2_OK);
+    M2_ASSERT_ALL(m2_zero_create_host(&y, &sub, n, NULL) == M2_OK);
     /* only the new group's rank 0 passes the full moments (world rank 0 or 1; both hold them after the bcast) */
     const int root = sub.rank == 0;
     M2_ASSERT_ALL(m2_zero_load_moments(y, root ? m_full : NULL, root ? v_full : NULL, root ? 3 : -1) == M2_OK);

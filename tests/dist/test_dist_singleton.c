@@ -94,7 +94,7 @@ static void test_step_equals_plain_adamw(void **state)
     unsigned char *mask = malloc(n);
     m2_layout_decay_mask(&lay, mask);
     m2_zero *z = NULL;
-    assert_int_equal(m2_zero_create(&z, &pg, n, mask), M2_OK);
+    assert_int_equal(m2_zero_create_host(&z, &pg, n, mask), M2_OK);
     const size_t P = m2_zero_padded_len(z);
     float *params = calloc(P, sizeof *params), *grads = calloc(P, sizeof *grads);
     float *ref = calloc(n, sizeof *ref), *g = calloc(n, sizeof *g), *m = calloc(n, sizeof *m), *v = calloc(n, 4);
@@ -139,7 +139,7 @@ static void test_step_equals_plain_adamw(void **state)
 static void test_bucket_misuse(void **state)
 {
     m2_zero *z = NULL;
-    assert_int_equal(m2_zero_create(&z, &pg, 1000, NULL), M2_OK);
+    assert_int_equal(m2_zero_create_host(&z, &pg, 1000, NULL), M2_OK);
     float *grads = calloc(m2_zero_padded_len(z), sizeof *grads);
     assert_int_equal(m2_zero_bucket_ready(z, grads, 100, 200), M2_OK);
     assert_int_equal(m2_zero_bucket_ready(z, grads, 150, 300), M2_EUSAGE);

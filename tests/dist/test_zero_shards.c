@@ -29,7 +29,7 @@ static void check_cover(size_t n, int R)
 {
     m2_dist pg = fake_group(R, R - 1);
     m2_zero *z = NULL;
-    assert_int_equal(m2_zero_create(&z, &pg, n, NULL), M2_OK);
+    assert_int_equal(m2_zero_create_host(&z, &pg, n, NULL), M2_OK);
     const size_t S = m2_zero_shard_len(z), ceil_share = (n + (size_t)R - 1) / (size_t)R;
     assert_int_equal(S % M2_ZERO_ALIGN, 0);
     assert_true(S >= ceil_share && S < ceil_share + M2_ZERO_ALIGN); /* padded, but by less than one block */
@@ -68,7 +68,7 @@ static void test_small_buffer_leaves_empty_shards(void **state)
     /* n = 100 over 3 ranks: S = 64; rank 0 owns [0, 64), rank 1 [64, 100), rank 2 nothing. */
     m2_dist pg = fake_group(3, 2);
     m2_zero *z = NULL;
-    assert_int_equal(m2_zero_create(&z, &pg, 100, NULL), M2_OK);
+    assert_int_equal(m2_zero_create_host(&z, &pg, 100, NULL), M2_OK);
     size_t b, e;
     m2_zero_shard(z, 0, &b, &e);
     assert_true(b == 0 && e == 64);
@@ -84,7 +84,7 @@ static void test_exact_multiple_has_no_padding(void **state)
 {
     m2_dist pg = fake_group(4, 0);
     m2_zero *z = NULL;
-    assert_int_equal(m2_zero_create(&z, &pg, 4 * 640, NULL), M2_OK);
+    assert_int_equal(m2_zero_create_host(&z, &pg, 4 * 640, NULL), M2_OK);
     assert_int_equal(m2_zero_shard_len(z), 640);
     assert_int_equal(m2_zero_padded_len(z), 4 * 640);
     m2_zero_free(z);
@@ -94,10 +94,10 @@ static void test_rejects_bad_sizes(void **state)
 {
     m2_dist pg = fake_group(2, 1);
     m2_zero *z = (m2_zero *)&pg;
-    assert_int_equal(m2_zero_create(&z, &pg, 0, NULL), M2_EUSAGE);
+    assert_int_equal(m2_zero_create_host(&z, &pg, 0, NULL), M2_EUSAGE);
     assert_null(z);
     assert_non_null(strstr(m2_last_error(), "rank 1"));
-    assert_int_equal(m2_zero_create(&z, &pg, (size_t)INT_MAX + 1, NULL), M2_EUSAGE);
+    assert_int_equal(m2_zero_create_host(&z, &pg, (size_t)INT_MAX + 1, NULL), M2_EUSAGE);
     assert_non_null(strstr(m2_last_error(), "parameters"));
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The reference figure for bench_gpu (issue 6: "at least the throughput of the reference PyTorch+Triton Mamba-2
-implementation on the same GPU"): the same network as MODEL.md section 2 -- embed, n_layers x (RMSNorm, the upstream
+"""The reference figure for bench_gpu (the goal: "at least the throughput of the reference PyTorch+Triton Mamba-2
+implementation on the same GPU"): the same network as docs/MODEL.md section 2 -- embed, n_layers x (RMSNorm, the upstream
 Mamba2 mixer, residual), RMSNorm, head -- built from state-spaces/mamba's `Mamba2` module (its Triton SSD kernels),
 timed for one training micro-step (forward, MSE loss, backward) at configs/8gpu.ini's shape, in bf16 autocast with
 fp32 parameters, as upstream trains. Prints one line "bench_reference: N tokens/s ..." like bench_gpu's summary.

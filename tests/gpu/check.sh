@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 6): on a machine with an NVIDIA GPU, in under 8 minutes on one H100/H200,
+# The GPU check: on a machine with an NVIDIA GPU, in under 8 minutes on one H100/H200,
 #   1. build the CUDA backend, its tests and the benchmark (own build dir build-gpucheck, Release, -Werror);
 #   2. run every GPU test: each op against the CPU backend, the SSD against the fp64 oracle, the whole model's
 #      forward/backward against the CPU, 50 training steps whose losses must track the CPU's, NCCL on one rank;

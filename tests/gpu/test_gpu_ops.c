@@ -257,7 +257,7 @@ static void gated_case(int G)
 static void test_gated_norm(void **state)
 {
     gated_case(1);
-    gated_case(2); /* the group size matters in the backward (MODEL.md §3) */
+    gated_case(2); /* the group size matters in the backward (docs/MODEL.md §3) */
     gated_case(3);
 }
 

@@ -1,4 +1,4 @@
-/* The CUDA chunked SSD, forward and backward, against the oracle of MODEL.md §3 (the sequential recurrence in
+/* The CUDA chunked SSD, forward and backward, against the oracle of docs/MODEL.md §3 (the sequential recurrence in
  * fp64, written here with its reverse-mode derivative, independent of every chunked implementation) and against
  * the CPU backend's SSD. Shapes: T not a multiple of Q, one partial chunk only, G = 2 and G = 3 with several heads
  * per group, and sizes past one 64-wide tile in P, N and Q (the tiled products' edges). x, B, C are read with the
@@ -20,7 +20,7 @@
  *   sqrt(3) * 0.8u ~ 1.4u = 5.4e-3 expected; tolerance 2e-2 (~5u; observed 2e-3 to 3.7e-3). ddt and dA are formed
  *   from the same products' outputs (E, dCoff, dBst, CB) and may lose up to the cancellation factor ~10 noted for
  *   fp32: 5.4e-2 at worst, tolerance 8e-2 (observed up to 3.9e-3: the rounding enters before the differences, so
- *   little of it cancels). dD is a sum of dy.x formed in fp32 outside the products (MODEL.md §3: reductions stay
+ *   little of it cancels). dD is a sum of dy.x formed in fp32 outside the products (docs/MODEL.md §3: reductions stay
  *   fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
  * - tf32 products (u = 2^-11): the same reasoning, 8 times smaller: 2.5e-3 and 1e-2 (observed up to 6e-4 and
  *   1.1e-3).
@@ -56,7 +56,7 @@ typedef struct { /* one problem's inputs, host side, and where x, B, C sit in xb
 
 static const float *xrow(const problem *p, int r) { return p->xbc + (size_t)r * p->ld; }
 
-/* fp64 sequential recurrence, forward and reverse (MODEL.md §2 step 4). */
+/* fp64 sequential recurrence, forward and reverse (docs/MODEL.md §2 step 5). */
 static void oracle(const problem *p, oracle_out *o)
 {
     const shape s = p->sh;

@@ -1,6 +1,6 @@
 /* 50 training steps on the GPU and on the CPU from the same initial parameters on the same batches: the losses
  * must track each other step by step and both must fall. Drives m2_model_forward_backward and the backend's
- * AdamW directly (the loss normalised by its count as the trainer does: grads / count, MODEL.md §6), so it does
+ * AdamW directly (the loss normalised by its count as the trainer does: grads / count, docs/MODEL.md §4), so it does
  * not depend on the trainer's device selection. Prints the two loss curves. Without a GPU: one SKIP line, exit 0.
  *
  * Tolerances: with fp32 GEMMs the runs differ by summation order only, and 50 Adam steps amplify that to well

@@ -73,7 +73,7 @@ static void test_round_trip_synth_with_raw(void **state)
     assert_int_equal(m2_dataset_read(p, &b, 1), M2_OK);
     assert_same_dataset(&a, &b, 1);
 
-    /* The stored layout is the one FORMATS.md fixes: root attributes, contiguous X, unit, schema. */
+    /* The stored layout is the one docs/FORMATS.md fixes: root attributes, contiguous X, unit, schema. */
     hid_t f;
     assert_int_equal(m2_h5_open_read(p, "mamba2.ticks", 1, &f, NULL), M2_OK);
     char s[64];

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throw-away Slurm cluster on this machine (ENVIRONMENT.md "A real Slurm cluster on one machine"), for tests:
+# A throw-away Slurm cluster on this machine (docs/TESTING.md), for tests:
 #   source tests/launch/slurm_local.sh
 #   slurm_local_start || { echo "SKIP: $SLURM_LOCAL_WHY"; exit 0; }   # exports SLURM_CONF; sinfo/srun/sbatch work
 #   ...

@@ -14,10 +14,17 @@ cli_begin() {
   failures=0
   fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 }
+# cli_fixture FIXTURE: cli_begin, then the eval fixture program (tests/run/eval_fixture.c) writes a small dataset
+# and checkpoint into $dir: $ck is the checkpoint, $dir/data.h5 the dataset.
+cli_fixture() {
+  cli_begin
+  "$1" "$dir" >/dev/null || { echo "FAIL: fixture"; exit 1; }
+  ck=$dir/ckpt_7.h5
+}
 cli_end() { [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }; }
 
 # expect_error STATUS PATTERN PROGRAM [ARGS...]: PROGRAM exits with STATUS and prints exactly one line on stderr,
-# "<program>: error: ..." (the name the program gives itself; a test build may be named differently), matching the extended regular expression PATTERN (CLI.md's error contract).
+# "<program>: error: ..." (the name the program gives itself; a test build may be named differently), matching the extended regular expression PATTERN (docs/CLI.md's error contract).
 expect_error() {
   local want=$1 pattern=$2
   shift 2

@@ -1,7 +1,7 @@
-/* TEST ONLY: the CPU ops dressed as a device for model.device = cuda (core/backend.h), linked into a second build
- * of mamba2_train (tests/run/CMakeLists.txt and tests/gpu/CMakeLists.txt). The trainer then takes its device path on a machine without a GPU:
- * backend buffers reached only through the ops, host copies of the batch, predictions and parameters, and the
- * device ZeRO-1 step (dist/zero_dev.h) over host-staged MPI collectives. The CPU ops compute what the CPU path
+/* TEST ONLY: the CPU ops dressed as a device for model.device = cuda (run/backend.h), linked into a second build
+ * of mamba2_train and mamba2_eval (tests/run/CMakeLists.txt). The trainer then takes its device path on a machine
+ * without a GPU: backend buffers reached only through the ops, host copies of the batch, predictions and
+ * parameters, and the ZeRO-1 step (dist/zero.h) over host-staged MPI collectives. The CPU ops compute what the CPU path
  * computes, so the two paths must agree bit for bit (test_device_path.sh).
  * M2_TEST_DEVICE_NAME names the device (default: a name no peak is known for); a GPU's name from the peak table
  * (core/flops.h) turns on the MFU figures. */
@@ -20,7 +20,14 @@ static int available(char *why, size_t cap)
 
 static int init(int device) { return M2_OK; }
 
-static const m2_ops *ops(void) { return m2_ops_cpu(); }
+/* The CPU ops marked as device memory, so the collectives stage through host buffers as on a GPU. */
+static const m2_ops *ops(void)
+{
+    static m2_ops as_device;
+    as_device = *m2_ops_cpu();
+    as_device.host_memory = 0;
+    return &as_device;
+}
 
 static void device_name(char *buf, size_t cap)
 {

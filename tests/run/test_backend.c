@@ -1,4 +1,4 @@
-/* The backend choice (core/backend.h) with a fake device API whose GPU count the test sets: model.device auto, cpu
+/* The backend choice (run/backend.h) with a fake device API whose GPU count the test sets: model.device auto, cpu
  * and cuda; the device index = local rank; errors with one clear message and the right code; dist.backend on each
  * side; the description line; MFU's peak from the device name; model.precision handed to the device (and refused
  * there when unknown), not looked at on the CPU. One process, groups described by hand (model.device

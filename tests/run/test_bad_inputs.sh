@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad inputs to mamba2_train: one clear line on stderr naming the file/key, and the CLI.md exit code.
+# Bad inputs to mamba2_train: one clear line on stderr naming the file/key, and the docs/CLI.md exit code.
 source "$(dirname "$0")/../lib/cli.sh"
 test_begin
 make_dataset "$work/ticks.h5"
@@ -9,7 +9,7 @@ train=("$bin/mamba2_train" --config "$src/configs/tiny.ini" --set data.path="$wo
 expect_error 2 "config.*cannot open" "$bin/mamba2_train" --config "$work/missing.ini"
 expect_error 2 "required" "$bin/mamba2_train"
 expect_error 2 "unknown key 'stepz'" "${train[@]}" --set train.stepz=3
-expect_error 2 "train.lr.*cannot parse 'abc'" "${train[@]}" --set train.lr=abc
+expect_error 2 "train.lr \\(abc\\): not a number" "${train[@]}" --set train.lr=abc
 printf '[train]\nsteps = 10\n[modle]\nd_model = 3\n' >"$work/bad.ini"
 expect_error 2 "bad.ini:3: unknown section \[modle\]" "$bin/mamba2_train" --config "$work/bad.ini"
 expect_error 1 "nothere.h5" "${train[@]}" --set data.path="$work/nothere.h5"

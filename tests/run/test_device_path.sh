@@ -11,7 +11,7 @@
 #   - mamba2_eval --device cuda (the same stand-in) gives the CPU evaluation's metrics and predictions bit for bit;
 #   - MFU appears in metrics.jsonl and the status lines when the device's bf16 peak is known, never on the CPU;
 #   - the choice's errors: model.device = cuda without a GPU (mamba2_train here: no GPU), dist.backend nccl on the
-#     CPU, dist.backend none on 2 ranks: one line each and the CLI.md exit code.
+#     CPU, dist.backend none on 2 ranks: one line each and the docs/CLI.md exit code.
 # Usage: test_device_path.sh MPIRUN (env: MAMBA2_BIN, MAMBA2_SRC)
 mpirun="$1"
 source "$(dirname "$0")/../lib/cli.sh"
@@ -100,7 +100,7 @@ done
 (export M2_TEST_DEVICE_NAME="NVIDIA H200"; run mfu 1 "$dev" --set model.device=cuda --set train.log_every=1)
 grep -q '"mfu": [0-9.e-]*, "elapsed_s"' "$work/mfu/metrics.jsonl" || fail "mfu: no mfu in metrics.jsonl"
 grep -q "bf16 peak 989 TFLOP/s" "$work/mfu.log" || fail "mfu: the peak is not in the backend line"
-grep -q "| MFU [0-9.]*% |" "$work/mfu.log" || fail "mfu: no MFU in the status lines"
+grep -qE "\| MFU [0-9.]+(e[-+][0-9]+)?% \|" "$work/mfu.log" || fail "mfu: no MFU in the status lines"
 ! grep -q "mfu" "$work/dev1/metrics.jsonl" "$work/cpu1/metrics.jsonl" || fail "mfu reported without a known peak"
 
 # errors of the choice (model.device = cuda only where auto finds no GPU: on a GPU machine that run would train)

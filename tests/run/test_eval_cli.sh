@@ -11,10 +11,7 @@ fixture=$1
 eval_bin=$MAMBA2_BIN/mamba2_eval
 py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
 source "$(dirname "$0")/../lib/cli.sh"
-cli_begin
-
-"$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
-ck=$dir/ckpt_7.h5
+cli_fixture "$fixture"
 
 # ---- success paths -------------------------------------------------------------------------------
 "$eval_bin" --checkpoint "$ck" --split val --json "$dir/stream.json" --predictions "$dir/stream.h5" \

@@ -1,4 +1,4 @@
-/* Predictions file (FORMATS.md): write → read back with the plain HDF5 API (independent of our reader) →
+/* Predictions file (docs/FORMATS.md): write → read back with the plain HDF5 API (independent of our reader) →
  * bit-equal arrays including NaN targets, the schema attributes, and the metadata; our reader agrees; an
  * unwritable destination and a file of another schema give one clear error. */
 #include <setjmp.h>

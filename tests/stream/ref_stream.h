@@ -1,4 +1,4 @@
-/* An independent oracle for the streaming tests: MODEL.md §2 computed tick by tick in fp64, written as
+/* An independent oracle for the streaming tests: docs/MODEL.md §2 computed tick by tick in fp64, written as
  * plainly as possible from the formulas (window form of the conv with a shifted history, S stored [P][N] as in
  * the text), sharing no code with the engine. */
 #ifndef MAMBA2_TEST_REF_STREAM_H

@@ -16,7 +16,7 @@ typedef struct {
     int F, O, D, L, E, P, N, G, K;
 } fixture_shape;
 
-/* MODEL.md §1 defaults with F = 8 features and O = 3 horizons. */
+/* docs/MODEL.md §1 defaults with F = 8 features and O = 3 horizons. */
 static inline fixture_shape fixture_default(void)
 {
     fixture_shape s = {8, 3, 128, 4, 2, 32, 64, 1, 4};

@@ -5,8 +5,8 @@
 # The installed library must need no MPI, OpenMP, OpenBLAS or inih, and export only the API of mamba2_stream.h.
 # usage: test_install.sh CMAKE PATH/TO/eval_fixture PATH/TO/stream_example (in-tree)
 source "$(dirname "$0")/../lib/cli.sh"
-cli_begin
 cmake=$1 fixture=$2 in_tree=$3
+cli_fixture "$fixture"
 prefix=$dir/prefix
 
 "$cmake" --install "$MAMBA2_BIN" --prefix "$prefix" >"$dir/install.log" 2>&1 || { cat "$dir/install.log"; exit 1; }
@@ -31,8 +31,7 @@ others=$(grep -vE '^(m2_stream_|m2_last_error$)' <<<"$exported" || true)
 grep -q '^m2_stream_step_batch$' <<<"$exported" || fail "m2_stream_step_batch is not exported"
 echo "exports: $(wc -l <<<"$exported") symbols, all m2_stream_* or m2_last_error"
 
-# A checkpoint and ticks to run it on (the same input as test_stream_cli).
-"$fixture" "$dir" >/dev/null || { echo "FAIL: fixture"; exit 1; }
+# Ticks to run the fixture's checkpoint on (the same input as test_stream_cli).
 /usr/bin/python3 - "$dir" >"$dir/ticks.txt" <<'EOF2'
 import sys, h5py
 X = h5py.File(f"{sys.argv[1]}/data.h5", "r")["features/X"][...]
@@ -40,13 +39,13 @@ print("reset 0")
 for r in range(400, 470):
     print(0, " ".join("%.9g" % v for v in X[r]))
 EOF2
-"$in_tree" "$dir/ckpt_7.h5" <"$dir/ticks.txt" >"$dir/want.txt" || fail "in-tree stream_example failed"
+"$in_tree" "$ck" <"$dir/ticks.txt" >"$dir/want.txt" || fail "in-tree stream_example failed"
 [ "$(wc -l <"$dir/want.txt")" -eq 70 ] || fail "in-tree stream_example printed $(wc -l <"$dir/want.txt") lines, want 70"
 
 # 1. CMake: find_package(mamba2) -> mamba2::stream
 if "$cmake" -S "$src/examples" -B "$dir/ex-cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$dir/ex.log" 2>&1 &&
    "$cmake" --build "$dir/ex-cmake" >>"$dir/ex.log" 2>&1; then
-  LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-cmake/stream_example" "$dir/ckpt_7.h5" <"$dir/ticks.txt" \
+  LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-cmake/stream_example" "$ck" <"$dir/ticks.txt" \
     >"$dir/cmake.txt" || fail "CMake-built example failed"
   cmp -s "$dir/want.txt" "$dir/cmake.txt" && echo "ok: CMake-built example == in-tree" ||
     fail "CMake-built example differs from the in-tree one"
@@ -66,7 +65,7 @@ fi
 flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs mamba2_stream) || fail "pkg-config mamba2_stream"
 echo "pkg-config: $flags"
 if cc -std=c11 -Wall -Werror "$src/examples/stream_example.c" $flags -o "$dir/ex-pc" 2>"$dir/cc.log"; then
-  LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-pc" "$dir/ckpt_7.h5" <"$dir/ticks.txt" >"$dir/pc.txt" ||
+  LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-pc" "$ck" <"$dir/ticks.txt" >"$dir/pc.txt" ||
     fail "pkg-config-built example failed"
   cmp -s "$dir/want.txt" "$dir/pc.txt" && echo "ok: pkg-config-built example == in-tree" ||
     fail "pkg-config-built example differs from the in-tree one"

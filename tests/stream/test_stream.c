@@ -1,4 +1,4 @@
-/* Streaming engine (core/m2stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
+/* Streaming engine (stream/mamba2_stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
  * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; bf16; standardize; errors.
  *
  * Tolerances. The engine computes in fp32 (unit roundoff u = 6e-8) with a different summation order from
@@ -60,23 +60,33 @@ static double rel_err_ff(const float *a, const float *b, size_t n)
     return e / fmax(m, 1e-30);
 }
 
+/* One session of T ticks through a fresh engine and through the fp64 oracle (ref_stream.c); the caller frees both. */
+static void stream_and_oracle(const m2_layout *lay, const float *params, const float *X, int T, float **pred,
+                              double **ref)
+{
+    const size_t n = (size_t)T * lay->d.O;
+    *pred = malloc(n * sizeof **pred);
+    *ref = malloc(n * sizeof **ref);
+    ref_session(lay, params, X, T, *ref);
+    m2_stream *s;
+    assert_int_equal(m2_stream_open_params(lay, params, NULL, NULL, NULL, &s), M2_OK);
+    run(s, 0, X, T, *pred);
+    m2_stream_close(s);
+}
+
 static void check_against_oracle(fixture_shape shape, int T, const char *label)
 {
     m2_layout lay;
     assert_int_equal(fixture_layout(&lay, shape), M2_OK);
     float *params = fixture_params(&lay, 7, 1), *X = fixture_inputs(T, shape.F, 11);
-    float *pred = malloc((size_t)T * shape.O * sizeof *pred);
-    double *ref = malloc((size_t)T * shape.O * sizeof *ref);
-    ref_session(&lay, params, X, T, ref);
-    m2_stream *s;
-    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, NULL, &s), M2_OK);
-    run(s, 0, X, T, pred);
+    float *pred;
+    double *ref;
+    stream_and_oracle(&lay, params, X, T, &pred, &ref);
     double e = rel_err_fd(pred, ref, (size_t)T * shape.O);
     printf("  %s: max|pred| %.3g, rel err vs fp64 oracle %.2e over %d ticks\n", label,
            max_abs(ref, (size_t)T * shape.O), e, T);
     assert_true(e < REL_TOL);
     assert_true(max_abs(ref, (size_t)T * shape.O) > 0.05); /* the comparison is not between near-zeros */
-    m2_stream_close(s);
     m2_layout_free(&lay);
     free(params); free(X); free(pred); free(ref);
 }
@@ -222,17 +232,13 @@ static void test_extreme_activations(void **state)
         float *w = params + m2_layer_base(&lay, l) + lay.layer.W_in;
         for (int i = 0; i < lay.d.Win * shape.D; i++) w[i] *= 300.0f;
     }
-    float *pred = malloc((size_t)T * shape.O * sizeof *pred);
-    double *ref = malloc((size_t)T * shape.O * sizeof *ref);
-    ref_session(&lay, params, X, T, ref);
-    m2_stream *s;
-    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, NULL, &s), M2_OK);
-    run(s, 0, X, T, pred);
+    float *pred;
+    double *ref;
+    stream_and_oracle(&lay, params, X, T, &pred, &ref);
     for (int i = 0; i < T * shape.O; i++) assert_true(isfinite(pred[i]));
     double e = rel_err_fd(pred, ref, (size_t)T * shape.O);
     printf("  extreme activations: rel err vs fp64 oracle %.2e\n", e);
     assert_true(e < 1e-4);   /* fp32 rounding of activations in the hundreds: ~100x the usual 1e-6 */
-    m2_stream_close(s);
     m2_layout_free(&lay);
     free(params); free(X); free(pred); free(ref);
 }

@@ -1,4 +1,4 @@
-/* Streaming == the chunked forward (m2_model_forward, MODEL.md §3-4) over the same session: the default model
+/* Streaming == the chunked forward (m2_model_forward, docs/MODEL.md §3-4) over the same session: the default model
  * and G = 2, a session longer than several chunks and not a multiple of Q, parameters spread away from their
  * init constants (stream_fixture.h).
  *

@@ -12,10 +12,7 @@ bin=$MAMBA2_BIN/mamba2_stream
 eval_bin=$MAMBA2_BIN/mamba2_eval
 py=/usr/bin/python3   # Debian's python with numpy + h5py (launch/setup.sh)
 source "$(dirname "$0")/../lib/cli.sh"
-cli_begin
-
-"$fixture" "$dir" || { echo "FAIL: fixture"; exit 1; }
-ck=$dir/ckpt_7.h5
+cli_fixture "$fixture"
 
 # ---- success paths -------------------------------------------------------------------------------
 "$bin" --checkpoint "$ck" --split val --predictions "$dir/s1.h5" >"$dir/out.txt" 2>"$dir/err.txt"
@@ -96,7 +93,7 @@ check_help_version "$bin" --checkpoint --data --split --predictions --bf16 --bat
 expect_error 2 "--checkpoint" "$bin" --split val
 expect_error 2 "--bogus" "$bin" --checkpoint "$ck" --bogus
 expect_error 2 "split foo" "$bin" --checkpoint "$ck" --split foo
-expect_error 2 "--batch 0" "$bin" --checkpoint "$ck" --batch 0
+expect_error 2 "--batch \\(0\\): out of range" "$bin" --checkpoint "$ck" --batch 0
 expect_error 2 "--batch" "$bin" --checkpoint "$ck" --batch
 expect_error 1 "missing.h5" "$bin" --checkpoint "$dir/missing.h5"
 expect_error 1 "5 features" "$bin" --checkpoint "$ck" --data "$dir/data_f5.h5"

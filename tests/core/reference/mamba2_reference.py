@@ -1,18 +1,18 @@
 #!/usr/bin/python3
-"""Independent reference of the Mamba-2 model of MODEL.md, in numpy (float64), for tests/core.
+"""Independent reference of the Mamba-2 model of docs/MODEL.md, in numpy (float64), for tests/core.
 
-Forward: MODEL.md §2 literally, with the SSD as the sequential recurrence of §2 step 4 (no chunks).
+Forward: docs/MODEL.md §2 literally, with the SSD as the sequential recurrence of §2 step 4 (no chunks).
 Backward: hand-written reverse mode of that forward (no autograd library), checked here against central
 finite differences before anything is written.
 
 Writes model_reference.h5 (next to this script) holding a tiny model's parameters in the flat layout of
-src/core/layout.h, an input window, targets (with a burn-in and NaN targets), and the reference outputs:
+src/base/layout.h, an input window, targets (with a burn-in and NaN targets), and the reference outputs:
 predictions, sum of squared errors, its count, the gradient of the sum of squared errors w.r.t. every
 parameter (same flat layout) and w.r.t. the input. Inputs are stored in float32 (so the fp32 model reads
 exactly the values used here); outputs are float32 too (relative precision 6e-8, enough for the tests'
 tolerances, and it keeps the file small).
 
-Regenerate (only needed if MODEL.md changes):  /usr/bin/python3 tests/core/reference/mamba2_reference.py
+Regenerate (only needed if docs/MODEL.md changes):  /usr/bin/python3 tests/core/reference/mamba2_reference.py
 The test tests/core/test_model_reference.c reads the file."""
 
 import os
@@ -41,7 +41,7 @@ def derived(d):
 
 
 def layout(d):
-    """(name, shape) in flat-buffer order, as documented in src/core/layout.h."""
+    """(name, shape) in flat-buffer order, as documented in src/base/layout.h."""
     t = [("embed.weight", (d["D"], d["F"])), ("embed.bias", (d["D"],))]
     for i in range(d["L"]):
         p = "layers.%d." % i
@@ -156,7 +156,7 @@ def softplus(v):
 
 
 def ssd_fwd(x, dt, A, Bm, Cm, Dsk, d):
-    """Sequential recurrence (MODEL.md §2 step 4). x [B,T,H,P], dt [B,T,H], Bm/Cm [B,T,G,N].
+    """Sequential recurrence (docs/MODEL.md §2 step 5). x [B,T,H,P], dt [B,T,H], Bm/Cm [B,T,G,N].
     Returns y [B,T,H,P] and the states S_t [B,H,T+1,P,N] (S_{-1} = 0 first)."""
     Bn, Tn, H, P = x.shape
     hpg = H // d["G"]
