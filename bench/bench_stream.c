@@ -151,7 +151,8 @@ static double tick_flops(const m2_dims *d)
     return 2 * mk + 5.0 * d->L * d->H * d->N * d->P;
 }
 
-/* This core's one-thread sgemm rate (FLOP/s): OpenBLAS at 512^3, the median of 9 calls. */
+/* This core's one-thread sgemm rate (FLOP/s): OpenBLAS at 512^3, the fastest of 9 calls (the core's rate when
+ * nothing else runs on it; a median would put other processes' time into the floor). */
 static double sgemm_rate(void)
 {
     enum { N = 512 };
@@ -159,17 +160,15 @@ static double sgemm_rate(void)
     if (!a) return -1;
     for (size_t i = 0; i < (size_t)2 * N * N; i++) a[i] = (float)(i % 7) * 0.25f;
     openblas_set_num_threads(1);
-    double t[9];
+    double best = 1e30;
     for (int r = 0; r < 9; r++) {
         double t0 = m2_now_ns();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
                     a + 2 * N * N, N);
-        t[r] = m2_now_ns() - t0;
+        best = fmin(best, m2_now_ns() - t0);
     }
     free(a);
-    m2_latency l;
-    m2_latency_summarize(t, 9, &l);
-    return 2.0 * N * N * N / (l.p50 * 1e-9);
+    return 2.0 * N * N * N / (best * 1e-9);
 }
 
 /* Nanoseconds to read and write `bytes` of state once, as a tick does (glibc's memmove by one vector within the
