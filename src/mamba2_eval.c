@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/version.h"
 #include "run/eval.h"
+#include "run/eval_instruments.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/predictions.h"
@@ -21,7 +22,7 @@
 _Static_assert(sizeof(m2_real) == sizeof(float), "mamba2_eval runs the fp32 model on the checkpoint's fp32 parameters");
 
 typedef struct {
-    const char *checkpoint, *data, *json, *predictions, *device;
+    const char *checkpoint, *data, *json, *predictions, *device, *instrument;
     int split, mode;
     const char *split_name;
 } options;
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: " PROG " --checkpoint FILE [--data FILE] [--split val|test] [--mode stream|window]\n"
-            "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda]\n"
+            "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda] [--instrument NAME]\n"
             "\n"
             "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
             "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
             "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
             "                      not used: a model trained on GPUs evaluates anywhere)\n"
+            "  --instrument NAME   only this instrument's rows (a universe; default: pooled metrics, then one\n"
+            "                      row per instrument and horizon)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
@@ -75,7 +78,8 @@ static int parse_args(int argc, char **argv, options *o)
         {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
         {"json", required_argument, 0, 'j'},       {"predictions", required_argument, 0, 'p'},
         {"split", required_argument, 0, 's'},      {"mode", required_argument, 0, 'm'},
-        {"device", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, 'd'},     {"instrument", required_argument, 0, 'i'},
+        {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
@@ -84,6 +88,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'D': o->data = optarg; break;
         case 'j': o->json = optarg; break;
         case 'p': o->predictions = optarg; break;
+        case 'i': o->instrument = optarg; break;
         case 's': case 'm': case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
@@ -160,22 +165,40 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     m2_backend be;
     int rc = choose_backend(o, ck, &be, &rep);
     if (rc != M2_OK) return rc;
-    m2_eval_rows rows;
-    rc = m2_eval_predict(be.ops, &ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &rows);
+    int inst = o->instrument ? m2_dataset_find_instrument(ds, o->instrument) : -1;
+    if (o->instrument && inst < 0)
+        return m2_fail(M2_EUSAGE, "--instrument %s: not in the dataset (%s, %d instruments, the first %s)", o->instrument,
+                       data, ds->n_instruments, ds->inst_name[0]);
+    m2_eval_rows all, rows;
+    rc = m2_eval_predict(be.ops, &ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &all);
     if (rc != M2_OK) return rc;
+    int64_t b = 0, e = all.M;
+    if (inst >= 0) m2_eval_instrument_range(ds, &all, inst, &b, &e);
+    rows = m2_eval_rows_view(&all, b, e);
+    if (inst >= 0) snprintf(rep.instrument, sizeof rep.instrument, "%s", o->instrument);
     m2_ridge fit = {0};
-    float *ridge_pred = malloc(sizeof(float) * (size_t)rows.M * (size_t)rows.O);
-    rc = ridge_pred ? m2_eval_ridge(ds, &rows, &fit, ridge_pred) : m2_fail(M2_EFAIL, "eval: out of memory");
+    float *ridge_pred = malloc(sizeof(float) * (size_t)(rows.M + 1) * (size_t)rows.O);
+    m2_eval_report *per = inst < 0 && ds->n_instruments > 1 ? calloc((size_t)ds->n_instruments, sizeof *per) : NULL;
+    rc = ridge_pred && (per || inst >= 0 || ds->n_instruments <= 1) ? m2_eval_ridge(ds, &rows, &fit, ridge_pred)
+                                                                      : m2_fail(M2_EFAIL, "eval: out of memory");
     if (rc == M2_OK) {
         for (int h = 0; h < rows.O; h++) rep.ridge_rows[h] = fit.n_fit[h];
         rc = m2_eval_metrics(&rows, ridge_pred, &rep);
     }
+    if (rc == M2_OK && per) {
+        rc = m2_eval_by_instrument(ds, &rows, ridge_pred, &rep, per);
+        rep.n_instruments = ds->n_instruments;
+        rep.inst_name = (const char (*)[64])ds->inst_name;
+        rep.per_instrument = per;
+    }
     if (rc == M2_OK) m2_eval_print_table(stdout, &rep);
+    if (rc == M2_OK && per) m2_eval_print_instruments(stdout, ds, per);
     if (rc == M2_OK && o->json) rc = write_json(o->json, &rep);
     if (rc == M2_OK && o->predictions) rc = write_predictions(o->predictions, &rows, &rep);
     m2_ridge_free(&fit);
     free(ridge_pred);
-    m2_eval_rows_free(&rows);
+    free(per);
+    m2_eval_rows_free(&all);
     return rc;
 }
 

@@ -24,7 +24,7 @@
 
 typedef struct {
     const char *checkpoint, *data, *predictions, *split_name;
-    int split, bf16, batch;
+    int split, bf16, batch, per_instrument;
 } options;
 
 static void usage(FILE *f)
@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
             "                      difference to fp32 predictions on the split\n"
             "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
+            "  --per-instrument    a universe: one stream per instrument, all advanced together, each through its\n"
+            "                      instrument's parts in time order (instead of --batch)\n"
             "  --help              this text\n"
             "  --version           version and built-in backends\n");
 }
@@ -55,6 +57,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
         {"split", required_argument, 0, 's'},      {"predictions", required_argument, 0, 'p'},
         {"batch", required_argument, 0, 'b'},      {"bf16", no_argument, 0, 'f'},
+        {"per-instrument", no_argument, 0, 'i'},
         {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     int c;
@@ -64,6 +67,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'D': o->data = optarg; break;
         case 'p': o->predictions = optarg; break;
         case 'f': o->bf16 = 1; break;
+        case 'i': o->per_instrument = 1; break;
         case 'b':
             if (m2_parse_int("--batch", optarg, 1, 1 << 16, &o->batch)) return M2_EUSAGE;
             break;
@@ -86,18 +90,21 @@ static int parse_args(int argc, char **argv, options *o)
 /* Parts of the split: [begin, end) row ranges, session ∩ split, in row order. */
 typedef struct {
     int64_t n, *begin, *end;
+    int32_t *inst;       /* instrument of each part (ascending: FORMATS.md "Universe") */
 } parts;
 
 static int make_parts(const m2_dataset *ds, int split, parts *p)
 {
     p->begin = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
     p->end = malloc(sizeof(int64_t) * (size_t)(ds->n_sessions + 1));
+    p->inst = malloc(sizeof(int32_t) * (size_t)(ds->n_sessions + 1));
     p->n = 0;
-    if (!p->begin || !p->end) return m2_fail(M2_EFAIL, "stream: out of memory");
+    if (!p->begin || !p->end || !p->inst) return m2_fail(M2_EFAIL, "stream: out of memory");
     for (int64_t s = 0; s < ds->n_sessions; s++) {
         int64_t b, e;
         m2_dataset_session_part(ds, split, s, &b, &e);
         if (b < e) {
+            p->inst[p->n] = ds->session_inst ? ds->session_inst[s] : 0;
             p->begin[p->n] = b;
             p->end[p->n++] = e;
         }
@@ -109,18 +116,21 @@ static void free_parts(parts *p)
 {
     free(p->begin);
     free(p->end);
+    free(p->inst);
 }
 
-/* Per-stream cursor over the parts dealt to it (parts k, k+S, k+2S, ...). */
+/* Per-stream cursor over the parts dealt to it: parts k, k+S, k+2S, ... (round-robin) or, per instrument, the
+ * instrument's parts one after the other. */
 typedef struct {
-    int64_t part, row;   /* current part index and next row in it; part >= n: done */
+    int64_t part, row;   /* current part index and next row in it; part >= last: done */
+    int64_t last;
 } cursor;
 
 typedef struct {
     m2_stream *s;
     const m2_dataset *ds;
     const parts *pt;
-    int S;
+    int S, per_instrument;
     int64_t lo;          /* first row of the split: pred row r goes to pred[(r - lo) * O] */
     /* preallocated per-step buffers */
     cursor *cur;
@@ -137,14 +147,14 @@ static int gather(runner *r)
     int n = 0;
     for (int k = 0; k < r->S; k++) {
         cursor *c = &r->cur[k];
-        if (c->part >= r->pt->n) continue;
+        if (c->part >= c->last) continue;
         if (c->row == r->pt->begin[c->part]) m2_stream_reset(r->s, k);
         r->ids[n] = k;
         r->rows[n] = c->row;
         memcpy(r->X + (size_t)n * F, r->ds->X + (size_t)c->row * F, sizeof(float) * (size_t)F);
         if (++c->row == r->pt->end[c->part]) {
-            c->part += r->S;
-            if (c->part < r->pt->n) c->row = r->pt->begin[c->part];
+            c->part += r->per_instrument ? 1 : r->S;
+            if (c->part < c->last) c->row = r->pt->begin[c->part];
         }
         n++;
     }
@@ -155,9 +165,17 @@ static int gather(runner *r)
 static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
 {
     const int O = r->ds->n_targets;
-    for (int k = 0; k < r->S; k++) {
-        r->cur[k].part = k;
-        r->cur[k].row = k < r->pt->n ? r->pt->begin[k] : 0;
+    for (int64_t k = 0, p = 0; k < r->S; k++) {
+        cursor *c = &r->cur[k];
+        if (r->per_instrument) {   /* stream k: instrument k's parts */
+            c->part = p;
+            while (p < r->pt->n && r->pt->inst[p] == k) p++;
+            c->last = p;
+        } else {
+            c->part = k;
+            c->last = r->pt->n;
+        }
+        c->row = c->part < c->last ? r->pt->begin[c->part] : 0;
     }
     int64_t steps = 0;
     double t_start = m2_now_ns();
@@ -173,9 +191,10 @@ static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
     return steps;
 }
 
-static int runner_init(runner *r, m2_stream *s, const m2_dataset *ds, const parts *pt, int split, int S)
+static int runner_init(runner *r, m2_stream *s, const m2_dataset *ds, const parts *pt, int split, int S,
+                       int per_instrument)
 {
-    *r = (runner){.s = s, .ds = ds, .pt = pt, .S = S, .lo = ds->split[split][0]};
+    *r = (runner){.s = s, .ds = ds, .pt = pt, .S = S, .per_instrument = per_instrument, .lo = ds->split[split][0]};
     r->cur = calloc((size_t)S, sizeof *r->cur);
     r->ids = calloc((size_t)S, sizeof *r->ids);
     r->rows = calloc((size_t)S, sizeof *r->rows);
@@ -211,7 +230,7 @@ static int bf16_difference(const m2_checkpoint *ck, const m2_dataset *ds, const 
     if (rc) return rc;
     float *ref = malloc(sizeof(float) * (size_t)M * ds->n_targets);
     runner r;
-    rc = ref ? runner_init(&r, s, ds, pt, split, 1) : m2_fail(M2_EFAIL, "stream: out of memory");
+    rc = ref ? runner_init(&r, s, ds, pt, split, 1, 0) : m2_fail(M2_EFAIL, "stream: out of memory");
     if (rc == M2_OK) {
         double secs;
         run_split(&r, ref, NULL, &secs);
@@ -262,10 +281,12 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("model: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d; weights %.1f KB (%s), state %.1f KB per stream\n",
            d->F, d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, wb / 1024.0, o->bf16 ? "bf16 matrices" : "fp32",
            m2_stream_state_bytes(s) / 1024.0);
-    printf("run: %lld ticks in %lld steps of up to %d stream(s), one thread%s%d, %s kernels\n", (long long)ticks,
-           (long long)steps, o->batch, cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu, m2_stream_cpu(s));
+    printf("run: %lld ticks in %lld steps of up to %d stream(s)%s, one thread%s%d, %s kernels\n", (long long)ticks,
+           (long long)steps, o->per_instrument ? m2_stream_max_streams(s) : o->batch,
+           o->per_instrument ? " (one per instrument)" : "", cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu,
+           m2_stream_cpu(s));
     printf("latency per %s (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f\n",
-           o->batch == 1 ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
+           o->batch == 1 && !o->per_instrument ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
     printf("throughput: %.0f ticks/s (wall, including the split's bookkeeping); %.0f ticks/s in steps\n",
            (double)ticks / secs, (double)ticks / (l.mean * (double)steps * 1e-9));
     printf("floor: reading the %.1f KB of weights once takes %.0f ns hot (cache-resident, as for back-to-back "
@@ -282,12 +303,13 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
     const int64_t M = ds->split[o->split][1] - ds->split[o->split][0];
     if (rc == M2_OK && M <= 0) rc = m2_fail(M2_EUSAGE, "--split %s: the split has no rows", o->split_name);
     m2_stream *s = NULL;
-    if (rc == M2_OK) rc = open_engine(ck, o->bf16, o->batch, &s);
+    const int S = o->per_instrument ? ds->n_instruments : o->batch;
+    if (rc == M2_OK) rc = open_engine(ck, o->bf16, S, &s);
     float *pred = rc ? NULL : malloc(sizeof(float) * (size_t)M * ds->n_targets);
     double *lat = rc ? NULL : malloc(sizeof(double) * (size_t)M);
     runner r = {0};
     if (rc == M2_OK && (!pred || !lat)) rc = m2_fail(M2_EFAIL, "stream: out of memory for %lld rows", (long long)M);
-    if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, o->batch);
+    if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, S, o->per_instrument);
     if (rc == M2_OK) {
         int cpu = m2_pin_to_current_cpu();
         printf(PROG ": checkpoint %s (step %lld), split %s: %lld rows in %lld session part(s)\n", o->checkpoint,

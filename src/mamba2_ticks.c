@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/cli.h"
@@ -16,7 +17,9 @@
 #include "io/features.h"
 #include "io/h5util.h"
 #include "io/import_csv.h"
+#include "io/import_files.h"
 #include "io/synth.h"
+#include "io/synth_universe.h"
 
 static const char *const prog = "mamba2_ticks";
 
@@ -30,20 +33,29 @@ static const char usage_synth[] =
     "  --signal MODE       none | linear | memory                        default memory\n"
     "  --horizons H,...    target horizons in rows                       default 10,50,100\n"
     "  --split A,B,C       train,val,test fractions (by time)           default 0.8,0.1,0.1\n"
-    "  --clip C            clip of the z-scored features                 default 5\n";
+    "  --clip C            clip of the z-scored features                 default 5\n"
+    "  --instruments K     a universe of K instruments SYN000..            default 1\n"
+    "  --csv-dir DIR       write DIR/SYNkkk_YYYYMMDD.csv.gz per instrument and day instead of --out\n"
+    "  --levels K          keep K book levels: depth features depth_imb_1..K, depth_imb_cum (K <= 10)\n"
+    "  --lobster-dir DIR   write LOBSTER message/orderbook pairs (K levels, default 1) per instrument and day\n";
 
 static const char usage_import[] =
-    "mamba2_ticks import --csv FILE --out FILE [options]\n"
-    "  Converts a CSV of quotes (ts,bid,ask[,bid_size,ask_size]) or trades (ts,price[,size,side]) into a dataset.\n"
-    "  --csv FILE          input CSV with a header row (required)\n"
+    "mamba2_ticks import [--csv FILE]... [INPUT]... --out FILE [options]\n"
+    "  Converts CSVs of quotes (ts,bid,ask[,bid_size,ask_size]) or trades (ts,price[,size,side]) into a dataset.\n"
+    "  An INPUT is a .csv or .csv.gz file, a folder (its .csv and .csv.gz files) or a quoted glob pattern; files\n"
+    "  named NAME_YYYYMMDD.csv[.gz] are days of instrument NAME. More than one file makes a universe.\n"
+    "  --csv FILE          an input CSV with a header row (repeatable; same as an INPUT)\n"
     "  --out FILE          dataset to write (required)\n"
-    "  --instrument NAME   instrument name                   default: the CSV's file name\n"
+    "  --instrument NAME   every input is this instrument     default: from the file names\n"
     "  --tick-size X       price tick                        default: smallest price change seen\n"
     "  --horizons H,...    target horizons in rows           default 10,50,100\n"
     "  --split A,B,C       train,val,test fractions          default 0.8,0.1,0.1\n"
     "  --session-gap SEC   a longer gap starts a session     default 3600\n"
     "  --clip C            clip of the z-scored features     default 5\n"
-    "  --strict            the first bad row is fatal        default: skip, count and report bad rows\n";
+    "  --strict            the first bad row is fatal        default: skip, count and report bad rows\n"
+    "  --depth K           LOBSTER: depth imbalance features of book levels 1..K and cumulative (K <= 10)\n"
+    "  LOBSTER: TICKER_YYYY-MM-DD_START_END_message_N.csv is read with its _orderbook_N.csv (pass either or a\n"
+    "  folder of pairs).\n";
 
 static const char usage_info[] =
     "mamba2_ticks info FILE\n"
@@ -59,7 +71,7 @@ static void print_usage(FILE *out)
 /* ---- option values -------------------------------------------------------------------------------- */
 
 /* Options that synth and import share. */
-enum { OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
+enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_DEPTH, OPT_LEVELS, OPT_LOBSTER_DIR, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
        OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
 
 static int feature_option(int c, const char *arg, m2_feature_opts *f)
@@ -118,6 +130,30 @@ static int write_latent(int64_t file, void *arg)
     return rc ? M2_EFAIL : M2_OK;
 }
 
+/* A universe file, or the per-instrument, per-day CSV files of one. */
+static int synth_universe(const m2_synth_opts *o, int instruments, const char *out, const char *csv_dir,
+                          const char *lobster_dir)
+{
+    double t0 = now_s();
+    int64_t rows = 0;
+    if (csv_dir || lobster_dir) {
+        int rc = csv_dir ? m2_synth_write_csv(o, instruments, csv_dir, &rows)
+                         : m2_synth_write_lobster(o, instruments, lobster_dir, &rows);
+        if (rc == M2_OK)
+            printf("wrote %s: %d instruments x %d days, %lld rows (%.2f s)\n", csv_dir ? csv_dir : lobster_dir,
+                   instruments, o->sessions, (long long)rows, now_s() - t0);
+        return rc ? m2_report(prog, rc) : M2_OK;
+    }
+    m2_dataset ds;
+    int rc = m2_synth_universe(o, instruments, &ds);
+    if (rc == M2_OK)
+        rc = m2_dataset_write(out, &ds);
+    if (rc == M2_OK)
+        print_written(out, &ds, now_s() - t0);
+    m2_dataset_free(&ds);
+    return rc ? m2_report(prog, rc) : M2_OK;
+}
+
 static int cmd_synth(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -125,18 +161,24 @@ static int cmd_synth(int argc, char **argv)
         { "sessions", required_argument, 0, OPT_SESSIONS }, { "seed", required_argument, 0, OPT_SEED },
         { "signal", required_argument, 0, OPT_SIGNAL }, { "horizons", required_argument, 0, OPT_HORIZONS },
         { "split", required_argument, 0, OPT_SPLIT },   { "clip", required_argument, 0, OPT_CLIP },
+        { "instruments", required_argument, 0, OPT_INSTRUMENTS }, { "csv-dir", required_argument, 0, OPT_CSV_DIR },
+        { "levels", required_argument, 0, OPT_LEVELS }, { "lobster-dir", required_argument, 0, OPT_LOBSTER_DIR },
         { "help", no_argument, 0, OPT_HELP },           { 0, 0, 0, 0 }
     };
     static const char help[] = "mamba2_ticks synth --help";
     m2_synth_opts o;
     m2_synth_defaults(&o);
-    const char *out = NULL;
-    int c;
+    const char *out = NULL, *csv_dir = NULL, *lobster_dir = NULL;
+    int c, instruments = 1;
     int64_t v;
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
         int rc = M2_OK;
         switch (c) {
         case OPT_OUT: out = optarg; break;
+        case OPT_CSV_DIR: csv_dir = optarg; break;
+        case OPT_LOBSTER_DIR: lobster_dir = optarg; break;
+        case OPT_LEVELS: rc = m2_parse_int("--levels", optarg, 1, 10, &o.levels); break;
+        case OPT_INSTRUMENTS: rc = m2_parse_int("--instruments", optarg, 1, 999, &instruments); break;
         case OPT_TICKS: rc = m2_parse_i64("--ticks", optarg, 2, (int64_t)1 << 40, &o.ticks); break;
         case OPT_SESSIONS:
             rc = m2_parse_i64("--sessions", optarg, 1, 1000000, &v);
@@ -159,8 +201,11 @@ static int cmd_synth(int argc, char **argv)
     }
     if (m2_cli_no_extra(argc, argv, 0))
         return m2_report(prog, M2_EUSAGE);
-    if (!out)
-        return m2_report(prog, m2_fail(M2_EUSAGE, "synth: --out FILE is required"));
+    if ((out != NULL) + (csv_dir != NULL) + (lobster_dir != NULL) != 1)
+        return m2_report(prog, m2_fail(M2_EUSAGE, "synth: one of --out FILE, --csv-dir DIR and --lobster-dir DIR is "
+                                                  "required"));
+    if (csv_dir || lobster_dir || instruments > 1)
+        return synth_universe(&o, instruments, out, csv_dir, lobster_dir);
     double t0 = now_s();
     m2_dataset ds;
     double *latent = NULL;
@@ -178,6 +223,8 @@ static int cmd_synth(int argc, char **argv)
 
 /* ---- import --------------------------------------------------------------------------------------- */
 
+static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o);
+
 static int cmd_import(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -186,17 +233,20 @@ static int cmd_import(int argc, char **argv)
         { "horizons", required_argument, 0, OPT_HORIZONS }, { "split", required_argument, 0, OPT_SPLIT },
         { "clip", required_argument, 0, OPT_CLIP },         { "strict", no_argument, 0, OPT_STRICT },
         { "session-gap", required_argument, 0, OPT_GAP },   { "help", no_argument, 0, OPT_HELP },
+        { "depth", required_argument, 0, OPT_DEPTH },
         { 0, 0, 0, 0 }
     };
     static const char help[] = "mamba2_ticks import --help";
     m2_import_opts o;
     m2_import_defaults(&o);
-    const char *csv = NULL, *out = NULL;
-    int c;
+    const char *out = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    int c, n_inputs = 0;
+    if (!inputs)
+        return m2_report(prog, m2_fail(M2_EFAIL, "import: out of memory"));
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
         int rc = M2_OK;
         switch (c) {
-        case OPT_CSV: csv = optarg; break;
+        case OPT_CSV: inputs[n_inputs++] = optarg; break;
         case OPT_OUT: out = optarg; break;
         case OPT_INSTRUMENT:
             if (strlen(optarg) >= sizeof ((m2_dataset *)0)->instrument)
@@ -206,34 +256,76 @@ static int cmd_import(int argc, char **argv)
         case OPT_TICK_SIZE: rc = m2_parse_f64("--tick-size", optarg, 0, DBL_MAX, 1, &o.tick_size); break;
         case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
+        case OPT_DEPTH: rc = m2_parse_int("--depth", optarg, 1, M2_IMPORT_MAX_DEPTH, &o.depth_levels); break;
         case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
-        case OPT_HELP: fputs(usage_import, stdout); return M2_OK;
+        case OPT_HELP: free(inputs); fputs(usage_import, stdout); return M2_OK;
         default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
-        if (rc)
+        if (rc) {
+            free(inputs);
             return m2_report(prog, rc);
+        }
     }
-    if (m2_cli_no_extra(argc, argv, 0))
-        return m2_report(prog, M2_EUSAGE);
-    if (!csv || !out)
-        return m2_report(prog, m2_fail(M2_EUSAGE, "import: --csv FILE and --out FILE are required"));
+    while (optind < argc)
+        inputs[n_inputs++] = argv[optind++];
+    int rc = import_inputs(inputs, n_inputs, out, &o);
+    free(inputs);
+    return rc ? m2_report(prog, rc) : M2_OK;
+}
+
+static void warn_bad(const m2_import_report *rep, const char *what)
+{
+    char bad[2048];
+    m2_import_report_text(rep, bad, sizeof bad);
+    if (bad[0])
+        fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, what);
+}
+
+static int import_one(const char *csv, const char *out, const m2_import_opts *o)
+{
     double t0 = now_s();
     m2_dataset ds;
     m2_import_report rep;
-    int rc = m2_import_csv(csv, &o, &ds, &rep);
-    char bad[2048];
-    m2_import_report_text(&rep, bad, sizeof bad);
-    if (bad[0])
-        fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, csv);
+    int rc = m2_import_csv(csv, o, &ds, &rep);
+    warn_bad(&rep, csv);
     if (rc)
-        return m2_report(prog, rc);
+        return rc;
     printf("read %s: %lld data lines, %lld rows kept, %lld bad; tick size %g%s\n", csv, (long long)rep.lines,
            (long long)rep.rows, (long long)rep.bad, ds.tick_size, rep.tick_inferred ? " (inferred)" : "");
     rc = m2_dataset_write(out, &ds);
     if (rc == M2_OK)
         print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
-    return rc ? m2_report(prog, rc) : M2_OK;
+    return rc;
+}
+
+/* One plain file keeps the single-instrument import (row-fraction split); anything else is a universe. */
+static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o)
+{
+    if (n == 0 || !out)
+        return m2_fail(M2_EUSAGE, "import: an input (--csv FILE, a file, folder or glob) and --out FILE are required");
+    struct stat st;
+    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]))
+        return import_one(inputs[0], out, o);
+    double t0 = now_s();
+    m2_file_list list;
+    int rc = m2_file_list_expand(inputs, n, o, &list);
+    if (rc)
+        return rc;
+    m2_dataset ds;
+    m2_import_report rep;
+    rc = m2_import_universe(&list, o, &ds, &rep);
+    warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
+    if (rc == M2_OK)
+        printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,
+               (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
+    m2_file_list_free(&list);
+    if (rc == M2_OK)
+        rc = m2_dataset_write(out, &ds);
+    if (rc == M2_OK)
+        print_written(out, &ds, now_s() - t0);
+    m2_dataset_free(&ds);
+    return rc;
 }
 
 /* ---- info ----------------------------------------------------------------------------------------- */

@@ -23,6 +23,7 @@ typedef struct {
 #define F(field) offsetof(m2_config, field), sizeof(((m2_config *)0)->field)
 static const key_spec KEYS[] = {
     {"data", "path", K_STR, F(data.path), 0, 0, "data/ticks.h5", NULL},
+    {"data", "sampling", K_STR, F(data.sampling), 0, 0, "proportional", "proportional|uniform"},
     {"model", "d_model", K_INT, F(model.d_model), 1, 65536, "128", NULL},
     {"model", "n_layers", K_INT, F(model.n_layers), 1, 1024, "4", NULL},
     {"model", "expand", K_INT, F(model.expand), 1, 16, "2", NULL},

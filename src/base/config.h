@@ -10,6 +10,7 @@
 typedef struct {
     struct {
         char path[1024];          /* tick dataset (docs/FORMATS.md) */
+        char sampling[16];        /* proportional | uniform: training windows across a universe's instruments */
     } data;
     struct {
         int d_model, n_layers, expand, headdim, d_state, ngroups, d_conv, chunk_size;

@@ -50,43 +50,64 @@ static int read_tensors(hid_t file, const m2_layout *lay, const char *prefix, fl
     return M2_OK;
 }
 
-/* /norm/names: a 1-D dataset of fixed-length strings (h5util keeps string arrays as attributes only). */
+/* /norm/names: a 1-D dataset of fixed-length strings. */
 static int write_names(hid_t file, const char *path, const m2_checkpoint *ck)
 {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, NAME_LEN);
-    H5Tset_strpad(type, H5T_STR_NULLTERM);
-    hsize_t n = (hsize_t)ck->n_features;
-    hid_t space = H5Screate_simple(1, &n, NULL);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t ds = H5Dcreate2(file, "norm/names", type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t st = ds < 0 ? -1 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-    if (ds >= 0) H5Dclose(ds);
-    H5Pclose(lcpl);
-    H5Sclose(space);
-    H5Tclose(type);
-    return st < 0 ? m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "cannot write") : M2_OK;
+    (void)path;
+    return m2_h5_write_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
 }
 
 static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
 {
-    hid_t ds = H5Dopen2(file, "norm/names", H5P_DEFAULT);
-    if (ds < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "missing");
-    hid_t space = H5Dget_space(ds);
-    hssize_t n = H5Sget_simple_extent_npoints(space);
-    H5Sclose(space);
-    herr_t st = -1;
-    if (n == ck->n_features) {
-        hid_t type = H5Tcopy(H5T_C_S1);
-        H5Tset_size(type, NAME_LEN);
-        H5Tset_strpad(type, H5T_STR_NULLTERM);
-        st = H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ck->feature_names);
-        H5Tclose(type);
-    }
-    H5Dclose(ds);
-    if (st < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /norm/names", path, "unreadable or wrong length");
-    return M2_OK;
+    (void)path;
+    return m2_h5_read_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
+}
+
+/* /norm/instruments/{names, mean, std}: [I] and [I, F], the statistics the dataset's rows were z-scored with. */
+static int write_instruments(hid_t f, const m2_checkpoint *ck)
+{
+    const int I = ck->n_instruments, F = ck->n_features;
+    int64_t dims[2] = { I, F };
+    double *buf = malloc(sizeof(double) * 2 * (size_t)I * (size_t)F);
+    if (!buf) return m2_fail(M2_EFAIL, "checkpoint: out of memory");
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < F; j++) {
+            buf[i * F + j] = ck->inst_mean[i * M2_MAX_FEATURES + j];
+            buf[(size_t)I * F + i * F + j] = ck->inst_std[i * M2_MAX_FEATURES + j];
+        }
+    int rc = m2_h5_write_strs(f, "norm/instruments/names", ck->inst_name[0], sizeof ck->inst_name[0], I) ||
+             m2_h5_write(f, "norm/instruments/mean", M2_H5_F64, 2, dims, buf, 0) ||
+             m2_h5_write(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F, 0);
+    free(buf);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
+static int read_instruments(hid_t f, m2_checkpoint *ck)
+{
+    if (!m2_h5_exists(f, "norm/instruments")) return M2_OK;
+    int64_t dims[2];
+    if (m2_h5_shape(f, "norm/instruments/mean", 2, dims)) return M2_EFAIL;
+    if (dims[0] < 1 || dims[0] > INT32_MAX || dims[1] != ck->n_features)
+        return m2_fail(M2_EFAIL, "checkpoint /norm/instruments/mean: shape [%lld, %lld], want [I, %d]",
+                       (long long)dims[0], (long long)dims[1], ck->n_features);
+    const int I = (int)dims[0], F = ck->n_features;
+    ck->n_instruments = I;
+    ck->inst_name = calloc((size_t)I, sizeof *ck->inst_name);
+    ck->inst_mean = calloc((size_t)I * M2_MAX_FEATURES, sizeof(double));
+    ck->inst_std = calloc((size_t)I * M2_MAX_FEATURES, sizeof(double));
+    double *buf = malloc(sizeof(double) * 2 * (size_t)I * (size_t)F);
+    int rc = !ck->inst_name || !ck->inst_mean || !ck->inst_std || !buf
+                 ? m2_fail(M2_EFAIL, "checkpoint: out of memory")
+                 : m2_h5_read_strs(f, "norm/instruments/names", ck->inst_name[0], sizeof ck->inst_name[0], I) ||
+                       m2_h5_read(f, "norm/instruments/mean", M2_H5_F64, 2, dims, buf) ||
+                       m2_h5_read(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F);
+    for (int i = 0; !rc && i < I; i++)
+        for (int j = 0; j < F; j++) {
+            ck->inst_mean[i * M2_MAX_FEATURES + j] = buf[i * F + j];
+            ck->inst_std[i * M2_MAX_FEATURES + j] = buf[(size_t)I * F + i * F + j];
+        }
+    free(buf);
+    return rc ? M2_EFAIL : M2_OK;
 }
 
 static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
@@ -127,7 +148,8 @@ static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
     if ((rc = m2_h5_write(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean, 0)) ||
         (rc = m2_h5_write(f, "norm/std", M2_H5_F64, 1, &nf, ck->std, 0)))
         return rc;
-    return write_names(f, w->path, ck);
+    if ((rc = write_names(f, w->path, ck))) return rc;
+    return ck->n_instruments > 0 ? write_instruments(f, ck) : M2_OK;
 }
 
 int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap)
@@ -195,7 +217,8 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     if ((rc = m2_h5_read(f, "norm/mean", M2_H5_F64, 1, &nf, ck->mean)) ||
         (rc = m2_h5_read(f, "norm/std", M2_H5_F64, 1, &nf, ck->std)))
         return rc;
-    return read_names(f, path, ck);
+    if ((rc = read_names(f, path, ck))) return rc;
+    return read_instruments(f, ck);
 }
 
 /* Weights of a trained fp32 model are far below this; a larger one is a corrupted or hostile file, not a model. */
@@ -269,8 +292,32 @@ void m2_checkpoint_free(m2_checkpoint *ck)
     free(ck->params);
     free(ck->m);
     free(ck->v);
+    free(ck->inst_name);
+    free(ck->inst_mean);
+    free(ck->inst_std);
     ck->params = ck->m = ck->v = NULL;
+    ck->inst_name = NULL;
+    ck->inst_mean = ck->inst_std = NULL;
+    ck->n_instruments = 0;
     m2_layout_free(&ck->lay);
+}
+
+/* The model learnt on rows z-scored with these statistics: a dataset that normalised a known instrument
+ * otherwise would feed it different numbers for the same market. */
+static int check_instruments(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds, const char *data_path)
+{
+    for (int i = 0; i < ck->n_instruments; i++) {
+        int k = m2_dataset_find_instrument(ds, ck->inst_name[i]);
+        for (int j = 0; k >= 0 && j < ck->n_features; j++) {
+            size_t a = (size_t)i * M2_MAX_FEATURES + j, b = (size_t)k * M2_MAX_FEATURES + j;
+            if (ck->inst_mean[a] != ds->inst_mean[b] || ck->inst_std[a] != ds->inst_std[b])
+                return m2_fail(M2_EFAIL, "dataset (%s): instrument %s, feature %s is normalised with mean %.17g, std "
+                               "%.17g, but the checkpoint (%s) was trained with %.17g, %.17g", data_path,
+                               ck->inst_name[i], ck->feature_names[j], ds->inst_mean[b], ds->inst_std[b], ck_path,
+                               ck->inst_mean[a], ck->inst_std[a]);
+        }
+    }
+    return M2_OK;
 }
 
 int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
@@ -286,7 +333,7 @@ int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, co
         if (ck->feature_names[j][0] && strcmp(ck->feature_names[j], ds->feature_names[j]) != 0)
             return m2_fail(M2_EFAIL, "dataset (%s): feature %d is '%s', but the checkpoint (%s) was trained on '%s'",
                            data_path, j, ds->feature_names[j], ck_path, ck->feature_names[j]);
-    return M2_OK;
+    return check_instruments(ck, ck_path, ds, data_path);
 }
 
 /* "<role> <message><note>": the role in front of the last message (unless it already starts with it), a note after. */

@@ -22,6 +22,11 @@ typedef struct {
     int n_features;
     char feature_names[M2_MAX_FEATURES][32];
     double mean[M2_MAX_FEATURES], std[M2_MAX_FEATURES];
+    /* each instrument's train statistics (/norm/instruments; 0 and NULL in a checkpoint without them), laid out as
+     * in m2_dataset: [I, M2_MAX_FEATURES]. Owned when loaded; a caller saving may point them at a dataset's. */
+    int n_instruments;
+    char (*inst_name)[64];
+    double *inst_mean, *inst_std;
 } m2_checkpoint;
 
 /* Writes DIR/ckpt_STEP.h5 atomically; returns the final path in out_path (may be NULL). */
@@ -46,8 +51,8 @@ typedef int (*m2_checkpoint_task)(const m2_checkpoint *ck, const m2_dataset *ds,
 int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
                                    const void *user);
 
-/* Can this checkpoint's model read this dataset? Same feature count, target count and feature names
- * (M2_EFAIL with one line naming both files otherwise). */
+/* Can this checkpoint's model read this dataset? Same feature count, target count and feature names, and every
+ * instrument both know normalised with the same statistics (M2_EFAIL with one line naming both files otherwise). */
 int m2_checkpoint_check_dataset(const m2_checkpoint *ck, const char *ck_path, const m2_dataset *ds,
                                 const char *data_path);
 

@@ -2,17 +2,20 @@
  * into memory in one HDF5 call each and validates everything a sampler or trainer relies on. */
 #include "io/dataset.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "io/h5util.h"
 
 #define M2_TICKS_SCHEMA "mamba2.ticks"
-#define M2_TICKS_VERSION 1
+#define M2_TICKS_VERSION 2         /* 2 adds /universe; a file without it is written as version 1 */
 
 static const char *const split_names[3] = { "train", "val", "test" };
 
@@ -28,11 +31,41 @@ const char *m2_split_name(int split) { return split >= 0 && split < 3 ? split_na
 
 void m2_dataset_free(m2_dataset *ds)
 {
+    if (ds->map) {
+        munmap(ds->map, ds->map_len);
+        ds->X = NULL;
+        ds->y = NULL;
+    }
     void *owned[] = { ds->X, ds->y, ds->sessions, ds->ts_ns, ds->bid_px, ds->ask_px, ds->bid_sz,
-                      ds->ask_sz, ds->trade_px, ds->trade_sz, ds->side };
+                      ds->ask_sz, ds->trade_px, ds->trade_sz, ds->side, ds->inst_name, ds->inst_mean,
+                      ds->inst_std, ds->inst_tick, ds->session_inst, ds->extra,
+                      ds->book };
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
         free(owned[i]);
     memset(ds, 0, sizeof *ds);
+}
+
+int m2_dataset_alloc_universe(m2_dataset *ds, int n_instruments)
+{
+    size_t I = (size_t)n_instruments, S = (size_t)(ds->n_sessions > 0 ? ds->n_sessions : 1);
+    ds->n_instruments = n_instruments;
+    ds->inst_name = calloc(I, sizeof *ds->inst_name);
+    ds->inst_mean = calloc(I * M2_MAX_FEATURES, sizeof *ds->inst_mean);
+    ds->inst_std = calloc(I * M2_MAX_FEATURES, sizeof *ds->inst_std);
+    ds->inst_tick = calloc(I, sizeof *ds->inst_tick);
+    ds->session_inst = calloc(S, sizeof *ds->session_inst);
+    if (n_instruments < 1 || !ds->inst_name || !ds->inst_mean || !ds->inst_std || !ds->inst_tick ||
+        !ds->session_inst)
+        return m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n_instruments);
+    return M2_OK;
+}
+
+int m2_dataset_find_instrument(const m2_dataset *ds, const char *name)
+{
+    for (int i = 0; i < ds->n_instruments; i++)
+        if (strcmp(ds->inst_name[i], name) == 0)
+            return i;
+    return -1;
 }
 
 /* ---- validation ----------------------------------------------------------------------------------- */
@@ -117,10 +150,30 @@ static int check_values(const m2_dataset *ds, const char *origin)
     return M2_OK;
 }
 
+/* Sessions belong to known instruments, each instrument's sessions are contiguous within a split, and every
+ * instrument's statistics are usable. */
+static int check_universe(const m2_dataset *ds, const char *origin)
+{
+    if (!ds->session_inst)
+        return M2_OK;
+    for (int64_t k = 0; k < ds->n_sessions; k++)
+        if (ds->session_inst[k] < 0 || ds->session_inst[k] >= ds->n_instruments)
+            return m2_fail(M2_EFAIL, "/universe/session_instrument (%s): session %lld has instrument %d, the "
+                           "universe has %d", origin, (long long)k, (int)ds->session_inst[k], ds->n_instruments);
+    for (int i = 0; i < ds->n_instruments; i++)
+        for (int j = 0; j < ds->n_features; j++) {
+            double m = ds->inst_mean[i * M2_MAX_FEATURES + j], sd = ds->inst_std[i * M2_MAX_FEATURES + j];
+            if (!isfinite(m) || !isfinite(sd) || !(sd > 0))
+                return m2_fail(M2_EFAIL, "/universe/std (%s): instrument %s, feature %s has mean %g, std %g (need "
+                               "finite, std > 0)", origin, ds->inst_name[i], ds->feature_names[j], m, sd);
+        }
+    return M2_OK;
+}
+
 int m2_dataset_check(const m2_dataset *ds, const char *origin)
 {
     if (check_counts(ds, origin) || check_sessions(ds, origin) || check_splits(ds, origin) ||
-        check_stats(ds, origin) || check_values(ds, origin))
+        check_stats(ds, origin) || check_universe(ds, origin) || check_values(ds, origin))
         return M2_EFAIL;
     return M2_OK;
 }
@@ -199,15 +252,41 @@ static int write_attrs(hid_t f, const m2_dataset *ds)
     return rc ? M2_EFAIL : M2_OK;
 }
 
+/* /universe (FORMATS.md "Universe"): names, per-instrument statistics and tick sizes, the instrument of each
+ * session and the calendar cuts. */
+static int write_universe(hid_t f, const m2_dataset *ds)
+{
+    const int I = ds->n_instruments, F = ds->n_features;
+    int64_t i1 = I, st[2] = { I, F }, ns = ds->n_sessions, two = 2;
+    double *mean = malloc(sizeof(double) * (size_t)I * (size_t)F), *sd = malloc(sizeof(double) * (size_t)I * (size_t)F);
+    int rc = mean && sd ? M2_OK : m2_fail(M2_EFAIL, "/universe: out of memory");
+    for (int i = 0; rc == M2_OK && i < I; i++)
+        for (int j = 0; j < F; j++) {
+            mean[i * F + j] = ds->inst_mean[i * M2_MAX_FEATURES + j];
+            sd[i * F + j] = ds->inst_std[i * M2_MAX_FEATURES + j];
+        }
+    if (rc == M2_OK)
+        rc = m2_h5_write_strs(f, "/universe/names", ds->inst_name[0], sizeof ds->inst_name[0], I) ||
+             m2_h5_write(f, "/universe/mean", M2_H5_F64, 2, st, mean, 0) ||
+             m2_h5_write(f, "/universe/std", M2_H5_F64, 2, st, sd, 0) ||
+             m2_h5_write(f, "/universe/tick_size", M2_H5_F64, 1, &i1, ds->inst_tick, 0) ||
+             m2_h5_write(f, "/universe/session_instrument", M2_H5_I32, 1, &ns, ds->session_inst, 0) ||
+             m2_h5_write(f, "/universe/cut_ns", M2_H5_I64, 1, &two, ds->cut_ns, 0);
+    free(mean);
+    free(sd);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
 int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx),
                           void *ctx)
 {
     if (m2_dataset_check(ds, path))
         return M2_EFAIL;
     m2_h5_writer w;
-    if (m2_h5_create(&w, path, M2_TICKS_SCHEMA, M2_TICKS_VERSION))
+    if (m2_h5_create(&w, path, M2_TICKS_SCHEMA, ds->session_inst ? M2_TICKS_VERSION : 1))
         return M2_EFAIL;
     if (write_raw(w.file, ds) || write_arrays(w.file, ds) || write_attrs(w.file, ds) ||
+        (ds->session_inst && write_universe(w.file, ds)) ||
         (extra && extra(w.file, ctx))) {
         m2_h5_abort(&w);
         return M2_EFAIL;
@@ -299,15 +378,111 @@ static int read_raw(hid_t f, m2_dataset *ds)
     return M2_OK;
 }
 
+/* A file without /universe is a universe of one: its root statistics, every session its instrument's. */
+static int read_universe(hid_t f, m2_dataset *ds)
+{
+    const int F = ds->n_features;
+    if (!m2_h5_exists(f, "/universe")) {
+        if (m2_dataset_alloc_universe(ds, 1))
+            return M2_EFAIL;
+        snprintf(ds->inst_name[0], sizeof ds->inst_name[0], "%s", ds->instrument);
+        memcpy(ds->inst_mean, ds->mean, sizeof(double) * (size_t)F);
+        memcpy(ds->inst_std, ds->std, sizeof(double) * (size_t)F);
+        ds->inst_tick[0] = ds->tick_size;
+        ds->cut_ns[0] = ds->cut_ns[1] = INT64_MIN;   /* unknown: the file was split by rows */
+        return M2_OK;
+    }
+    int64_t nd[1], two = 2, ns = ds->n_sessions;
+    if (m2_h5_shape(f, "/universe/tick_size", 1, nd))
+        return M2_EFAIL;
+    if (nd[0] < 1 || nd[0] > INT32_MAX)
+        return m2_fail(M2_EFAIL, "/universe/tick_size: %lld instruments", (long long)nd[0]);
+    const int I = (int)nd[0];
+    int64_t st[2] = { I, F };
+    double *mean = NULL, *sd = NULL;
+    int rc = m2_dataset_alloc_universe(ds, I) ||
+             m2_h5_read_strs(f, "/universe/names", ds->inst_name[0], sizeof ds->inst_name[0], I) ||
+             m2_h5_read(f, "/universe/tick_size", M2_H5_F64, 1, nd, ds->inst_tick) ||
+             m2_h5_read(f, "/universe/session_instrument", M2_H5_I32, 1, &ns, ds->session_inst) ||
+             m2_h5_read(f, "/universe/cut_ns", M2_H5_I64, 1, &two, ds->cut_ns) ||
+             m2_h5_read_alloc(f, "/universe/mean", M2_H5_F64, 2, st, (void **)&mean) ||
+             m2_h5_read_alloc(f, "/universe/std", M2_H5_F64, 2, st, (void **)&sd);
+    for (int i = 0; rc == M2_OK && i < I; i++)
+        for (int j = 0; j < F; j++) {
+            ds->inst_mean[i * M2_MAX_FEATURES + j] = mean[i * F + j];
+            ds->inst_std[i * M2_MAX_FEATURES + j] = sd[i * F + j];
+        }
+    free(mean);
+    free(sd);
+    return rc ? M2_EFAIL : M2_OK;
+}
+
+/* Points `*out` at the stored floats of a contiguous, unfiltered float32 dataset inside the mapping, or leaves
+ * it NULL (chunked, compressed or not yet allocated data is read instead). x86-64 and aarch64 hosts are
+ * little-endian like the file, so the stored bytes are the values. */
+static void map_floats(hid_t f, const char *name, const m2_dataset *ds, int64_t count, float **out)
+{
+    *out = NULL;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0)
+        return;
+    haddr_t at = H5Dget_offset(d);
+    hid_t t = H5Dget_type(d);
+    int f32 = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
+    if (t >= 0)
+        H5Tclose(t);
+    H5Dclose(d);
+    if (!f32 || at == HADDR_UNDEF || at % sizeof(float) || at + (size_t)count * sizeof(float) > ds->map_len)
+        return;
+    *out = (float *)((char *)ds->map + at);
+}
+
+/* Maps the whole file privately (copy-on-write, so a caller that writes X changes only its own pages). */
+static void map_file(const char *path, m2_dataset *ds)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    off_t len = lseek(fd, 0, SEEK_END);
+    void *p = len > 0 ? mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED)
+        return;
+    ds->map = p;
+    ds->map_len = (size_t)len;
+}
+
+static int read_arrays(hid_t f, m2_dataset *ds, const char *path)
+{
+    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
+    map_file(path, ds);
+    if (ds->map) {
+        float *X, *y;
+        map_floats(f, "/features/X", ds, xd[0] * xd[1], &X);
+        map_floats(f, "/targets/y", ds, yd[0] * yd[1], &y);
+        if (X && y) {
+            ds->X = X;
+            ds->y = y;
+            return M2_OK;
+        }
+        munmap(ds->map, ds->map_len);
+        ds->map = NULL;
+    }
+    if (m2_h5_read_alloc(f, "/features/X", M2_H5_F32, 2, xd, (void **)&ds->X) ||
+        m2_h5_read_alloc(f, "/targets/y", M2_H5_F32, 2, yd, (void **)&ds->y))
+        return M2_EFAIL;
+    return M2_OK;
+}
+
 static int read_all(hid_t f, m2_dataset *ds, const char *path, int load_raw)
 {
     if (read_shapes(f, ds, path) || read_attrs(f, ds, path) || read_index(f, ds))
         return M2_EFAIL;
     if (check_sessions(ds, path) || check_splits(ds, path) || check_stats(ds, path))
         return M2_EFAIL;
-    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
-    if (m2_h5_read_alloc(f, "/features/X", M2_H5_F32, 2, xd, (void **)&ds->X) ||
-        m2_h5_read_alloc(f, "/targets/y", M2_H5_F32, 2, yd, (void **)&ds->y) || check_values(ds, path))
+    if (read_universe(f, ds) || check_universe(ds, path))
+        return M2_EFAIL;
+    if (read_arrays(f, ds, path) || check_values(ds, path))
         return M2_EFAIL;
     return load_raw ? read_raw(f, ds) : M2_OK;
 }

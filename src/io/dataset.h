@@ -1,9 +1,13 @@
-/* Tick datasets (docs/FORMATS.md "Tick dataset"): the in-memory form, the HDF5 reader/writer, and the window
- * sampler. Training reads whole splits into memory once (contiguous, uncompressed /features/X), so a
- * window costs a pointer offset, not an HDF5 call. */
+/* Tick datasets (docs/FORMATS.md "Tick dataset", "Universe"): the in-memory form, the HDF5 reader/writer, and the window
+ * sampler. The reader maps the contiguous, uncompressed /features/X and /targets/y read-only (the page cache is
+ * shared by the ranks of a node and a rank's private memory does not grow with the rows), so a window costs a
+ * pointer offset, not an HDF5 call. A dataset is a universe of one or more instruments laid out split-major
+ * (all train rows, then val, then test; inside a split instrument by instrument, in time order), so every split
+ * stays one row range and no session crosses an instrument. */
 #ifndef MAMBA2_DATASET_H
 #define MAMBA2_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { M2_SPLIT_TRAIN = 0, M2_SPLIT_VAL = 1, M2_SPLIT_TEST = 2 };
@@ -29,6 +33,24 @@ typedef struct {
     int64_t *ts_ns;
     double *bid_px, *ask_px, *bid_sz, *ask_sz, *trade_px, *trade_sz;
     int8_t *side;
+    /* extra per-row features appended after the defaults (LOBSTER depth imbalance, features.h), [n_rows, n_extra];
+     * held from import until the features are computed */
+    int n_extra;
+    float *extra;
+    /* optional book depth, LOBSTER orderbook order per row: ask px, ask size, bid px, bid size for levels 1..L
+     * (an empty level has size 0), [n_rows, 4 L]; synth --levels fills it */
+    int book_levels;
+    double *book;
+    /* the universe: n_instruments >= 1 (a file without /universe is a universe of one) */
+    int n_instruments;
+    char (*inst_name)[64];         /* [I] */
+    double *inst_mean, *inst_std;  /* [I, F] each instrument's train-split statistics (raw units) */
+    double *inst_tick;             /* [I] tick size */
+    int32_t *session_inst;         /* [n_sessions] instrument of each session */
+    int64_t cut_ns[2];             /* calendar cuts: train < cut_ns[0] <= val < cut_ns[1] <= test (ns, UTC) */
+    /* set by the reader when X and y point into a read-only mapping of the file (not malloc'd) */
+    void *map;
+    size_t map_len;
 } m2_dataset;
 
 /* Parses "train" / "val" / "test"; -1 otherwise. */
@@ -43,6 +65,12 @@ static inline void m2_dataset_session_part(const m2_dataset *ds, int split, int6
     *begin = ds->sessions[s] > lo ? ds->sessions[s] : lo;
     *end = ds->sessions[s + 1] < hi ? ds->sessions[s + 1] : hi;
 }
+
+/* Allocates the universe arrays for I instruments (inst_* and, when n_sessions > 0, session_inst zeroed). */
+int m2_dataset_alloc_universe(m2_dataset *ds, int n_instruments);
+
+/* Index of the instrument named `name`, -1 if none. */
+int m2_dataset_find_instrument(const m2_dataset *ds, const char *name);
 
 /* Opens and validates (schema, version, shapes, splits in bounds, sessions monotone) and reads features,
  * targets and index into memory; with load_raw also the /raw arrays. One clear error per problem. */
@@ -64,16 +92,35 @@ void m2_dataset_free(m2_dataset *ds);
 int m2_dataset_check(const m2_dataset *ds, const char *origin);
 
 /* Window sampler over one split. A window is T consecutive rows inside one session and inside the split,
- * and each of its loss positions (t >= burn_in) has at least one finite target. */
+ * and each of its loss positions (t >= burn_in) has at least one finite target. The valid starts are kept as
+ * runs of consecutive rows (memory grows with the sessions, not with the rows). */
+typedef struct {
+    int64_t first;                 /* first valid start of the run */
+    int64_t before;                /* valid starts in all earlier runs */
+} m2_start_run;
+
 typedef struct {
     const m2_dataset *ds;
     int split, T, burn_in;
     int64_t n_starts;
-    int64_t *starts;               /* valid window start rows, ascending */
+    int64_t n_runs;
+    m2_start_run *runs;            /* ascending; run k covers starts [first, first + runs[k+1].before - before) */
+    int64_t *inst_first;           /* [I+1]: instrument i's starts are [inst_first[i], inst_first[i+1]) */
+    int32_t *active;               /* the n_active instruments with at least one start */
+    int n_active;
+    int uniform;                   /* 1: draw the instrument uniformly first (m2_sampler_set_mode) */
 } m2_sampler;
 
 int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int burn_in);
 void m2_sampler_free(m2_sampler *s);
+
+/* "proportional" (default: every valid window equally likely, so instruments in proportion to their windows) or
+ * "uniform" (each step's windows spread evenly over the instruments that have windows, then uniformly within
+ * one). Both stay pure functions of (seed, step, index), distinct within a step. */
+int m2_sampler_set_mode(m2_sampler *s, const char *mode);
+
+/* The j-th valid start row (0 <= j < n_starts), in ascending order. */
+int64_t m2_sampler_row(const m2_sampler *s, int64_t j);
 
 /* Start row of window `index` (0 <= index < global_batch) of the global batch of `step`: a pure function of
  * (seed, step, index). Within one step distinct indices give distinct windows (a keyed permutation of the valid

@@ -142,6 +142,35 @@ int m2_features_split(m2_dataset *ds, const double f[3])
     return M2_OK;
 }
 
+void m2_depth_imbalance(const double *book, int k, float *x)
+{
+    double sb = 0, sa = 0;
+    for (int l = 0; l < k; l++) {
+        double a = book[4 * l + 1], b = book[4 * l + 3];
+        x[l] = a + b > 0 ? (float)((b - a) / (b + a)) : 0.0f;
+        sb += b;
+        sa += a;
+    }
+    x[k] = sa + sb > 0 ? (float)((sb - sa) / (sb + sa)) : 0.0f;
+}
+
+int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2)
+{
+    int64_t cuts[4] = { 0, c1, c2, ds->n_rows };
+    for (int k = 1; k <= 2; k++) {
+        int inside = cuts[k] > 0 && cuts[k] < ds->n_rows;
+        for (int64_t i = 0; inside && i <= ds->n_sessions; i++)
+            inside = ds->sessions[i] != cuts[k];
+        if (inside && insert_boundary(ds, cuts[k]))
+            return M2_EFAIL;
+    }
+    for (int k = 0; k < 3; k++) {
+        ds->split[k][0] = cuts[k];
+        ds->split[k][1] = cuts[k + 1];
+    }
+    return M2_OK;
+}
+
 /* ---- features and targets ------------------------------------------------------------------------- */
 
 static double mid_of(const m2_dataset *ds, int64_t i) { return 0.5 * (ds->bid_px[i] + ds->ask_px[i]); }
@@ -181,7 +210,7 @@ static void row_features(const m2_dataset *ds, int64_t i, int first, float *x)
 
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
 {
-    const int F = M2_N_FEATURES, O = o->n_horizons;
+    const int D = M2_N_FEATURES, F = D + ds->n_extra, O = o->n_horizons;
     if (!(ds->tick_size > 0))
         return m2_fail(M2_EUSAGE, "tick size (%g): must be > 0", ds->tick_size);
     free(ds->X);
@@ -192,13 +221,20 @@ int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
         return m2_fail(M2_EFAIL, "features: out of memory for %lld rows", (long long)ds->n_rows);
     ds->n_features = F;
     ds->n_targets = O;
-    for (int j = 0; j < F; j++)
+    for (int j = 0; j < D; j++)
         snprintf(ds->feature_names[j], sizeof ds->feature_names[j], "%s", m2_feature_name[j]);
+    for (int l = 0; l < ds->n_extra; l++)   /* depth levels 1..k, then all k together */
+        if (l + 1 < ds->n_extra)
+            snprintf(ds->feature_names[D + l], sizeof ds->feature_names[0], "depth_imb_%d", l + 1);
+        else
+            snprintf(ds->feature_names[D + l], sizeof ds->feature_names[0], "depth_imb_cum");
     memcpy(ds->horizons, o->horizons, (size_t)O * sizeof *o->horizons);
     for (int64_t s = 0; s < ds->n_sessions; s++) {
         int64_t b = ds->sessions[s], e = ds->sessions[s + 1];
         for (int64_t i = b; i < e; i++) {
             row_features(ds, i, i == b, ds->X + i * F);
+            if (ds->n_extra)
+                memcpy(ds->X + i * F + D, ds->extra + i * ds->n_extra, sizeof(float) * (size_t)ds->n_extra);
             double m0 = mid_of(ds, i);
             for (int k = 0; k < O; k++) {
                 int64_t j = i + o->horizons[k];

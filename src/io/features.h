@@ -43,7 +43,17 @@ int m2_parse_split(const char *text, const char *what, m2_feature_opts *o);
  * (ds->sessions grows), so that no window and no target ever crosses from one split into another. */
 int m2_features_split(m2_dataset *ds, const double fractions[3]);
 
-/* Computes the unnormalised features X [n_rows, M2_N_FEATURES] and targets y [n_rows, n_horizons] from the
+/* Sets ds->split to [0, c1), [c1, c2), [c2, n_rows) (0 <= c1 <= c2 <= n_rows), cutting a session in two where a cut
+ * falls inside one (the universe's calendar cuts, universe.h). */
+int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2);
+
+/* Depth imbalance from one book row in LOBSTER order (ask px, ask size, bid px, bid size per level): x[l] for
+ * levels l < k is (bid_l - ask_l)/(bid_l + ask_l) of the sizes, x[k] the same of the sizes summed over the k levels;
+ * 0 where both are 0 (empty levels have size 0). */
+void m2_depth_imbalance(const double *book, int k, float *x);
+
+/* Computes the unnormalised features X [n_rows, M2_N_FEATURES + n_extra] (the extra columns, e.g. LOBSTER depth
+ * imbalance depth_imb_1..k and depth_imb_cum, copied from ds->extra) and targets y [n_rows, n_horizons] from the
  * raw arrays, session by session (allocates ds->X and ds->y, sets names and horizons). */
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o);
 

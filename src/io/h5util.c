@@ -221,6 +221,8 @@ int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int vers
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_obj_track_times(fcpl, 0);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    /* Large arrays start on a page, so a reader can map them (dataset.c) with naturally aligned elements. */
+    H5Pset_alignment(fapl, 65536, 4096);
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
     H5Pclose(fcpl);
     H5Pclose(fapl);
@@ -680,4 +682,50 @@ int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int
     }
     *data = buf;
     return M2_OK;
+}
+
+/* ---- string datasets ------------------------------------------------------------------------------ */
+
+static hid_t string_dataset_parents(void)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    return lcpl;
+}
+
+int m2_h5_write_strs(hid_t loc, const char *path, const char *values, size_t stride, int64_t n)
+{
+    m2_h5_quiet();
+    hid_t type = fixed_string_type(stride);
+    hsize_t dim = (hsize_t)n;
+    hid_t space = H5Screate_simple(1, &dim, NULL), lcpl = string_dataset_parents(), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t d = H5Dcreate2(loc, path, type, space, lcpl, dcpl, H5P_DEFAULT);
+    herr_t st = d < 0 ? -1 : H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    if (d >= 0)
+        H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    return st < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
+}
+
+int m2_h5_read_strs(hid_t loc, const char *path, char *out, size_t stride, int64_t n)
+{
+    m2_h5_quiet();
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (d < 0)
+        return fail_at(loc, "dataset", path, "missing");
+    hid_t space = H5Dget_space(d);
+    hssize_t count = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    herr_t st = -1;
+    if (count == n) {
+        hid_t type = fixed_string_type(stride);
+        st = H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+        H5Tclose(type);
+    }
+    H5Dclose(d);
+    return st < 0 ? fail_at(loc, "dataset", path, "unreadable or wrong length") : M2_OK;
 }

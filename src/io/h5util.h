@@ -115,6 +115,11 @@ int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int
 int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int64_t *dims, void **data);
 
 /* 1 if a link (dataset or group) exists at `path` (every intermediate group must exist too), else 0. */
+/* 1-D datasets of n fixed-length, NUL-terminated strings held `stride` bytes apart (attributes are limited to
+ * 64 KiB, so long name lists are datasets). The reader wants exactly n strings. */
+int m2_h5_write_strs(hid_t loc, const char *path, const char *values, size_t stride, int64_t n);
+int m2_h5_read_strs(hid_t loc, const char *path, char *out, size_t stride, int64_t n);
+
 int m2_h5_exists(hid_t loc, const char *path);
 
 /* Size in bytes of one element of `type`. */

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #include "base/error.h"
+#include "io/import_rows.h"
 
 void m2_import_defaults(m2_import_opts *o)
 {
@@ -200,13 +202,6 @@ static int parse_header(char *line, const char *csv, header *h)
 
 /* ---- rows ----------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int64_t n, cap;
-    int64_t *ts;
-    double *bid, *ask, *bsz, *asz, *tpx, *tsz;
-    int8_t *side;
-} rows;
-
 static int rows_grow(rows *r)
 {
     int64_t cap = r->cap ? 2 * r->cap : 4096;
@@ -219,20 +214,15 @@ static int rows_grow(rows *r)
         *arrays[i] = p;
     }
     int8_t *s = realloc(r->side, (size_t)cap);
-    if (!s)
+    float *x = r->n_extra ? realloc(r->extra, (size_t)cap * (size_t)r->n_extra * sizeof *x) : NULL;
+    if (!s || (r->n_extra && !x))
         return m2_fail(M2_EFAIL, "import: out of memory");
     r->side = s;
+    if (r->n_extra)
+        r->extra = x;
     r->cap = cap;
     return M2_OK;
 }
-
-/* One parsed row before it is accepted. */
-typedef struct {
-    int64_t ts;
-    double bid, ask, bsz, asz, tpx, tsz;
-    int side;                      /* +1, -1, 0 = none given */
-    int has_trade;
-} event;
 
 /* A number in a field: empty gives `dflt` (when allowed); otherwise it must parse completely and be finite. */
 static const char *number(const char *text, const char *name, double dflt, int empty_ok, double *out, char *why)
@@ -347,17 +337,20 @@ static const char *parse_row(char *line, const header *h, event *e, char *why)
 
 /* ---- the import ----------------------------------------------------------------------------------- */
 
-static void note_bad(m2_import_report *rep, int64_t line, const char *why)
+/* `file` is NULL when there is one input (the report names it once); otherwise each listed row names its file. */
+void m2_import_note_bad(m2_import_report *rep, int64_t line, const char *why, const char *file)
 {
     if (rep->n_listed < M2_IMPORT_LISTED) {
         rep->bad_line[rep->n_listed] = line;
-        snprintf(rep->bad_why[rep->n_listed], sizeof rep->bad_why[0], "%s", why);
+        const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+        snprintf(rep->bad_why[rep->n_listed], sizeof rep->bad_why[0], "%.70s%s%.50s", why, file ? " in " : "",
+                 file ? base : "");
         rep->n_listed++;
     }
     rep->bad++;
 }
 
-static int keep(rows *r, const event *e)
+int m2_rows_keep(rows *r, const event *e)
 {
     if (r->n == r->cap && rows_grow(r))
         return M2_EFAIL;
@@ -370,10 +363,35 @@ static int keep(rows *r, const event *e)
     r->tpx[i] = e->tpx;
     r->tsz[i] = e->tsz;
     r->side[i] = (int8_t)e->side;
+    if (r->n_extra)
+        memcpy(r->extra + i * r->n_extra, e->extra, sizeof(float) * (size_t)r->n_extra);
     return M2_OK;
 }
 
-static int read_rows(FILE *in, const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep)
+/* The next line of a plain or gzip-compressed file (zlib reads both) into *buf, growing it: its length, or -1 at
+ * the end or on an error (the caller asks gzerror which). */
+ssize_t m2_gz_line(gzFile in, char **buf, size_t *cap)
+{
+    size_t n = 0;
+    for (;;) {
+        if (*cap - n < 2) {
+            size_t c = *cap ? 2 * *cap : 65536;
+            char *b = realloc(*buf, c);
+            if (!b)
+                return -1;
+            *buf = b;
+            *cap = c;
+        }
+        if (!gzgets(in, *buf + n, (int)(*cap - n > INT32_MAX ? INT32_MAX : *cap - n)))
+            return n > 0 ? (ssize_t)n : -1;
+        n += strlen(*buf + n);
+        if ((n > 0 && (*buf)[n - 1] == '\n') || gzeof(in))
+            return (ssize_t)n;
+    }
+}
+
+static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep,
+                     int name_files)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -381,7 +399,7 @@ static int read_rows(FILE *in, const char *csv, const m2_import_opts *o, rows *r
     int64_t lineno = 0;
     header h = { { 0 }, 0, 0 };
     int have_header = 0, rc = M2_OK;
-    while (rc == M2_OK && (len = getline(&line, &cap, in)) >= 0) {
+    while (rc == M2_OK && (len = m2_gz_line(in, &line, &cap)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == (size_t)len)
             continue;              /* blank lines carry nothing */
@@ -401,17 +419,19 @@ static int read_rows(FILE *in, const char *csv, const m2_import_opts *o, rows *r
         if (bad && o->strict)
             rc = m2_fail(M2_EFAIL, "row (%s:%lld): %s (--strict)", csv, (long long)lineno, bad);
         else if (bad)
-            note_bad(rep, lineno, bad);
+            m2_import_note_bad(rep, lineno, bad, name_files ? csv : NULL);
         else
-            rc = keep(r, &e);
+            rc = m2_rows_keep(r, &e);
     }
     free(line);
+    int err = Z_OK;
+    const char *zmsg = gzerror(in, &err);
+    if (rc == M2_OK && err == Z_ERRNO)
+        rc = m2_fail(M2_EFAIL, "import (%s): read error: %s", csv, strerror(errno));
+    else if (rc == M2_OK && err != Z_OK && err != Z_STREAM_END)
+        rc = m2_fail(M2_EFAIL, "import (%s): gzip data corrupt or truncated: %s", csv, zmsg);
     if (rc == M2_OK && !have_header)
         rc = m2_fail(M2_EFAIL, "import (%s): empty file", csv);
-    if (rc == M2_OK && ferror(in))
-        rc = m2_fail(M2_EFAIL, "import (%s): read error: %s", csv, strerror(errno));
-    if (rc == M2_OK && r->n < 2)
-        rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv, (long long)r->n);
     return rc;
 }
 
@@ -473,7 +493,66 @@ static void base_name(const char *path, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)n, b);
 }
 
-int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep)
+static void free_rows(rows *r)
+{
+    free(r->extra);
+    free(r->ts);
+    free(r->bid);
+    free(r->ask);
+    free(r->bsz);
+    free(r->asz);
+    free(r->tpx);
+    free(r->tsz);
+    free(r->side);
+}
+
+/* Moves the rows into ds as its raw arrays, with sessions, trade sides, tick size and names. */
+static int take_rows(rows *r, const char *first, int n_files, const m2_import_opts *o, m2_dataset *ds,
+                     m2_import_report *rep)
+{
+    if (make_sessions(r, o->session_gap_s, ds))
+        return M2_EFAIL;
+    tick_rule(r, ds->sessions, ds->n_sessions);
+    ds->n_rows = rep->rows = r->n;
+    ds->ts_ns = r->ts;
+    ds->bid_px = r->bid;
+    ds->ask_px = r->ask;
+    ds->bid_sz = r->bsz;
+    ds->ask_sz = r->asz;
+    ds->trade_px = r->tpx;
+    ds->trade_sz = r->tsz;
+    ds->side = r->side;
+    ds->extra = r->extra;
+    ds->n_extra = r->n_extra;
+    rep->tick_inferred = o->tick_size == 0;
+    ds->tick_size = o->tick_size > 0 ? o->tick_size : infer_tick(r);
+    if (o->instrument)
+        snprintf(ds->instrument, sizeof ds->instrument, "%s", o->instrument);
+    else
+        base_name(first, ds->instrument, sizeof ds->instrument);
+    const char *base = strrchr(first, '/') ? strrchr(first, '/') + 1 : first;
+    if (n_files == 1)
+        snprintf(ds->source, sizeof ds->source, "import %s", base);
+    else
+        snprintf(ds->source, sizeof ds->source, "import %d files from %.40s", n_files, base);
+    return M2_OK;
+}
+
+static int read_file(const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep, int name_files)
+{
+    if (m2_lobster_is_message(csv))
+        return m2_lobster_read(csv, o, r, rep);
+    gzFile in = gzopen(csv, "rb");
+    if (!in)
+        return m2_fail(M2_EFAIL, "import (%s): %s", csv, strerror(errno ? errno : ENOMEM));
+    gzbuffer(in, 1 << 18);
+    int rc = read_rows(in, csv, o, r, rep, name_files);
+    gzclose(in);
+    return rc;
+}
+
+int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
+                           m2_import_report *rep)
 {
     memset(ds, 0, sizeof *ds);
     memset(rep, 0, sizeof *rep);
@@ -481,44 +560,22 @@ int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *d
         return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
     if (o->tick_size < 0 || !isfinite(o->tick_size))
         return m2_fail(M2_EUSAGE, "--tick-size (%g): must be > 0", o->tick_size);
-    FILE *in = fopen(csv, "r");
-    if (!in)
-        return m2_fail(M2_EFAIL, "import (%s): %s", csv, strerror(errno));
-    rows r = { 0 };
-    int rc = read_rows(in, csv, o, &r, rep);
-    fclose(in);
-    if (rc == M2_OK)
-        rc = make_sessions(&r, o->session_gap_s, ds);
-    if (rc == M2_OK) {
-        tick_rule(&r, ds->sessions, ds->n_sessions);
-        ds->n_rows = rep->rows = r.n;
-        ds->ts_ns = r.ts;
-        ds->bid_px = r.bid;
-        ds->ask_px = r.ask;
-        ds->bid_sz = r.bsz;
-        ds->ask_sz = r.asz;
-        ds->trade_px = r.tpx;
-        ds->trade_sz = r.tsz;
-        ds->side = r.side;
-        rep->tick_inferred = o->tick_size == 0;
-        ds->tick_size = o->tick_size > 0 ? o->tick_size : infer_tick(&r);
-        if (o->instrument)
-            snprintf(ds->instrument, sizeof ds->instrument, "%s", o->instrument);
-        else
-            base_name(csv, ds->instrument, sizeof ds->instrument);
-        snprintf(ds->source, sizeof ds->source, "import %s", strrchr(csv, '/') ? strrchr(csv, '/') + 1 : csv);
+    rows r = { .n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0 };
+    int rc = M2_OK;
+    for (int i = 0; rc == M2_OK && i < n; i++)
+        rc = read_file(csv[i], o, &r, rep, n > 1);
+    if (rc == M2_OK && r.n < 2)
+        rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv[0], (long long)r.n);
+    if (rc == M2_OK && (rc = take_rows(&r, csv[0], n, o, ds, rep)) == M2_OK)
         return M2_OK;
-    }
-    free(r.ts);
-    free(r.bid);
-    free(r.ask);
-    free(r.bsz);
-    free(r.asz);
-    free(r.tpx);
-    free(r.tsz);
-    free(r.side);
+    free_rows(&r);
     m2_dataset_free(ds);
     return rc;
+}
+
+int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep)
+{
+    return m2_import_events_files(&csv, 1, o, ds, rep);
 }
 
 int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep)

@@ -16,8 +16,11 @@
 #include "io/dataset.h"
 #include "io/features.h"
 
+#define M2_IMPORT_MAX_DEPTH 10
+
 typedef struct {
     const char *instrument;        /* NULL: the CSV's file name without folder and extension */
+    int depth_levels;              /* LOBSTER: depth features from the first k book levels (0: none) */
     double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
     double session_gap_s;          /* a gap longer than this starts a new session */
     int strict;
@@ -32,7 +35,7 @@ typedef struct {
     int64_t bad;                   /* rows skipped */
     int n_listed;                  /* the first M2_IMPORT_LISTED bad rows: */
     int64_t bad_line[M2_IMPORT_LISTED];
-    char bad_why[M2_IMPORT_LISTED][80];
+    char bad_why[M2_IMPORT_LISTED][128];
     int tick_inferred;             /* 1 if tick_size was inferred */
 } m2_import_report;
 
@@ -41,6 +44,15 @@ void m2_import_defaults(m2_import_opts *o);
 
 /* Parses the CSV into raw events and sessions (no features yet). */
 int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);
+
+/* The same for the files of one instrument in time order (one per day, say), read one after the other into one
+ * event series: time must not go backwards across files either. Files may be gzip-compressed (zlib). */
+int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
+                           m2_import_report *rep);
+
+/* LOBSTER (import_lobster.c): is this a message file name (..._message_N.csv[.gz])? Such a file is read with its
+ * orderbook file (the same name with "_orderbook_") wherever a CSV is accepted. */
+int m2_lobster_is_message(const char *path);
 
 /* m2_import_csv_events + m2_features_build: the dataset `mamba2_ticks import` writes. */
 int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep);

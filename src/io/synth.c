@@ -265,6 +265,26 @@ static void store_row(m2_dataset *ds, int64_t i, const book *b, const top *q, co
     ds->side[i] = (int8_t)(traded ? f->side : 0);
 }
 
+/* The first `levels` non-empty price levels on each side, best first, in LOBSTER order (a side with fewer
+ * gets empty levels: price 0, size 0). The search stops 4·PLACE_MAX ticks behind the best quote. */
+static void store_book(m2_dataset *ds, int64_t i, const book *b, const top *q)
+{
+    const int L = ds->book_levels;
+    double *row = ds->book + i * 4 * L;
+    memset(row, 0, sizeof(double) * 4 * (size_t)L);
+    for (int side = 0; side < 2; side++) {
+        int best = side ? q->ask : q->bid, dir = side ? 1 : -1, n = 0;
+        for (int d = 0; n < L && d <= PLACE_MAX * 4; d++) {
+            int lv = best + dir * d;
+            if (lv < 0 || lv >= LEVELS || b->depth[side][lv] == 0)
+                continue;
+            row[4 * n + (side ? 0 : 2)] = (double)(b->offset + lv) * TICK_SIZE;
+            row[4 * n + (side ? 1 : 3)] = b->depth[side][lv] * LOT;
+            n++;
+        }
+    }
+}
+
 /* Days since the epoch of the d-th trading day (weekdays from FIRST_DAY). */
 static int64_t trading_day(int d)
 {
@@ -293,6 +313,8 @@ static void run_session(book *b, traders *t, m2_dataset *ds, double *latent, dou
         prev = q;
         t->flow = t->decay * t->flow + (traded && noise ? f.side : 0);
         store_row(ds, i, b, &q, &f, traded);
+        if (ds->book)
+            store_book(ds, i, b, &q);
         if (latent)
             latent[i] = t->signal == M2_SIGNAL_LINEAR ? imbalance(b) : t->flow;
         when[i - row0] = clock;
@@ -355,12 +377,20 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
                        o->sessions);
     if (o->signal < 0 || o->signal > 2)
         return m2_fail(M2_EUSAGE, "--signal (%d): unknown", o->signal);
+    if (o->levels < 0 || o->levels > 10)
+        return m2_fail(M2_EUSAGE, "--levels (%d): must be in [0, 10]", o->levels);
     ds->n_rows = o->ticks;
     ds->n_sessions = o->sessions;
     book *b = malloc(sizeof *b);
     double *lat = latent ? malloc((size_t)o->ticks * sizeof *lat) : NULL;
     double *when = malloc((size_t)(o->ticks / o->sessions + 1) * sizeof *when);
-    if (!b || !when || (latent && !lat) || alloc_raw(ds, o->ticks)) {
+    ds->book_levels = o->levels;
+    if (o->levels > 0) {
+        ds->book = malloc(sizeof(double) * 4 * (size_t)o->levels * (size_t)o->ticks);
+        ds->extra = malloc(sizeof(float) * (size_t)(o->levels + 1) * (size_t)o->ticks);
+        ds->n_extra = o->levels + 1;
+    }
+    if (!b || !when || (latent && !lat) || alloc_raw(ds, o->ticks) || (o->levels && (!ds->book || !ds->extra))) {
         free(b);
         free(lat);
         free(when);
@@ -377,6 +407,8 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
         row += n;
     }
     ds->sessions[o->sessions] = row;
+    for (int64_t i = 0; ds->book && i < row; i++)   /* the depth features (features.h), as LOBSTER import makes */
+        m2_depth_imbalance(ds->book + i * 4 * o->levels, o->levels, ds->extra + i * ds->n_extra);
     free(b);
     free(when);
     ds->tick_size = TICK_SIZE;

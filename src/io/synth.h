@@ -20,6 +20,7 @@ typedef struct {
     int sessions;
     uint64_t seed;
     int signal;                    /* m2_signal */
+    int levels;                    /* book levels kept per row (ds->book) and depth features (0: none), <= 10 */
     m2_feature_opts feat;
 } m2_synth_opts;
 

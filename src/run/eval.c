@@ -412,6 +412,19 @@ static void json_metrics(FILE *f, const m2_metrics *m)
     json_num(f, m->dir_acc);
 }
 
+static void json_horizons(FILE *f, const m2_eval_report *rep)
+{
+    fputs(",\"horizons\":[", f);
+    for (int o = 0; o < rep->O; o++) {
+        fprintf(f, "%s{\"horizon\":%d,\"model\":", o ? "," : "", (int)rep->horizons[o]);
+        json_metrics(f, &rep->model[o]);
+        fputs("},\"ridge\":", f);
+        json_metrics(f, &rep->ridge[o]);
+        fprintf(f, ",\"train_rows\":%lld}}", (long long)rep->ridge_rows[o]);
+    }
+    fputs("]", f);
+}
+
 void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
 {
     fputs("{\"checkpoint\":", f);
@@ -429,13 +442,17 @@ void m2_eval_write_json(FILE *f, const m2_eval_report *rep)
     }
     fprintf(f, ",\"rows\":%lld,\"ridge_lambda\":", (long long)rep->rows);
     json_num(f, rep->ridge_lambda);
-    fputs(",\"horizons\":[", f);
-    for (int o = 0; o < rep->O; o++) {
-        fprintf(f, "%s{\"horizon\":%d,\"model\":", o ? "," : "", (int)rep->horizons[o]);
-        json_metrics(f, &rep->model[o]);
-        fputs("},\"ridge\":", f);
-        json_metrics(f, &rep->ridge[o]);
-        fprintf(f, ",\"train_rows\":%lld}}", (long long)rep->ridge_rows[o]);
+    json_horizons(f, rep);
+    if (rep->instrument[0]) {
+        fputs(",\"instrument\":", f);
+        json_str(f, rep->instrument);
     }
-    fputs("]}\n", f);
+    for (int i = 0; i < rep->n_instruments; i++) {
+        fputs(i ? ",{\"instrument\":" : ",\"instruments\":[{\"instrument\":", f);
+        json_str(f, rep->inst_name[i]);
+        fprintf(f, ",\"rows\":%lld", (long long)rep->per_instrument[i].rows);
+        json_horizons(f, &rep->per_instrument[i]);
+        fputs(i + 1 == rep->n_instruments ? "}]" : "}", f);
+    }
+    fputs("}\n", f);
 }

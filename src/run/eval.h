@@ -61,7 +61,7 @@ void m2_eval_rows_free(m2_eval_rows *r);
 int m2_eval_ridge(const m2_dataset *ds, const m2_eval_rows *rows, m2_ridge *fit, float *pred);
 
 /* Everything mamba2_eval reports. */
-typedef struct {
+typedef struct m2_eval_report {
     char split[16], mode[16];
     char checkpoint[1024], data[1024];
     char backend[320];             /* where the model ran, e.g. "cuda (NVIDIA H200)", "cpu" ("": not said) */
@@ -73,6 +73,10 @@ typedef struct {
     int O;
     int32_t horizons[M2_MAX_TARGETS];
     m2_metrics model[M2_MAX_TARGETS], ridge[M2_MAX_TARGETS];
+    char instrument[64];           /* the rows are this instrument's only ("": all) */
+    int n_instruments;             /* > 0: per_instrument[i] holds instrument inst_name[i]'s metrics (rows 0: none) */
+    const char (*inst_name)[64];
+    const struct m2_eval_report *per_instrument;
 } m2_eval_report;
 
 /* Per-horizon metrics of the model's and the ridge's predictions on rows (fills model, ridge, rows, O). */
@@ -87,8 +91,9 @@ void m2_eval_print_table(FILE *f, const m2_eval_report *rep);
  *    "rows":..., "ridge_lambda":...,
  *    "horizons":[{"horizon":10,
  *                 "model":{"n":..,"n_dir":..,"mse":..,"mse_zero":..,"r2":..,"ic":..,"rank_ic":..,"dir_acc":..},
- *                 "ridge":{... the same keys ..., "train_rows":..}}, ...]}
- * seq_len and burn_in appear in window mode only. */
+ *                 "ridge":{... the same keys ..., "train_rows":..}}, ...]
+ *    [,"instrument":NAME] [,"instruments":[{"instrument":NAME,"rows":..,"horizons":[... as above ...]}, ...]]}
+ * seq_len and burn_in appear in window mode only; "instrument" with --instrument, "instruments" for a universe. */
 void m2_eval_write_json(FILE *f, const m2_eval_report *rep);
 
 #endif

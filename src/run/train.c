@@ -156,7 +156,8 @@ static int setup_local(trainer *t)
     if ((rc = check_batch_rule(cfg, t->pg->world))) return rc;
     t->accum = cfg->train.global_batch / (cfg->train.micro_batch * t->pg->world);
     if ((rc = m2_dataset_read(cfg->data.path, &t->ds, 0))) return rc;
-    if ((rc = m2_sampler_init(&t->train_windows, &t->ds, M2_SPLIT_TRAIN, cfg->train.seq_len, cfg->train.burn_in)))
+    if ((rc = m2_sampler_init(&t->train_windows, &t->ds, M2_SPLIT_TRAIN, cfg->train.seq_len, cfg->train.burn_in)) ||
+        (rc = m2_sampler_set_mode(&t->train_windows, cfg->data.sampling)))
         return rc;
     if (t->train_windows.n_starts < cfg->train.global_batch)
         return m2_fail(M2_EUSAGE, "data.path (%s): the train split has %" PRId64 " windows of %d ticks, fewer than "
@@ -266,6 +267,7 @@ static void load_micro_batch(trainer *t, const m2_sampler *s, uint64_t seed, int
 
 typedef struct {
     double loss, grad_norm, seconds;
+    double data_s;                 /* of which waiting for windows (copied from the mapped file) */
     int skipped;
 } step_result;
 
@@ -277,8 +279,11 @@ static int train_step(trainer *t, step_result *out)
     int per_rank = cfg->train.global_batch / t->pg->world;
     double sse = 0;
     int64_t count = 0;
+    out->data_s = 0;
     for (int a = 0; a < t->accum; a++) {
+        double d0 = now_s();
         load_micro_batch(t, &t->train_windows, t->data_seed, t->step, a, per_rank);
+        out->data_s += now_s() - d0;
         double s = 0;
         int64_t c = 0;
         m2_bucket_ready_fn on_ready = NULL;
@@ -386,6 +391,10 @@ static int save_checkpoint(trainer *t)
         memcpy(ck.feature_names, t->ds.feature_names, sizeof ck.feature_names);
         memcpy(ck.mean, t->ds.mean, sizeof ck.mean);
         memcpy(ck.std, t->ds.std, sizeof ck.std);
+        ck.n_instruments = t->ds.n_instruments; /* borrowed from the dataset for the save */
+        ck.inst_name = t->ds.inst_name;
+        ck.inst_mean = t->ds.inst_mean;
+        ck.inst_std = t->ds.inst_std;
         char path[4096];
         rc = m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);
         if (!rc) rc = m2_checkpoint_prune(cfg->train.run_dir, cfg->checkpoint.keep);
@@ -419,6 +428,7 @@ static void log_step(trainer *t, const step_result *r, double val, double lr, do
         fprintf(t->metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g", t->step + 1, r->loss);
         if (isfinite(val)) fprintf(t->metrics, ", \"val_loss\": %.17g", val);
         fprintf(t->metrics, ", \"grad_norm\": %.6g, \"lr\": %.6g, \"ticks_per_s\": %.1f", r->grad_norm, lr, tps);
+        fprintf(t->metrics, ", \"data_wait_share\": %.4g", r->data_s / r->seconds);
         if (isfinite(mfu)) fprintf(t->metrics, ", \"mfu\": %.4g", mfu);
         fprintf(t->metrics, ", \"elapsed_s\": %.3f%s}\n", elapsed, r->skipped ? ", \"skipped\": 1" : "");
         fflush(t->metrics);

@@ -205,15 +205,64 @@ static void test_reader_validates(void **state)
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_int_equal(m2_h5_attr_put_i32(f, "schema_version", 2), M2_OK);
+    assert_int_equal(m2_h5_attr_put_i32(f, "schema_version", 3), M2_OK);
     H5Fclose(f);
-    expect_read_error(p, "schema_version 2 is newer than supported 1");
+    expect_read_error(p, "schema_version 3 is newer than supported 2");
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     assert_int_equal(m2_h5_attr_put_str(f, "schema", "mamba2.checkpoint"), M2_OK);
     H5Fclose(f);
     expect_read_error(p, "not a mamba2.ticks file");
+    m2_dataset_free(&d);
+}
+
+/* A file of version 1 (no /universe) opens as a universe of one with its own statistics; X and y are mapped from
+ * the file, not copied; a universe round-trips its names, statistics, session instruments and cuts. */
+static void test_universe_of_one_and_round_trip(void **state)
+{
+    int64_t sessions[] = { 0, 40, 100 };
+    m2_dataset d, r;
+    make_dataset(&d, 100, 3, 2, sessions, 2);
+    snprintf(d.instrument, sizeof d.instrument, "ABC");
+    const char *p = test_path("v1.h5");
+    assert_int_equal(m2_dataset_write(p, &d), M2_OK);
+    assert_int_equal(m2_dataset_read(p, &r, 0), M2_OK);
+    assert_int_equal(r.n_instruments, 1);
+    assert_string_equal(r.inst_name[0], "ABC");
+    assert_memory_equal(r.inst_mean, d.mean, 3 * sizeof(double));
+    assert_memory_equal(r.inst_std, d.std, 3 * sizeof(double));
+    assert_non_null(r.map);                        /* contiguous float32: mapped */
+    assert_memory_equal(r.X, d.X, 100 * 3 * sizeof(float));
+    m2_dataset_free(&r);
+
+    assert_int_equal(m2_dataset_alloc_universe(&d, 2), M2_OK);
+    snprintf(d.inst_name[0], sizeof d.inst_name[0], "ABC");
+    snprintf(d.inst_name[1], sizeof d.inst_name[1], "XYZ");
+    for (int j = 0; j < 3; j++) {
+        d.inst_mean[j] = d.mean[j];
+        d.inst_std[j] = d.std[j];
+        d.inst_mean[M2_MAX_FEATURES + j] = 10.0 + j;
+        d.inst_std[M2_MAX_FEATURES + j] = 2.0;
+    }
+    d.session_inst[1] = 1;
+    d.cut_ns[0] = 123;
+    d.cut_ns[1] = 456;
+    assert_int_equal(m2_dataset_write(p, &d), M2_OK);
+    assert_int_equal(m2_dataset_read(p, &r, 0), M2_OK);
+    assert_int_equal(r.n_instruments, 2);
+    assert_string_equal(r.inst_name[1], "XYZ");
+    assert_int_equal(m2_dataset_find_instrument(&r, "XYZ"), 1);
+    assert_int_equal(m2_dataset_find_instrument(&r, "QQQ"), -1);
+    assert_true(r.inst_mean[M2_MAX_FEATURES + 2] == 12.0 && r.inst_std[M2_MAX_FEATURES] == 2.0);
+    assert_int_equal(r.session_inst[0], 0);
+    assert_int_equal(r.session_inst[1], 1);
+    assert_true(r.cut_ns[0] == 123 && r.cut_ns[1] == 456);
+    m2_dataset_free(&r);
+
+    d.session_inst[1] = 2;                         /* an instrument the universe does not have */
+    assert_int_equal(m2_dataset_write(p, &d), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "session 1 has instrument 2"));
     m2_dataset_free(&d);
 }
 
@@ -235,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_writer_validates),
         cmocka_unit_test(test_reader_validates),
         cmocka_unit_test(test_split_names),
+        cmocka_unit_test(test_universe_of_one_and_round_trip),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_test_dir();

@@ -73,10 +73,11 @@ static void test_valid_starts_match_definition(void **state)
             assert_int_equal(m2_sampler_init(&s, &ds, split, T, burn), M2_OK);
             int64_t n = brute_force_starts(split, T, burn, want);
             assert_int_equal(s.n_starts, n);
-            assert_memory_equal(s.starts, want, (size_t)n * sizeof *want);
+            for (int64_t i = 0; i < n; i++)
+                assert_int_equal(m2_sampler_row(&s, i), want[i]);
             /* The property itself, stated once more: inside one session, inside the split, targets present. */
             for (int64_t i = 0; i < s.n_starts; i++) {
-                int64_t st = s.starts[i];
+                int64_t st = m2_sampler_row(&s, i);
                 assert_int_equal(session_of(st), session_of(st + T - 1));
                 assert_true(st >= ds.split[split][0] && st + T <= ds.split[split][1]);
                 for (int t = burn; t < T; t++)
@@ -158,7 +159,7 @@ static void test_uniform_coverage(void **state)
     assert_true(n > 20 && n < 200);
     int64_t *count = calloc((size_t)n, sizeof *count), *where = calloc(1000, sizeof *where);
     for (int64_t i = 0; i < n; i++)
-        where[s.starts[i]] = i;
+        where[m2_sampler_row(&s, i)] = i;
     /* One fixed index over many steps, and whole batches of 16 over many seeds: both must look uniform.
      * (Within a batch the draws are without replacement, which only lowers the statistic.) Bound: the chi-square with n-1 degrees of freedom has mean n-1 and sd sqrt(2(n-1)); a truly
      * uniform sampler exceeds mean + 6 sd with probability < 1e-6 (and the test is deterministic anyway),
@@ -198,6 +199,46 @@ static void test_copy_and_batches_larger_than_starts(void **state)
     m2_sampler_free(&s);
 }
 
+/* A universe of a large instrument (rows 0..699 of the train split) and a small one (700..799): proportional draws
+ * follow the window counts, uniform ones split each step evenly; both stay distinct within a step. */
+static void test_uniform_over_instruments(void **state)
+{
+    m2_dataset u;
+    const int64_t ses[] = { 0, 700, 800, 900, 1000 };
+    make_dataset(&u, 1000, 2, 1, ses, 4);
+    assert_int_equal(m2_dataset_alloc_universe(&u, 2), M2_OK);
+    const int32_t inst[] = { 0, 1, 0, 1 };
+    memcpy(u.session_inst, inst, sizeof inst);
+    m2_sampler s;
+    assert_int_equal(m2_sampler_init(&s, &u, M2_SPLIT_TRAIN, 16, 4), M2_OK);
+    int64_t small = s.inst_first[2] - s.inst_first[1];
+    assert_int_equal(s.n_active, 2);
+    assert_int_equal(s.inst_first[2], s.n_starts);
+    assert_int_equal(m2_sampler_set_mode(&s, "sometimes"), M2_EUSAGE);
+    const int B = 64, steps = 200;
+    for (int mode = 0; mode < 2; mode++) {
+        assert_int_equal(m2_sampler_set_mode(&s, mode ? "uniform" : "proportional"), M2_OK);
+        int64_t from_small = 0;
+        for (int64_t step = 0; step < steps; step++) {
+            int64_t seen[64];
+            for (int b = 0; b < B; b++) {
+                seen[b] = m2_sampler_start(&s, 3, step, b);
+                assert_int_equal(seen[b], m2_sampler_start(&s, 3, step, b));    /* pure */
+                for (int c = 0; c < b; c++)
+                    assert_true(seen[c] != seen[b]);                                /* distinct within a step */
+                from_small += seen[b] >= 700;
+            }
+        }
+        double share = (double)from_small / (double)(B * steps);
+        /* uniform: exactly B/2 per step by construction; proportional: the small instrument's share of the windows
+         * (85 of 770), binomial sd 0.0025 over 12800 draws, so 0.02 is 8 sd */
+        double want = mode ? 0.5 : (double)small / (double)s.n_starts;
+        assert_true(fabs(share - want) < 0.02);
+    }
+    m2_sampler_free(&s);
+    m2_dataset_free(&u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_and_keyed),
         cmocka_unit_test(test_distinct_within_batch_and_across_ranks),
         cmocka_unit_test(test_uniform_coverage),
+        cmocka_unit_test(test_uniform_over_instruments),
         cmocka_unit_test(test_copy_and_batches_larger_than_starts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

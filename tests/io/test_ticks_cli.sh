@@ -39,12 +39,12 @@ grep -q "backends: cpu mpi" "$dir/out" || fail "--version lacks the backends: $(
 # ---- usage errors: exit 2, one line ----
 run 2;                                        grep -q usage "$dir/err" || fail "no usage without arguments"
 run 2 frobnicate;                             one_error_line "unknown"
-run 2 synth;                                  one_error_line "--out FILE is required"
+run 2 synth;                                  one_error_line "one of --out FILE, --csv-dir DIR and --lobster-dir DIR is required"
 run 2 synth --out "$dir/x.h5" --signal loud;  one_error_line "none, linear or memory"
 run 2 synth --out "$dir/x.h5" --ticks many;   one_error_line "--ticks (many): not an integer"
 run 2 synth --out "$dir/x.h5" --split 0.5,0.1,0.1; one_error_line "sum to 1"
 run 2 synth --out "$dir/x.h5" --bogus;        one_error_line "--bogus"
-run 2 import --out "$dir/x.h5";               one_error_line "--csv FILE and --out FILE are required"
+run 2 import --out "$dir/x.h5";               one_error_line "an input (--csv FILE, a file, folder or glob) and --out FILE are required"
 run 2 info;                                   one_error_line "exactly one FILE"
 [ ! -e "$dir/x.h5" ] || fail "a failed command left $dir/x.h5"
 
@@ -104,7 +104,7 @@ grep -q "8 rows kept, 2 bad" "$dir/out" || fail "import summary: $(cat "$dir/out
 run 0 info "$dir/q.h5"
 run 1 import --csv "$dir/q.csv" --out "$dir/strict.h5" --strict; one_error_line "q.csv:4): bid 100.03 > ask 100.02"
 [ ! -e "$dir/strict.h5" ] || fail "--strict failure left a file"
-run 1 import --csv "$dir/none.csv" --out "$dir/n.h5";            one_error_line "none.csv): No such file"
+run 1 import --csv "$dir/none.csv" --out "$dir/n.h5";            one_error_line "none.csv): no such file, folder or matching file"
 run 1 synth --out /nonexistent_m2_dir/x.h5 --ticks 1000;         one_error_line "nonexistent_m2_dir"
 
 # ---- damaged and foreign files: exit 1, one line, no HDF5 noise, no crash ----
@@ -131,7 +131,7 @@ run 1 info "$dir/garbage.h5";    one_error_line "garbage.h5): not an HDF5 file o
 run 1 info "$dir/empty.h5";      one_error_line "empty.h5): not an HDF5 file or truncated"
 run 1 info "$dir/foreign.h5";    one_error_line "not a mamba2.ticks file"
 run 1 info "$dir/checkpoint.h5"; one_error_line "not a mamba2.ticks file (schema is \"mamba2.checkpoint\")"
-run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than supported 1"
+run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than supported 2"
 run 1 info "$dir/nosplit.h5";    one_error_line "dataset /index/val (.*nosplit.h5): missing"
 run 1 info "$dir/missing.h5";    one_error_line "No such file or directory"
 run 1 info "$dir";               one_error_line "is a directory"

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A universe end to end (issue 12): 50 synthetic instruments written as per-instrument, per-day .csv.gz files are
+# imported from a folder, and 50 as LOBSTER pairs (equal to the simulator's own depth features); the calendar cuts are common (no train tick after the first cut in any instrument, no val
+# tick after the second); gzip and plain files give the same rows; each instrument's train statistics reach the
+# checkpoint and a dataset normalised otherwise is refused by eval and stream; 2-rank training and an exact resume
+# on the universe; per-instrument eval rows and a stream per instrument; bad inputs (corrupt gzip member, a day without a date in its name)
+# give one error line each and leave no output behind.
+# Usage: test_universe.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
+source "$(dirname "$0")/../lib/cli.sh"
+mpirun="$1"
+cli_begin
+bin="${MAMBA2_BIN:?run through ctest}"
+py=/usr/bin/python3
+ticks="$bin/mamba2_ticks"
+
+# ---- 50 instruments x 10 days of 200 rows, one .csv.gz per instrument and day ----
+"$ticks" synth --csv-dir "$dir/days" --instruments 50 --ticks 2000 --sessions 10 --seed 5 >/dev/null || fail "synth --csv-dir"
+[ "$(ls "$dir/days" | grep -c '^SYN0[0-4][0-9]_2024[0-9]*\.csv\.gz$')" -eq 500 ] || fail "expected 500 daily files"
+"$ticks" import "$dir/days" --out "$dir/u.h5" >"$dir/import.log" || fail "import of the folder: $(cat "$dir/import.log")"
+grep -q "read 500 files: .* 50 instruments" "$dir/import.log" || fail "import log: $(cat "$dir/import.log")"
+
+# The same instrument's days as plain .csv, by glob: the same rows as from the gzip files.
+mkdir -p "$dir/plain"
+for f in "$dir/days"/SYN007_*.csv.gz; do gzip -dc "$f" >"$dir/plain/$(basename "${f%.gz}")"; done
+"$ticks" import "$dir/plain/SYN007_*.csv" --out "$dir/p7.h5" >/dev/null || fail "import of a glob of plain files"
+"$ticks" import "$dir/days/SYN007_*.csv.gz" --out "$dir/g7.h5" >/dev/null || fail "import of a glob of gzip files"
+h5diff "$dir/p7.h5" "$dir/g7.h5" /features/X /features/X >/dev/null || fail "plain and gzip days differ"
+
+"$py" - "$dir/u.h5" <<'PY' || fail "universe layout, cuts or statistics"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+u = f["universe"]
+names = [n.decode() for n in u["names"][()]]
+assert len(names) == 50 and names[0] == "SYN000", names[:3]
+ts, ses, inst = f["raw/ts_ns"][()], f["index/sessions"][()], u["session_instrument"][()]
+cut = u["cut_ns"][()]
+sp = {k: f["index/" + k][()] for k in ("train", "val", "test")}
+row_inst = np.repeat(inst, np.diff(ses))
+X = f["features/X"][()]
+for i in range(50):
+    tr = (row_inst == i) & (np.arange(len(ts)) < sp["train"][1])
+    va = (row_inst == i) & (np.arange(len(ts)) >= sp["val"][0]) & (np.arange(len(ts)) < sp["val"][1])
+    te = (row_inst == i) & (np.arange(len(ts)) >= sp["test"][0])
+    assert tr.any() and va.any() and te.any(), i
+    # the common cut: every train tick before cut 0, every val tick in [cut 0, cut 1), every test tick after
+    assert ts[tr].max() < cut[0] <= ts[va].min() and ts[va].max() < cut[1] <= ts[te].min(), i
+    # z-scored with its own train rows: mean 0 over them (clipping at 5 sd moves it by far less than 0.05)
+    assert np.abs(X[tr].mean(axis=0)).max() < 0.05, (i, X[tr].mean(axis=0))
+# each instrument's statistics are its own (seeds differ, so the stored means differ between instruments)
+assert np.unique(u["mean"][()][:, 1]).size > 1
+print("universe: 50 instruments, common cuts", cut)
+PY
+
+# ---- the same kind of universe from LOBSTER pairs: synth --levels 3 writes the book it simulates, and the import
+# of its LOBSTER files (--depth 3) reproduces the synthetic universe's features exactly ----
+"$ticks" synth --lobster-dir "$dir/lob" --instruments 50 --levels 3 --ticks 600 --sessions 3 --seed 9 >/dev/null ||
+  fail "synth --lobster-dir"
+[ "$(ls "$dir/lob" | grep -c '_message_3\.csv$')" -eq 150 ] || fail "expected 150 LOBSTER message files"
+"$ticks" import "$dir/lob" --depth 3 --out "$dir/lob.h5" >"$dir/lob.log" || fail "LOBSTER import: $(cat "$dir/lob.log")"
+grep -q "read 150 files: .* 50 instruments" "$dir/lob.log" || fail "LOBSTER import log: $(cat "$dir/lob.log")"
+"$ticks" synth --out "$dir/lobsynth.h5" --instruments 50 --levels 3 --ticks 600 --sessions 3 --seed 9 >/dev/null ||
+  fail "synth --levels"
+h5diff "$dir/lob.h5" "$dir/lobsynth.h5" /features/X /features/X >/dev/null ||
+  fail "features imported from LOBSTER differ from the simulator's own"
+h5dump -A -d /features/X "$dir/lob.h5" | grep -q '"depth_imb_cum"' || fail "no depth feature names in the file"
+
+# ---- 2 ranks, exact resume, statistics in the checkpoint ----
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fast=(--set model.d_model=16 --set model.n_layers=2 --set model.headdim=8 --set model.d_state=8
+      --set model.chunk_size=16 --set train.seq_len=48 --set train.burn_in=8 --set train.micro_batch=4
+      --set train.global_batch=8 --set train.eval_batches=2 --set train.log_every=1000 --set train.threads=1
+      --set train.steps=8 --set train.warmup=2 --set train.eval_every=4 --set checkpoint.every=4)
+train() { timeout 300 "$mpirun" -np 2 "$bin/mamba2_train" --config "$src/configs/tiny.ini" --set data.path="$dir/u.h5" \
+          "${fast[@]}" "$@"; }
+train --set train.run_dir="$dir/straight" >"$dir/straight.log" 2>&1 || fail "2-rank training: $(tail -3 "$dir/straight.log")"
+train --set train.run_dir="$dir/resumed" --set train.stop_at=4 >"$dir/r1.log" 2>&1 || fail "first part: $(tail -3 "$dir/r1.log")"
+train --set train.run_dir="$dir/resumed" --resume auto >"$dir/r2.log" 2>&1 || fail "resume: $(tail -3 "$dir/r2.log")"
+for g in /model /optim/m /optim/v; do
+  h5diff "$dir/straight/ckpt_8.h5" "$dir/resumed/ckpt_8.h5" $g $g >/dev/null || fail "$g differs after the resume"
+done
+grep -q '"data_wait_share": ' "$dir/straight/metrics.jsonl" || fail "no data_wait_share in the metrics"
+h5diff "$dir/straight/ckpt_8.h5" "$dir/u.h5" /norm/instruments/mean /universe/mean >/dev/null ||
+  fail "the checkpoint's per-instrument means are not the dataset's"
+
+# ---- eval: pooled and per instrument; --instrument restricts ----
+ck="$dir/straight/ckpt_8.h5"
+"$bin/mamba2_eval" --checkpoint "$ck" --json "$dir/ev.json" >"$dir/ev.txt" || fail "eval"
+grep -q "^SYN049 " "$dir/ev.txt" || fail "no per-instrument table rows"
+"$bin/mamba2_eval" --checkpoint "$ck" --instrument SYN003 --json "$dir/ev3.json" >/dev/null || fail "eval --instrument"
+"$py" - "$dir/ev.json" "$dir/ev3.json" <<'PY' || fail "eval JSON per instrument"
+import sys, json
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert len(a["instruments"]) == 50 and sum(i["rows"] for i in a["instruments"]) == a["rows"]
+s3 = [i for i in a["instruments"] if i["instrument"] == "SYN003"][0]
+assert b["instrument"] == "SYN003" and b["rows"] == s3["rows"]
+assert b["horizons"][0]["model"]["mse"] == s3["horizons"][0]["model"]["mse"]
+PY
+expect_error 2 "--instrument NOPE: not in the dataset" "$bin/mamba2_eval" --checkpoint "$ck" --instrument NOPE
+
+# mamba2_stream: one stream per instrument replays the test split like one stream over all parts. Tolerance as in
+# test_stream_cli: fp32 with another summation order in the batched step, 2e-5 relative to the output scale.
+"$bin/mamba2_stream" --checkpoint "$ck" --per-instrument --predictions "$dir/sp.h5" >"$dir/sp.txt" ||
+  fail "stream --per-instrument"
+grep -q "steps of up to 50 stream(s) (one per instrument)" "$dir/sp.txt" || fail "per-instrument run: $(cat "$dir/sp.txt")"
+"$bin/mamba2_stream" --checkpoint "$ck" --predictions "$dir/s1.h5" >/dev/null || fail "stream"
+"$py" - "$dir/sp.h5" "$dir/s1.h5" <<'PY' || fail "per-instrument stream predictions differ"
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["pred"][()] for f in sys.argv[1:3])
+assert a.shape == b.shape and np.abs(a - b).max() <= 2e-5 * max(1.0, np.abs(b).max()), np.abs(a - b).max()
+PY
+
+# A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
+cp "$dir/u.h5" "$dir/other.h5"
+"$py" -c "
+import h5py; f = h5py.File('$dir/other.h5', 'a'); m = f['universe/mean']; v = m[()]; v[10, 2] += 1; m[...] = v"
+expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_eval" --checkpoint "$ck" --data "$dir/other.h5"
+expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/other.h5"
+
+# ---- bad inputs: one line each, nothing written ----
+mkdir -p "$dir/bad1" "$dir/bad2"
+cp "$dir/days"/SYN001_*.csv.gz "$dir/bad1/"
+victim=$(ls "$dir/bad1"/*.csv.gz | sed -n 3p)
+size=$(stat -c %s "$victim")
+printf '\x00\x01\x02\x03\x04\x05\x06\x07' | dd of="$victim" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+expect_error 1 "gzip data corrupt or truncated" "$ticks" import "$dir/bad1" --out "$dir/bad1.h5"
+[ ! -e "$dir/bad1.h5" ] && [ -z "$(ls -A "$dir" | grep '\.tmp\.')" ] || fail "a corrupt input left output behind"
+cp "$dir/days"/SYN002_*.csv.gz "$dir/bad2/"
+mv "$(ls "$dir/bad2"/*.csv.gz | head -1)" "$dir/bad2/SYN002_first.csv.gz"
+expect_error 2 "SYN002_first.csv.gz\): file name has no date" "$ticks" import "$dir/bad2" --out "$dir/bad2.h5"
+[ ! -e "$dir/bad2.h5" ] || fail "a dateless day left output behind"
+expect_error 1 "no such file, folder or matching file" "$ticks" import "$dir/nothing_*.csv" --out "$dir/bad3.h5"
+cli_end
