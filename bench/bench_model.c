@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     const double gflops = flops / best / 1e9;
     printf("model: D=%d L=%d E=%d P=%d N=%d G=%d K=%d Q=%d F=%d O=%d (%zu parameters), micro-batch %d x %d ticks\n",
            d.D, d.L, d.E, d.P, d.N, d.G, d.K, d.Q, d.F, d.O, lay.n_params, BATCH, SEQ);
-    printf("threads: %d\n", threads);
+    printf("threads: %d, CPU kernels: %s\n", threads, m2_ops_cpu_isa());
     printf("forward+backward: best %.1f ms, mean %.1f ms over %d runs\n", best * 1e3, total / iters * 1e3, iters);
     printf("ticks/s: %.0f\n", ticks / best);
     printf("model GFLOP per micro-batch: %.3f (%.2f MFLOP per tick)\n", flops / 1e9, flops / ticks / 1e6);

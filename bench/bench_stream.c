@@ -19,9 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include "run/config_file.h"
 #include "base/error.h"
-#include "stream/engine.h"
 #include "stream/engine.h"
 #include "stream/timing.h"
 #include "../tests/stream/stream_fixture.h"
@@ -141,6 +142,66 @@ static void bf16_diff(const m2_layout *lay, const float *params, const float *X,
     m2_stream_close(b);
 }
 
+/* FLOPs of one tick: 2 M K per matrix, and per layer the SSM update (S = a S + dt x B^T: 3 per state element,
+ * y = S C: 2 more). Element-wise work (norms, conv, SiLU) is left out, so the compute floor is a lower bound. */
+static double tick_flops(const m2_dims *d)
+{
+    double mk = (double)d->D * d->F + (double)d->O * d->D;
+    mk += (double)d->L * ((double)d->Win * d->D + (double)d->D * d->Di);
+    return 2 * mk + 5.0 * d->L * d->H * d->N * d->P;
+}
+
+/* This core's one-thread sgemm rate (FLOP/s): OpenBLAS at 512^3, the fastest of 9 calls (the core's rate when
+ * nothing else runs on it; a median would put other processes' time into the floor). */
+static double sgemm_rate(void)
+{
+    enum { N = 512 };
+    float *a = calloc((size_t)3 * N * N, sizeof *a);
+    if (!a) return -1;
+    for (size_t i = 0; i < (size_t)2 * N * N; i++) a[i] = (float)(i % 7) * 0.25f;
+    openblas_set_num_threads(1);
+    double best = 1e30;
+    for (int r = 0; r < 9; r++) {
+        double t0 = m2_now_ns();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
+                    a + 2 * N * N, N);
+        best = fmin(best, m2_now_ns() - t0);
+    }
+    free(a);
+    return 2.0 * N * N * N / (best * 1e-9);
+}
+
+/* Nanoseconds to read and write `bytes` of state once, as a tick does (glibc's memmove by one vector within the
+ * buffer: its widest loads and stores for this CPU), the median of 101 passes over the same buffer: the
+ * bandwidth of the cache level that size sits in. */
+static double state_floor_ns(size_t bytes)
+{
+    size_t n = bytes / sizeof(float);
+    float *v = m2s_alloc_pages(bytes);
+    double t[101];
+    if (!v) return -1;
+    for (int r = 0; r < 101; r++) {
+        double t0 = m2_now_ns();
+        memmove(v, v + 16, (n - 16) * sizeof *v);
+        t[r] = m2_now_ns() - t0;
+    }
+    free(v);
+    m2_latency l;
+    m2_latency_summarize(t, 101, &l);
+    return l.p50;
+}
+
+/* Issue 14, item 5: at S streams, time per tick against the larger of the compute floor (its FLOPs at the
+ * sgemm rate) and the state floor (its states read and written at the bandwidth for their size). */
+static void batched_floors(const m2_dims *d, int S, double rate, size_t state_bytes, double gflop_rate)
+{
+    double per_tick = 1e9 / rate, comp = tick_flops(d) / gflop_rate * 1e9;
+    double state = state_floor_ns((size_t)S * state_bytes) / S, floor = comp > state ? comp : state;
+    printf("  S=%d: %.0f ns per tick; compute floor %.0f ns (%.3g MFLOP at %.1f GFLOP/s), state floor %.0f ns "
+           "(%.1f KB read+written per tick); ratio to the larger: %.2fx\n",
+           S, per_tick, comp, tick_flops(d) / 1e6, gflop_rate / 1e9, state, state_bytes / 1024.0, per_tick / floor);
+}
+
 static double stalls_per_s;   /* m2_stall_census in main */
 
 static int bench_shape(const char *name, fixture_shape shape, long ticks)
@@ -161,8 +222,9 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         latency(s, X, d->F, d->O, ticks, &lat, buf);
         m2_latency hot_lat;
         double hot = m2_stream_floor(wb, 0, 10001, &hot_lat) ? -1 : hot_lat.p50, cold = m2_stream_floor_ns(wb, 1, 301);
-        printf("%s weights %.1f KB, state %.1f KB/stream\n", bf16 ? "bf16" : "fp32", wb / 1024.0,
-               m2_stream_state_bytes(s) / 1024.0);
+        const size_t sb = m2_stream_state_bytes(s);
+        printf("%s weights %.1f KB, state %.1f KB/stream, %s kernels\n", bf16 ? "bf16" : "fp32", wb / 1024.0,
+               sb / 1024.0, m2_stream_cpu(s));
         printf("  latency/tick (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f  (%ld ticks)\n", lat.p50,
                lat.p99, lat.p999, lat.max, lat.mean, ticks);
         printf("  floor: read %.1f KB once: hot %.0f ns (%.1f GB/s), cold %.0f ns (%.1f GB/s)\n", wb / 1024.0, hot,
@@ -176,6 +238,7 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
                r64 = batched_rate(&lay, params, bf16, 64, X);
         printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1,
                r64, r64 / r1);
+        batched_floors(d, 64, r64, sb, sgemm_rate());
         double c1 = cold_step(&lay, params, bf16, 1, X, 100), c64 = cold_step(&lay, params, bf16, 64, X, 50);
         printf("  cold steps (weights and states evicted before each step, as for sparse ticks): S=1 p50 %.0f ns "
                "(%.2fx the cold floor) = %.0f ticks/s; S=64 p50 %.0f ns = %.0f ticks/s (%.2fx)\n",

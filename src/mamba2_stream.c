@@ -282,9 +282,10 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("model: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d; weights %.1f KB (%s), state %.1f KB per stream\n",
            d->F, d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, wb / 1024.0, o->bf16 ? "bf16 matrices" : "fp32",
            m2_stream_state_bytes(s) / 1024.0);
-    printf("run: %lld ticks in %lld steps of up to %d stream(s)%s, one thread%s%d\n", (long long)ticks,
+    printf("run: %lld ticks in %lld steps of up to %d stream(s)%s, one thread%s%d, %s kernels\n", (long long)ticks,
            (long long)steps, o->per_instrument ? m2_stream_max_streams(s) : o->batch,
-           o->per_instrument ? " (one per instrument)" : "", cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu);
+           o->per_instrument ? " (one per instrument)" : "", cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu,
+           m2_stream_cpu(s));
     printf("latency per %s (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f\n",
            o->batch == 1 && !o->per_instrument ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
     printf("throughput: %.0f ticks/s (wall, including the split's bookkeeping); %.0f ticks/s in steps\n",

@@ -31,7 +31,7 @@ typedef struct m2_ops m2_ops;
 struct m2_ops {
     const char *name; /* "cpu", "cuda" */
     int host_memory;  /* 1: buffers are host memory, handed to MPI as they are (the CPU); 0: device memory */
-    void *ctx;        /* backend state (threads; CUDA: stream, cuBLAS handle) */
+    void *ctx;        /* backend state (CPU: its level's kernels, ops_cpu.c; CUDA: stream, cuBLAS handle) */
 
     /* ---- memory ---- */
     void *(*alloc)(const m2_ops *o, size_t bytes); /* NULL when out of memory; contents undefined */
@@ -127,6 +127,9 @@ struct m2_ops {
 
 /* The CPU backend (synchronous; host memory). Its thread count starts at omp_get_max_threads(). */
 const m2_ops *m2_ops_cpu(void);
+/* The instruction set of the element-wise ops and SSD loops that m2_ops_cpu() runs now (base/cpu.h: chosen from
+ * the CPU, capped by MAMBA2_CPU): "scalar", "avx2" or "avx512". */
+const char *m2_ops_cpu_isa(void);
 
 /* Threads for the CPU backend (the model's lanes, OpenMP regions, the partitioned GEMMs); n <= 0 means all
  * cores. Also keeps OpenBLAS single-threaded and nested OpenMP regions off (ops_cpu.c says why). */

@@ -14,6 +14,8 @@
 #include "core/adamw.h"
 #include "core/ops_cpu.h"
 
+#include "base/cpu.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -155,11 +157,15 @@ static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int w
     return m2_ssd_scratch_size(s, g_ctx.threads);
 }
 
+/* The chunked SSD of the table's level: a table's ctx is its level's kernels (cpu_table below), so that a copy
+ * of the table (a test's stand-in device) keeps its level. */
+static const m2_cpu_kernels *table_kernels(const m2_ops *o);
+
 static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
                         const m2_real *A, const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y,
                         m2_real *saved, m2_real *scratch)
 {
-    m2_ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
+    table_kernels(o)->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
 }
 
 static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
@@ -167,7 +173,7 @@ static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x
                         const m2_real *dy, const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA,
                         m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
 {
-    m2_ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
+    table_kernels(o)->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
 }
 
 static void cpu_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,
@@ -194,10 +200,10 @@ static void cpu_scale(const m2_ops *o, float *x, size_t n, double factor)
 /* The model runs one lane per thread (model.c: "Work units and lanes"). */
 static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 
+/* The entries every level shares; ctx and the element-wise ops come from the level's kernels (cpu_table). */
 static const m2_ops g_cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
-    .ctx = &g_ctx,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset0 = cpu_memset0,
@@ -209,21 +215,12 @@ static const m2_ops g_cpu_ops = {
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
     .add = cpu_add,
-    .rmsnorm_fwd = m2_cpu_rmsnorm_fwd,
-    .rmsnorm_bwd = m2_cpu_rmsnorm_bwd,
-    .conv_silu_fwd = m2_cpu_conv_silu_fwd,
-    .conv_silu_bwd = m2_cpu_conv_silu_bwd,
-    .dt_fwd = m2_cpu_dt_fwd,
-    .dt_bwd = m2_cpu_dt_bwd,
     .a_fwd = cpu_a_fwd,
     .a_bwd = cpu_a_bwd,
     .ssd_saved_size = cpu_ssd_saved_size,
     .ssd_scratch_size = cpu_ssd_scratch_size,
     .ssd_fwd = cpu_ssd_fwd,
     .ssd_bwd = cpu_ssd_bwd,
-    .gated_norm_fwd = m2_cpu_gated_norm_fwd,
-    .gated_norm_bwd = m2_cpu_gated_norm_bwd,
-    .mse_loss = m2_cpu_mse_loss,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
@@ -246,8 +243,48 @@ int m2_ops_cpu_threads(void)
     return g_ctx.threads;
 }
 
+/* One level's kernels per build: all three in the product, the portable ones in the fp64 test build. */
+#ifdef MAMBA2_FP64
+extern const m2_cpu_kernels m2_cpu_kernels_scalar;
+const m2_cpu_kernels *m2_cpu_kernels_for(int level) { return &m2_cpu_kernels_scalar; }
+#else
+extern const m2_cpu_kernels m2_cpu_kernels_scalar, m2_cpu_kernels_avx2, m2_cpu_kernels_avx512;
+const m2_cpu_kernels *m2_cpu_kernels_for(int level)
+{
+    return level >= M2_CPU_AVX512 ? &m2_cpu_kernels_avx512 : level == M2_CPU_AVX2 ? &m2_cpu_kernels_avx2
+                                                                                 : &m2_cpu_kernels_scalar;
+}
+#endif
+
+/* One ops table per level, filled at first use. */
+static m2_ops g_tables[M2_CPU_N_LEVELS];
+
+static const m2_cpu_kernels *table_kernels(const m2_ops *o) { return (const m2_cpu_kernels *)o->ctx; }
+
+static const m2_ops *cpu_table(int level)
+{
+    m2_ops *t = &g_tables[level];
+    if (!t->name) {
+        const m2_cpu_kernels *k = m2_cpu_kernels_for(level);
+        *t = g_cpu_ops;
+        t->ctx = (void *)k;   /* read only, by table_kernels */
+        t->rmsnorm_fwd = k->rmsnorm_fwd;
+        t->rmsnorm_bwd = k->rmsnorm_bwd;
+        t->conv_silu_fwd = k->conv_silu_fwd;
+        t->conv_silu_bwd = k->conv_silu_bwd;
+        t->dt_fwd = k->dt_fwd;
+        t->dt_bwd = k->dt_bwd;
+        t->gated_norm_fwd = k->gated_norm_fwd;
+        t->gated_norm_bwd = k->gated_norm_bwd;
+        t->mse_loss = k->mse_loss;
+    }
+    return t;
+}
+
 const m2_ops *m2_ops_cpu(void)
 {
     m2_ops_cpu_threads(); /* first use: settle the thread counts */
-    return &g_cpu_ops;
+    return cpu_table(m2_cpu_kernels_for(m2_cpu_active())->level);
 }
+
+const char *m2_ops_cpu_isa(void) { return m2_cpu_name((m2_cpu_level)m2_cpu_kernels_for(m2_cpu_active())->level); }

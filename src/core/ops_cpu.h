@@ -31,7 +31,21 @@ static inline float m2_vexp(float x) { return m2_expf(x); }
 
 static inline m2_real m2_sigmoid(m2_real a) { return (m2_real)1 / ((m2_real)1 + m2_vexp(-a)); }
 
-/* The ops, one file per concern. */
+/* The ops, one file per concern. Those files are compiled once per instruction-set level (cmake/isa.cmake;
+ * scalar only in the fp64 test build) and each copy is renamed to its level; ops_cpu.c fills the table of the
+ * level in use from that level's m2_cpu_kernels (below). */
+#ifdef M2_ISA_SUFFIX
+#include "base/cpu.h"
+#define m2_cpu_rmsnorm_fwd M2_ISA_FN(m2_cpu_rmsnorm_fwd)
+#define m2_cpu_rmsnorm_bwd M2_ISA_FN(m2_cpu_rmsnorm_bwd)
+#define m2_cpu_gated_norm_fwd M2_ISA_FN(m2_cpu_gated_norm_fwd)
+#define m2_cpu_gated_norm_bwd M2_ISA_FN(m2_cpu_gated_norm_bwd)
+#define m2_cpu_conv_silu_fwd M2_ISA_FN(m2_cpu_conv_silu_fwd)
+#define m2_cpu_conv_silu_bwd M2_ISA_FN(m2_cpu_conv_silu_bwd)
+#define m2_cpu_dt_fwd M2_ISA_FN(m2_cpu_dt_fwd)
+#define m2_cpu_dt_bwd M2_ISA_FN(m2_cpu_dt_bwd)
+#define m2_cpu_mse_loss M2_ISA_FN(m2_cpu_mse_loss)
+#endif
 void m2_cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
 void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                         m2_real *dx, m2_real *dw);
@@ -51,5 +65,34 @@ void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, i
                    int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
 void m2_cpu_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
                      m2_real *dpred, double *sse, int64_t *count);
+
+/* One level's element-wise ops and chunked SSD (ops_cpu_isa.c). */
+typedef struct {
+    int level;   /* m2_cpu_level */
+    void (*rmsnorm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, int, m2_real *);
+    void (*rmsnorm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, int, m2_real *,
+                        m2_real *);
+    void (*gated_norm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, int, int, int,
+                           m2_real *);
+    void (*gated_norm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, const m2_real *,
+                           int, int, int, m2_real *, m2_real *, int, m2_real *);
+    void (*conv_silu_fwd)(const m2_ops *, const m2_real *, int, const m2_real *, const m2_real *, int, int, int,
+                          int, m2_real *);
+    void (*conv_silu_bwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, const m2_real *,
+                          int, int, int, int, m2_real *, int, m2_real *, m2_real *);
+    void (*dt_fwd)(const m2_ops *, const m2_real *, int, const m2_real *, int, int, m2_real *);
+    void (*dt_bwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, int, int, m2_real *,
+                   m2_real *);
+    void (*mse_loss)(const m2_ops *, const m2_real *, const m2_real *, int, int, int, int, m2_real *, double *,
+                     int64_t *);
+    void (*ssd_forward)(const m2_ssd_shape *, const m2_real *, const m2_real *, const m2_real *, const m2_real *,
+                        const m2_real *, const m2_real *, m2_real *, m2_real *, m2_real *);
+    void (*ssd_backward)(const m2_ssd_shape *, const m2_real *, const m2_real *, const m2_real *, const m2_real *,
+                         const m2_real *, const m2_real *, const m2_real *, const m2_real *, m2_real *, m2_real *,
+                         m2_real *, m2_real *, m2_real *, m2_real *, m2_real *);
+} m2_cpu_kernels;
+
+/* The kernels of a level (m2_cpu_level; capped at what this build holds: scalar only in the fp64 build). */
+const m2_cpu_kernels *m2_cpu_kernels_for(int level);
 
 #endif

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "base/cpu.h"
+#include "core/ops_cpu.h"
 #include "core/ssd_chunk.h"
 
 /* Sub-buffers start on 64-byte boundaries (when scratch does) so the vector loops and BLAS see aligned rows. */
@@ -120,4 +122,21 @@ void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd)
     }
     *fwd = 2.0 * s->B * f;
     *bwd = 2.0 * s->B * b;
+}
+
+/* The copies of the level in use (ssd.h); the CPU ops table calls its own level's copies directly. */
+void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                    m2_real *scratch)
+{
+    m2_cpu_kernels_for(m2_cpu_active())->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
+}
+
+void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                     m2_real *dD, m2_real *scratch)
+{
+    m2_cpu_kernels_for(m2_cpu_active())->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm,
+                                                      dD, scratch);
 }

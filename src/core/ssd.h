@@ -35,6 +35,14 @@ size_t m2_ssd_scratch_size(const m2_ssd_shape *s, int n_threads);
 /* GEMM FLOPs of one forward and one backward as executed (definition in ssd.c), for GFLOP/s figures. */
 void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd);
 
+/* The forward and backward are compiled once per instruction-set level (ops_cpu.h); m2_ssd_forward and
+ * m2_ssd_backward run the copy of the level in use (m2_cpu_active). */
+#ifdef M2_ISA_SUFFIX
+#include "base/cpu.h"
+#define m2_ssd_forward M2_ISA_FN(m2_ssd_forward)
+#define m2_ssd_backward M2_ISA_FN(m2_ssd_backward)
+#endif
+
 /* y = SSD(x, dt, A, B, C) + D x. `saved` (may be NULL when no backward follows) receives what the
  * backward needs. OpenMP over (batch, chunk, group) and (batch, head); see ssd_chunk.h. */
 void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,

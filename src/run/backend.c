@@ -1,7 +1,9 @@
 #include "run/backend.h"
 
+#include "base/cpu.h"
 #include "base/error.h"
 #include "core/flops.h"
+#include "core/ops.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -82,12 +84,14 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
 {
     memset(be, 0, sizeof *be);
     be->device = -1;
+    int rc = m2_cpu_check_env();   /* an unknown MAMBA2_CPU is refused, not silently read as scalar */
+    if (rc) return rc;
     be->ops = m2_ops_cpu();
     if (pg) pg->device = -1;
     const int dev = want_device(be, cfg, pg, api);
     if (dev < 0) return M2_EFAIL;
     if (dev) be->api = api;
-    int rc = choose_dist(be, cfg, pg);
+    rc = choose_dist(be, cfg, pg);
     if (rc || !dev) return rc;
 
     be->device = pg ? pg->local_rank : 0;
@@ -115,8 +119,8 @@ void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
     for (size_t i = 0; i < sizeof dist_what / sizeof dist_what[0]; i++)
         if (strcmp(be->dist, dist_what[i][0]) == 0) how = dist_what[i][1];
     if (!be->api) {
-        snprintf(buf, cap, "backend: cpu%s%s%s, collectives: %s (%s on host buffers)", be->note[0] ? " (auto: " : "",
-                 be->note, be->note[0] ? ")" : "", be->dist, how);
+        snprintf(buf, cap, "backend: cpu%s%s%s, collectives: %s (%s on host buffers), CPU kernels: %s",
+                 be->note[0] ? " (auto: " : "", be->note, be->note[0] ? ")" : "", be->dist, how, m2_ops_cpu_isa());
         return;
     }
     char peak[64] = "", prec[48] = "";

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/layout.h"
 #include "base/vmath.h"
 #include "stream/mamba2_stream.h"
@@ -50,6 +51,16 @@ void m2s_mat_plan(m2s_mat *m, int M, int K, size_t *cursor);
 /* Writes W [M,K] into its panels; bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
 void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
 
+/* The per-tick kernels, compiled once per instruction-set level (stream_gemm.c, stream_kernels.c; cmake/isa.cmake)
+ * and reached through that level's table, which m2_stream_open picks from m2_cpu_active(). Only those sources
+ * (M2_ISA_SUFFIX defined) see the kernels' own names, renamed to the level's copy. */
+#ifdef M2_ISA_SUFFIX
+#define m2s_gemm M2_ISA_FN(m2s_gemm)
+#define m2s_rmsnorm M2_ISA_FN(m2s_rmsnorm)
+#define m2s_conv_silu M2_ISA_FN(m2s_conv_silu)
+#define m2s_ssm M2_ISA_FN(m2s_ssm)
+#define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
+
 /* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
  * receive 0). n == 1 takes the GEMV path. */
 void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy);
@@ -72,6 +83,24 @@ void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float
 
 /* Gated RMSNorm in G groups (docs/MODEL.md §2 step 6), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
+
+#endif
+
+typedef struct {
+    m2_cpu_level level;
+    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy);
+    void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
+    void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
+                      int ldc, const float *restrict xnew, float *restrict out);
+    void (*ssm)(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S,
+                const float *xbc, const float *dt_raw, float *y, float *scratch);
+    void (*gated_norm)(float *y, const float *restrict z, const float *restrict w, int Di, int G);
+    /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
+    uint64_t (*read_bytes)(const void *buf, size_t n);
+} m2s_kernels;
+
+/* The table of a level (each level is built; running one the CPU lacks is the caller's mistake). */
+const m2s_kernels *m2s_kernels_for(m2_cpu_level level);
 
 /* Zeroed memory for the engine's large read-every-tick buffers (packed weights, states) and the floor's read
  * buffer, so that both get the same page policy: from M2S_HUGE_MIN bytes on, 2 MiB-aligned, rounded up to 2 MiB

@@ -90,6 +90,10 @@ M2_STREAM_API size_t m2_stream_weight_bytes(const m2_stream *s);
 /* Bytes of recurrent state per stream (conv tails and S of every layer). */
 M2_STREAM_API size_t m2_stream_state_bytes(const m2_stream *s);
 
+/* The instruction set of this handle's kernels, chosen at open from the CPU and capped by the environment
+ * variable MAMBA2_CPU=scalar|avx2|avx512: "scalar", "avx2" or "avx512". */
+M2_STREAM_API const char *m2_stream_cpu(const m2_stream *s);
+
 #ifdef __cplusplus
 }
 #endif

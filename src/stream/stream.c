@@ -17,6 +17,7 @@ typedef struct {
 
 struct m2_stream {
     m2_dims d;
+    const m2s_kernels *k;            /* the kernels of the instruction-set level chosen at open */
     int bf16, max_streams;
     float clip;
     /* packed read-only weights */
@@ -38,6 +39,15 @@ struct m2_stream {
     float *scratch;                  /* m2s_ssm's per-head values (one stream at a time) */
     int *all;                        /* 0..max_streams-1, for step_batch(streams = NULL) */
 };
+
+/* One table per level (stream_kernels.c, compiled per level by cmake/isa.cmake). */
+extern const m2s_kernels m2s_kernels_scalar, m2s_kernels_avx2, m2s_kernels_avx512;
+
+const m2s_kernels *m2s_kernels_for(m2_cpu_level level)
+{
+    return level >= M2_CPU_AVX512 ? &m2s_kernels_avx512 : level == M2_CPU_AVX2 ? &m2s_kernels_avx2
+                                                                               : &m2s_kernels_scalar;
+}
 
 static size_t pad16(size_t n) { return (n + M2S_VEC - 1) / M2S_VEC * M2S_VEC; }
 
@@ -167,10 +177,12 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     if (!opt) opt = &defaults;
     *out = NULL;
     int rc = check_dims(&lay->d, opt);
+    if (!rc) rc = m2_cpu_check_env();
     if (rc) return rc;
     m2_stream *s = calloc(1, sizeof *s);
     if (!s) return m2_fail(M2_EFAIL, "stream: out of memory");
     s->d = lay->d;
+    s->k = m2s_kernels_for(m2_cpu_active());
     s->bf16 = opt->bf16 != 0;
     s->max_streams = opt->max_streams;
     s->clip = opt->clip;
@@ -243,18 +255,19 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
     const m2_dims *d = &s->d;
     const m2s_layer *L = &s->layers[l];
-    for (int i = 0; i < n; i++) m2s_rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
-    m2s_gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp);
+    for (int i = 0; i < n; i++)
+        s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
+    s->k->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp);
     for (int i = 0; i < n; i++) {
         float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
         const float *zx = s->zx + (size_t)i * s->Winp;   /* z | x B C | dt_raw */
         float *xbc = s->xbc + (size_t)i * s->Ccp, *y = s->y + (size_t)i * s->Dip;
-        m2s_conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
-        m2s_ssm(d, L->A, L->dt_bias, L->Dskip, st + s->ring_floats, xbc, zx + 2 * d->Di + 2 * d->G * d->N, y,
+        s->k->conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
+        s->k->ssm(d, L->A, L->dt_bias, L->Dskip, st + s->ring_floats, xbc, zx + 2 * d->Di + 2 * d->G * d->N, y,
                 s->scratch);
-        m2s_gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
+        s->k->gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
     }
-    m2s_gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp);
+    s->k->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         const float *o = s->out + (size_t)i * s->Dp;
@@ -265,7 +278,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pred)
 {
     const m2_dims *d = &s->d;
-    m2s_gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp);
+    s->k->gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         for (int j = 0; j < d->D; j++) h[j] += s->embed_b[j];
@@ -273,8 +286,9 @@ static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pre
     for (int l = 0; l < d->L; l++) layer_tick(s, l, n, ids);
     if (d->K > 1)
         for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
-    for (int i = 0; i < n; i++) m2s_rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
-    m2s_gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op);
+    for (int i = 0; i < n; i++)
+        s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
+    s->k->gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];
 }
@@ -314,3 +328,4 @@ int m2_stream_max_streams(const m2_stream *s) { return s->max_streams; }
 const m2_dims *m2_stream_dims(const m2_stream *s) { return &s->d; }
 size_t m2_stream_weight_bytes(const m2_stream *s) { return s->mat_bytes + s->vec_bytes; }
 size_t m2_stream_state_bytes(const m2_stream *s) { return s->state_stride * sizeof(float); }
+const char *m2_stream_cpu(const m2_stream *s) { return m2_cpu_name(s->k->level); }

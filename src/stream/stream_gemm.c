@@ -1,89 +1,41 @@
-/* Packed matrices and the GEMV/GEMM of the streaming engine (layout: stream/engine.h).
+/* The GEMV/GEMM of the streaming engine over packed panels (layout: stream/engine.h, stream_pack.c), compiled
+ * once per instruction-set level (cmake/isa.cmake) and chosen at open (base/cpu.h).
  *
- * With AVX-512 the kernel is written with intrinsics, because the accumulators must stay in registers across
- * the k loop. Measured on the build machine (one Zen 4 core, bench-style min-of-blocks): the GEMV of a whole
- * model runs at 1.00-1.06x the time of a plain read of its weight bytes (fp32), 1.2-1.3x (bf16); the batched
- * GEMM at 109-116 GFLOP/s for 64 streams, about the core's FMA peak (OpenBLAS sgemm: 88-93 GFLOP/s at the same
- * shapes). The plain C loops below (the fallback for builds without AVX-512), auto-vectorised by GCC 12 at
- * -O3 -march=native, run the fp32 GEMV 1.9-2.5x slower and the GEMM at 44-47 GFLOP/s, and bf16 there is no
- * faster than fp32 (the decoding costs what the halved bytes save): the fallback is for other CPUs. */
-#include "stream/engine.h"
+ * With AVX-512 or AVX2 the kernel is written against stream_simd.h, because the accumulators must stay in
+ * registers across the k loop. Measured with AVX-512 (one Zen 4 core, bench-style min-of-blocks): the GEMV of a
+ * whole model runs at 1.00-1.06x the time of a plain read of its weight bytes (fp32), 1.2-1.3x (bf16); the
+ * batched GEMM at 109-116 GFLOP/s for 64 streams, about the core's FMA peak (OpenBLAS sgemm: 88-93 GFLOP/s at
+ * the same shapes). AVX2 has 16 registers of 8 lanes instead of 32 of 16, so its tiles are smaller (below).
+ * The plain C loops (the scalar level), auto-vectorised by GCC 12 at -O3 for baseline x86-64 (SSE2), are for
+ * CPUs without AVX2; bf16 there is no faster than fp32 (the decoding costs what the halved bytes save). */
+#include "stream/stream_simd.h"
 
 #include <string.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#if M2S_SIMD
 
-void m2s_mat_plan(m2s_mat *m, int M, int K, size_t *cursor)
-{
-    int V = (M + M2S_VEC - 1) / M2S_VEC;
-    m->M = M;
-    m->K = K;
-    m->n_panels = (V + M2S_MAX_NV - 1) / M2S_MAX_NV;
-    m->nv_base = V / m->n_panels;
-    m->n_extra = V % m->n_panels;
-    m->offset = *cursor;
-    *cursor += (size_t)V * M2S_VEC * K;
-}
+enum { MAX_ACC = 24 };   /* accumulator registers of the largest tile (AVX-512: 6 streams x 4 vectors) */
 
-/* Round to nearest even; weights are finite, so no NaN case is needed. */
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* Position of element (k, j) in a panel of nv vectors (w = 16 nv elements per k-row). fp32: row-major.
- * bf16: vectors 2q and 2q+1 are interleaved lane by lane, so one 64-byte load holds 16 lanes of both and two
- * cheap integer ops (shift, mask) turn it into two fp32 vectors; an odd last vector stays plain. */
-static size_t panel_at(int k, int j, int nv, int bf16)
-{
-    const int w = nv * M2S_VEC, v = j / M2S_VEC, lane = j % M2S_VEC;
-    if (!bf16 || (v % 2 == 0 && v + 1 == nv)) return (size_t)k * w + j;
-    return (size_t)k * w + (size_t)M2S_VEC * (v - v % 2) + 2 * lane + v % 2;
-}
-
-void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16)
-{
-    for (int p = 0; p < m->n_panels; p++) {
-        int nv, r0;
-        m2s_panel(m, p, &nv, &r0);
-        const int w = nv * M2S_VEC;
-        size_t base = m->offset + (size_t)r0 * m->K;
-        for (int k = 0; k < m->K; k++)
-            for (int j = 0; j < w; j++) {
-                int r = r0 + j;
-                float v = r < m->M ? W[(size_t)r * m->K + k] : 0.0f;
-                size_t at = base + panel_at(k, j, nv, bf16);
-                if (bf16) ((uint16_t *)mats)[at] = to_bf16(v);
-                else ((float *)mats)[at] = v;
-            }
-    }
-}
-
-#if defined(__AVX512F__)
-
-enum { MAX_ACC = 24 };   /* accumulator registers of the largest tile (6 streams x 4 vectors) */
-
-/* The NV weight vectors of one k-row (at element `at`) as fp32. bf16 pairs (layout: panel_at): the low
- * halves of the 32-bit words are vector v, the high halves vector v+1; a bf16 is the top half of an fp32. */
-static inline __attribute__((always_inline)) void load_row(const void *P, size_t at, __m512 *wv, const int NV,
+/* The NV logical vectors of one k-row (at element `at`) as NV * M2S_VR fp32 hardware vectors, wv[v VR + r] =
+ * lanes [r VW, (r+1) VW) of vector v. bf16 pairs (layout: stream_pack.c): the low halves of the 32-bit words
+ * are vector v, the high halves vector v+1; a bf16 is the top half of an fp32. */
+static inline __attribute__((always_inline)) void load_row(const void *P, size_t at, m2v *wv, const int NV,
                                                            const int BF)
 {
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) {
-        if (!BF) {
-            wv[v] = _mm512_loadu_ps((const float *)P + at + M2S_VEC * v);
-        } else if (v % 2 == 0 && v + 1 < NV) {
-            __m512i raw = _mm512_loadu_si512((const void *)((const uint16_t *)P + at + M2S_VEC * v));
-            wv[v] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-            wv[v + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32((int)0xFFFF0000u)));
-        } else if (v % 2 == 0) {
-            __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)P + at + M2S_VEC * v));
-            wv[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#pragma GCC unroll 2
+        for (int r = 0; r < M2S_VR; r++) {
+            const size_t e = at + (size_t)M2S_VEC * v;
+            if (!BF) {
+                wv[v * M2S_VR + r] = v_load((const float *)P + e + M2S_VW * r);
+            } else if (v % 2 == 0 && v + 1 < NV) {
+                m2vi raw = v_loadi((const uint16_t *)P + e + 2 * M2S_VW * r);
+                wv[v * M2S_VR + r] = v_bf16_lo(raw);
+                wv[(v + 1) * M2S_VR + r] = v_bf16_hi(raw);
+            } else if (v % 2 == 0) {
+                wv[v * M2S_VR + r] = v_bf16_plain((const uint16_t *)P + e + M2S_VW * r);
+            }
         }
     }
 }
@@ -96,101 +48,129 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
                                                        float *y, int ldy, const int NS, const int NV, const int U,
                                                        const int BF)
 {
-    /* A fixed-size array (a VLA would live on the stack): only the first U NS NV entries are used, all with
+    /* A fixed-size array (a VLA would live on the stack): only the first U NS NV VR entries are used, all with
      * constant indices once the loops are unrolled, so GCC keeps them in registers. */
-    __m512 acc[MAX_ACC];
-#define ACC(u, s, v) acc[((u) * NS + (s)) * NV + (v)]
+    m2v acc[MAX_ACC];
+    const int NH = NV * M2S_VR;   /* hardware vectors per stream */
+#define ACC(u, s, h) acc[((u) * NS + (s)) * NH + (h)]
 #pragma GCC unroll 32
-    for (int i = 0; i < U * NS * NV; i++) acc[i] = _mm512_setzero_ps();
+    for (int i = 0; i < U * NS * NH; i++) acc[i] = v_zero();
     int k = 0;
     for (; k + U <= K; k += U) {
 #pragma GCC unroll 4
         for (int u = 0; u < U; u++) {
-            __m512 wv[M2S_MAX_NV];
+            m2v wv[M2S_MAX_NV * M2S_VR];
             load_row(P, (size_t)(k + u) * w, wv, NV, BF);
 #pragma GCC unroll 8
             for (int s = 0; s < NS; s++) {
-                __m512 xb = _mm512_set1_ps(x[(size_t)s * ldx + k + u]);
-#pragma GCC unroll 8
-                for (int v = 0; v < NV; v++) ACC(u, s, v) = _mm512_fmadd_ps(wv[v], xb, ACC(u, s, v));
+                m2v xb = v_set1(x[(size_t)s * ldx + k + u]);
+#pragma GCC unroll 16
+                for (int h = 0; h < NH; h++) ACC(u, s, h) = v_fma(wv[h], xb, ACC(u, s, h));
             }
         }
     }
     for (; k < K; k++) {
-        __m512 wv[M2S_MAX_NV];
+        m2v wv[M2S_MAX_NV * M2S_VR];
         load_row(P, (size_t)k * w, wv, NV, BF);
 #pragma GCC unroll 8
         for (int s = 0; s < NS; s++) {
-            __m512 xb = _mm512_set1_ps(x[(size_t)s * ldx + k]);
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) ACC(0, s, v) = _mm512_fmadd_ps(wv[v], xb, ACC(0, s, v));
+            m2v xb = v_set1(x[(size_t)s * ldx + k]);
+#pragma GCC unroll 16
+            for (int h = 0; h < NH; h++) ACC(0, s, h) = v_fma(wv[h], xb, ACC(0, s, h));
         }
     }
 #pragma GCC unroll 8
     for (int s = 0; s < NS; s++) {
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) {
-            __m512 t = ACC(0, s, v);
+#pragma GCC unroll 16
+        for (int h = 0; h < NH; h++) {
+            m2v t = ACC(0, s, h);
 #pragma GCC unroll 4
-            for (int u = 1; u < U; u++) t = _mm512_add_ps(t, ACC(u, s, v));
-            _mm512_storeu_ps(y + (size_t)s * ldy + M2S_VEC * v, t);
+            for (int u = 1; u < U; u++) t = v_add(t, ACC(u, s, h));
+            v_store(y + (size_t)s * ldy + M2S_VW * h, t);
         }
     }
 #undef ACC
 }
 
-/* One stream, a whole panel of nv vectors: the latency path. */
-static void gemv_panel(const void *P, int nv, int K, const float *x, float *y, int bf16)
-{
-    const int w = nv * M2S_VEC;
-#define GEMV(NV, U)                                                                                                    \
-    case NV:                                                                                                           \
-        if (bf16) tile(P, w, K, x, 0, y, 0, 1, NV, U, 1);                                                              \
-        else tile(P, w, K, x, 0, y, 0, 1, NV, U, 0);                                                                   \
+#define TILE_CASE(NS, NV, U)                                                                                           \
+    case (NS) * 16 + (NV):                                                                                             \
+        if (bf16) tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 1);                                                         \
+        else tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 0);                                                              \
         break
-    switch (nv) {
-        GEMV(1, 4); GEMV(2, 4); GEMV(3, 3); GEMV(4, 2); GEMV(5, 2); GEMV(6, 2); GEMV(7, 1); GEMV(8, 1);
-    }
-#undef GEMV
-}
 
-/* Tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32 registers):
- * each weight vector loaded serves 6 FMAs, each 4-vector column block (K x 64 floats) is reused from L1 by
- * every stream tile. */
-enum { TILE_NS = 6, TILE_NV = 4 };
+#if M2S_VW == 16
+/* AVX-512. GEMV: one tile over the whole panel of nv <= 8 vectors (8 accumulators at most, U sets of them).
+ * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
+ * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (K x 64 floats) is reused
+ * from L1 by every stream tile. */
+enum { GEMV_NV = 8, TILE_NS = 6, TILE_NV = 4 };
+static void gemv_block(const void *P, int w, int K, const float *x, float *y, int nv, int bf16)
+{
+    const int ldx = 0, ldy = 0;
+    switch (16 + nv) {
+        TILE_CASE(1, 1, 4); TILE_CASE(1, 2, 4); TILE_CASE(1, 3, 3); TILE_CASE(1, 4, 2);
+        TILE_CASE(1, 5, 2); TILE_CASE(1, 6, 2); TILE_CASE(1, 7, 1); TILE_CASE(1, 8, 1);
+    }
+}
+#define TILES(NS) TILE_CASE(NS, 1, 1); TILE_CASE(NS, 2, 1); TILE_CASE(NS, 3, 1); TILE_CASE(NS, 4, 1)
+#else
+/* AVX2 (16 registers of 8 lanes). GEMV: column blocks of up to 4 vectors (8 accumulators; the block's rows are
+ * 4 x 64 bytes apart, two to four sequential streams the prefetcher follows). GEMM: tiles of up to 6 streams x
+ * 1 vector (12 accumulators + 2 weight registers + 1 broadcast) for fp32; bf16 decodes vector pairs, so its
+ * tiles are 3 streams x 2 vectors (12 accumulators). */
+enum { GEMV_NV = 4, TILE_NS = 6, TILE_NV = 2 };
+static void gemv_block(const void *P, int w, int K, const float *x, float *y, int nv, int bf16)
+{
+    const int ldx = 0, ldy = 0;
+    switch (16 + nv) {
+        TILE_CASE(1, 1, 4); TILE_CASE(1, 2, 2); TILE_CASE(1, 3, 1); TILE_CASE(1, 4, 1);
+    }
+}
+#define TILES(NS) TILE_CASE(NS, 1, 1); TILE_CASE(NS, 2, 1)
+#endif
 
 static void gemm_block(const void *P, int w, int K, const float *x, int ldx, float *y, int ldy, int ns, int nv,
                        int bf16)
 {
-#define T(NS, NV)                                                                                                      \
-    case NS * 8 + NV:                                                                                                  \
-        if (bf16) tile(P, w, K, x, ldx, y, ldy, NS, NV, 1, 1);                                                         \
-        else tile(P, w, K, x, ldx, y, ldy, NS, NV, 1, 0);                                                              \
-        break
-#define T4(NS) T(NS, 1); T(NS, 2); T(NS, 3); T(NS, 4)
-    switch (ns * 8 + nv) {
-        T4(1); T4(2); T4(3); T4(4); T4(5); T4(6);
+    switch (ns * 16 + nv) {
+#if M2S_VW == 16
+        TILES(1); TILES(2); TILES(3); TILES(4); TILES(5); TILES(6);
+#else
+        TILES(1); TILES(2); TILES(3); TILE_CASE(4, 1, 1); TILE_CASE(5, 1, 1); TILE_CASE(6, 1, 1);
+#endif
     }
-#undef T4
-#undef T
+}
+#undef TILES
+#undef TILE_CASE
+
+static void gemv_panel(const void *P, int nv, int K, const float *x, float *y, int bf16)
+{
+    const int w = nv * M2S_VEC;
+    const size_t esz = bf16 ? 2 : 4;
+    for (int v0 = 0; v0 < nv; v0 += GEMV_NV) {
+        int nvb = nv - v0 < GEMV_NV ? nv - v0 : GEMV_NV;
+        gemv_block((const char *)P + (size_t)v0 * M2S_VEC * esz, w, K, x, y + v0 * M2S_VEC, nvb, bf16);
+    }
 }
 
 static void gemm_panel(const void *P, int nv, int K, int n, const float *x, int ldx, float *y, int ldy, int bf16)
 {
     const int w = nv * M2S_VEC;
     const size_t esz = bf16 ? 2 : 4;
-    for (int v0 = 0; v0 < nv; v0 += TILE_NV) {
-        int nvb = nv - v0 < TILE_NV ? nv - v0 : TILE_NV;
+    /* AVX2 fp32 takes one vector per tile and 6 streams, bf16 a pair and 3 (see above) */
+    const int tnv = M2S_VW == 16 ? TILE_NV : bf16 ? 2 : 1, tns = M2S_VW == 16 || !bf16 ? TILE_NS : 3;
+    for (int v0 = 0; v0 < nv; v0 += tnv) {
+        int nvb = nv - v0 < tnv ? nv - v0 : tnv;
         const void *Pv = (const char *)P + (size_t)v0 * M2S_VEC * esz;
-        for (int s0 = 0; s0 < n; s0 += TILE_NS) {
-            int nsb = n - s0 < TILE_NS ? n - s0 : TILE_NS;
+        for (int s0 = 0; s0 < n; s0 += tns) {
+            int nsb = n - s0 < tns ? n - s0 : tns;
             gemm_block(Pv, w, K, x + (size_t)s0 * ldx, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC, ldy, nsb, nvb,
                        bf16);
         }
     }
 }
 
-#else /* portable fallback */
+#else /* the scalar level: portable C */
 
 static float bf16_to_float(uint16_t h)
 {
@@ -201,7 +181,7 @@ static float bf16_to_float(uint16_t h)
 }
 
 /* k-row k of a panel as fp32: the row itself (fp32), or decoded into buf (undoing the bf16 pair interleave
- * of panel_at). */
+ * of stream_pack.c). */
 static const float *decode_row(const void *P, int k, int nv, int bf16, float *buf)
 {
     const int w = nv * M2S_VEC;

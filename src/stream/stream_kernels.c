@@ -1,35 +1,32 @@
 /* Per-tick element-wise kernels of the streaming engine: norms, conv + SiLU, the SSM update, the gated norm
- * (docs/MODEL.md §2, §4). Everything here works on one stream's vectors; the engine (stream.c) loops over streams.
- * Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
- * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, AVX-512 intrinsics
- * take over: the norms' reductions, SiLU, and the SSM update (whose accumulators must stay in registers). */
-#include "stream/engine.h"
+ * (docs/MODEL.md §2, §4), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
+ * level's table at the end. Everything here works on one stream's vectors; the engine (stream.c) loops over
+ * streams. Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
+ * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, vector intrinsics
+ * (stream_simd.h, AVX-512 or AVX2) take over: the norms' reductions, SiLU, and the SSM update (whose
+ * accumulators must stay in registers). */
+#include "stream/stream_simd.h"
 
 #include <math.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 /* Sum of squares. It sits on the critical path of every norm (a handful of vectors, then rsqrt), so the
- * reduction is a tree: with AVX-512, two accumulators, a masked tail and a log-depth horizontal sum (the
+ * reduction is a tree: with vectors, two accumulators, a masked tail and a log-depth horizontal sum (the
  * portable loop's 16 partial sums are added one after another, ~50 cycles of latency per norm). */
 static float sumsq(const float *restrict v, int n)
 {
-#if defined(__AVX512F__)
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+#if M2S_SIMD
+    m2v a0 = v_zero(), a1 = v_zero();
     int i = 0;
-    for (; i + 2 * M2S_VEC <= n; i += 2 * M2S_VEC) {
-        __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + M2S_VEC);
-        a0 = _mm512_fmadd_ps(x0, x0, a0);
-        a1 = _mm512_fmadd_ps(x1, x1, a1);
+    for (; i + 2 * M2S_VW <= n; i += 2 * M2S_VW) {
+        m2v x0 = v_load(v + i), x1 = v_load(v + i + M2S_VW);
+        a0 = v_fma(x0, x0, a0);
+        a1 = v_fma(x1, x1, a1);
     }
-    for (; i < n; i += M2S_VEC) {
-        __mmask16 m = n - i >= M2S_VEC ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        __m512 x = _mm512_maskz_loadu_ps(m, v + i);
-        a0 = _mm512_fmadd_ps(x, x, a0);
+    for (; i < n; i += M2S_VW) {
+        m2v x = v_maskload(v_mask(n - i), v + i);
+        a0 = v_fma(x, x, a0);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    return v_hsum(v_add(a0, a1));
 #else
     float part[M2S_VEC] = {0};
     int i = 0;
@@ -42,48 +39,15 @@ static float sumsq(const float *restrict v, int n)
 #endif
 }
 
-#if defined(__AVX512F__)
-/* e^x for x clamped to [-100, 80], with AVX-512's own exponent instructions: n = round(x / ln 2) (roundscale),
- * r = x - n ln 2 in two steps, e^r by the same degree-6 polynomial as m2_expf, then scalef multiplies by 2^n:
- * about 13 vector ops instead of m2_expf's 18. The clamp keeps r exact and 1 + e^x finite with a normal
- * reciprocal (silu512); only silu uses it, where v e^v beyond those bounds is below 1e-33 either way. */
-static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(80.0f)), _mm512_set1_ps(-100.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
-
-/* v / (1 + e^-v), the division as a 14-bit reciprocal refined by one Newton step (~1 ulp; vdivps is the
- * slowest instruction of the loop). */
-static inline __m512 silu512(__m512 v)
-{
-    __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), v)));
-    __m512 q = _mm512_rcp14_ps(d);
-    q = _mm512_mul_ps(q, _mm512_fnmadd_ps(d, q, _mm512_set1_ps(2.0f)));
-    return _mm512_mul_ps(v, q);
-}
-#endif
-
 /* out[i] = silu(v[i]) * (mul ? mul[i] : 1); out may be v or mul. */
 static void silu_apply(float *out, const float *v, const float *mul, int n)
 {
-#if defined(__AVX512F__)
-    for (int i = 0; i < n; i += M2S_VEC) {
-        __mmask16 m = n - i >= M2S_VEC ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        __m512 s = silu512(_mm512_maskz_loadu_ps(m, v + i));
-        if (mul) s = _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, mul + i));
-        _mm512_mask_storeu_ps(out + i, m, s);
+#if M2S_SIMD
+    for (int i = 0; i < n; i += M2S_VW) {
+        m2vm m = v_mask(n - i);
+        m2v s = v_silu(v_maskload(m, v + i));
+        if (mul) s = v_mul(s, v_maskload(m, mul + i));
+        v_maskstore(out + i, m, s);
     }
 #else
     for (int i = 0; i < n; i++) out[i] = m2_siluf(v[i]) * (mul ? mul[i] : 1.0f);
@@ -142,56 +106,72 @@ static void ssm_head(float *restrict S, const float *restrict B, const float *re
     for (int p = 0; p < P; p++) y[p] += Dh * x[p];
 }
 
-#if defined(__AVX512F__)
-/* The same for P <= 64 in NVP = ceil(P / 16) vectors, every head of the layer in one call (NVP is a constant per
- * instance): the y accumulators stay in registers, in two sets (even and odd n) so that two FMA chains per
- * vector are in flight, and dt x and the D x term are folded in. State rows are whole vectors (ldp = 16 NVP):
- * x is loaded masked, so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
+#if M2S_SIMD
+/* The same for one head and NH hardware vectors of its P columns (NH is a constant per instance): the y
+ * accumulators stay in registers, in two sets (even and odd n) so that two FMA chains per vector are in
+ * flight, and dt x and the D x term are folded in. State rows are whole vectors: x is loaded masked (rem valid
+ * lanes from x on), so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
  * masked. */
-static inline __attribute__((always_inline)) void ssm_heads_avx(const m2_dims *d, float *S, const float *xbc,
-                                                                const float *dt, const float *decay,
-                                                                const float *Dskip, float *y, const int NVP)
+static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, const float *B, const float *C,
+                                                           const float *x, int rem, float dt, float a, float Dh,
+                                                           int N, float *y, const int NH)
 {
-    const int P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G, ldp = NVP * M2S_VEC;
-    __mmask16 mk[NVP];
-    for (int v = 0; v < NVP; v++)
-        mk[v] = v < NVP - 1 || P % M2S_VEC == 0 ? (__mmask16)0xFFFF : (__mmask16)((1u << (P % M2S_VEC)) - 1);
+    m2vm mk[NH];
+    m2v av = v_set1(a), dxv[NH], y0[NH], y1[NH];
+    for (int v = 0; v < NH; v++) {
+        mk[v] = v_mask(rem - M2S_VW * v);
+        m2v xv = v_maskload(mk[v], x + M2S_VW * v);
+        dxv[v] = v_mul(v_set1(dt), xv);
+        y0[v] = v_mul(v_set1(Dh), xv);
+        y1[v] = v_zero();
+    }
+    int n = 0;
+    for (; n + 2 <= N; n += 2) {
+        m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]), b1 = v_set1(B[n + 1]), c1 = v_set1(C[n + 1]);
+        float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
+        for (int v = 0; v < NH; v++) {
+            m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
+            m2v t1 = v_fma(dxv[v], b1, v_mul(av, v_load(s1 + M2S_VW * v)));
+            v_store(s0 + M2S_VW * v, t0);
+            v_store(s1 + M2S_VW * v, t1);
+            y0[v] = v_fma(t0, c0, y0[v]);
+            y1[v] = v_fma(t1, c1, y1[v]);
+        }
+    }
+    for (; n < N; n++) {
+        m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]);
+        float *s0 = Sh + (size_t)n * ldp;
+        for (int v = 0; v < NH; v++) {
+            m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
+            v_store(s0 + M2S_VW * v, t0);
+            y0[v] = v_fma(t0, c0, y0[v]);
+        }
+    }
+    for (int v = 0; v < NH; v++) v_maskstore(y + M2S_VW * v, mk[v], v_add(y0[v], y1[v]));
+}
+
+/* Every head of the layer: the P columns in blocks of at most 4 hardware vectors (AVX-512: P <= 64 in one
+ * block; AVX2: 32 columns a block, so that 3 x 4 accumulators and the broadcasts fit in 16 registers). */
+static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const float *dt, const float *decay,
+                           const float *Dskip, float *y)
+{
+    const int P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
+    const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC, nh = ldp / M2S_VW;
     for (int h = 0; h < d->H; h++) {
         const int g = h / heads_per_group;
         const float *x = xbc + (size_t)h * P, *B = xbc + d->Di + (size_t)g * N, *C = xbc + d->Di + GN + (size_t)g * N;
-        float *Sh = S + (size_t)h * N * ldp;
-        __m512 av = _mm512_set1_ps(decay[h]), dtv = _mm512_set1_ps(dt[h]), xv[NVP], dxv[NVP], y0[NVP], y1[NVP];
-        for (int v = 0; v < NVP; v++) {
-            xv[v] = _mm512_maskz_loadu_ps(mk[v], x + M2S_VEC * v);
-            dxv[v] = _mm512_mul_ps(dtv, xv[v]);
-            y0[v] = _mm512_mul_ps(_mm512_set1_ps(Dskip[h]), xv[v]);
-            y1[v] = _mm512_setzero_ps();
-        }
-        int n = 0;
-        for (; n + 2 <= N; n += 2) {
-            __m512 b0 = _mm512_set1_ps(B[n]), c0 = _mm512_set1_ps(C[n]);
-            __m512 b1 = _mm512_set1_ps(B[n + 1]), c1 = _mm512_set1_ps(C[n + 1]);
-            float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
-            for (int v = 0; v < NVP; v++) {
-                __m512 t0 = _mm512_fmadd_ps(dxv[v], b0, _mm512_mul_ps(av, _mm512_loadu_ps(s0 + M2S_VEC * v)));
-                __m512 t1 = _mm512_fmadd_ps(dxv[v], b1, _mm512_mul_ps(av, _mm512_loadu_ps(s1 + M2S_VEC * v)));
-                _mm512_storeu_ps(s0 + M2S_VEC * v, t0);
-                _mm512_storeu_ps(s1 + M2S_VEC * v, t1);
-                y0[v] = _mm512_fmadd_ps(t0, c0, y0[v]);
-                y1[v] = _mm512_fmadd_ps(t1, c1, y1[v]);
+        float *Sh = S + (size_t)h * N * ldp, *yh = y + (size_t)h * P;
+        for (int v0 = 0; v0 < nh; v0 += 4) {
+            const int c0 = M2S_VW * v0, rem = P - c0;
+#define COLS(NH) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, NH)
+            switch (nh - v0 < 4 ? nh - v0 : 4) {
+            case 1: COLS(1); break;
+            case 2: COLS(2); break;
+            case 3: COLS(3); break;
+            default: COLS(4); break;
             }
+#undef COLS
         }
-        for (; n < N; n++) {
-            __m512 b0 = _mm512_set1_ps(B[n]), c0 = _mm512_set1_ps(C[n]);
-            float *s0 = Sh + (size_t)n * ldp;
-            for (int v = 0; v < NVP; v++) {
-                __m512 t0 = _mm512_fmadd_ps(dxv[v], b0, _mm512_mul_ps(av, _mm512_loadu_ps(s0 + M2S_VEC * v)));
-                _mm512_storeu_ps(s0 + M2S_VEC * v, t0);
-                y0[v] = _mm512_fmadd_ps(t0, c0, y0[v]);
-            }
-        }
-        for (int v = 0; v < NVP; v++)
-            _mm512_mask_storeu_ps(y + (size_t)h * P + M2S_VEC * v, mk[v], _mm512_add_ps(y0[v], y1[v]));
     }
 }
 #endif
@@ -208,13 +188,9 @@ void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float
         dt[h] = m2_softplusf(dt_raw[h] + dt_bias[h]);
         decay[h] = m2_expf(dt[h] * A[h]);
     }
-#if defined(__AVX512F__)
-    switch ((P + M2S_VEC - 1) / M2S_VEC) {
-    case 1: ssm_heads_avx(d, S, xbc, dt, decay, Dskip, y, 1); return;
-    case 2: ssm_heads_avx(d, S, xbc, dt, decay, Dskip, y, 2); return;
-    case 3: ssm_heads_avx(d, S, xbc, dt, decay, Dskip, y, 3); return;
-    case 4: ssm_heads_avx(d, S, xbc, dt, decay, Dskip, y, 4); return;
-    }
+#if M2S_SIMD
+    ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y);
+    return;
 #endif
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
     for (int h = 0; h < H; h++) {
@@ -235,3 +211,31 @@ void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, 
         for (int i = 0; i < gs; i++) yg[i] = yg[i] * r * wg[i];
     }
 }
+
+/* The weight-streaming floor's read loop (stream_timing.c): n bytes (a multiple of 64) with the widest loads
+ * of this level and four independent accumulators, so that both load ports stay busy; the result depends on
+ * every byte so the compiler cannot drop the reads. The same width as the kernels: a floor read with narrower
+ * loads than a tick's would be slower than the tick can be. */
+static uint64_t read_bytes(const void *buf, size_t n)
+{
+    const uint64_t *p = buf;
+    uint64_t acc[32] = {0};
+    size_t i = 0;
+    /* 256 bytes a step as 32 words: GCC turns this into four vector ORs of the level's width */
+    for (; i + 32 <= n / 8; i += 32)
+        for (int j = 0; j < 32; j++) acc[j] |= p[i + j];
+    for (; i < n / 8; i++) acc[0] |= p[i];
+    uint64_t r = 0;
+    for (int j = 0; j < 32; j++) r |= acc[j];
+    return r;
+}
+
+const m2s_kernels M2_ISA_FN(m2s_kernels) = {
+    .level = (m2_cpu_level)M2_ISA_LEVEL,
+    .gemm = m2s_gemm,
+    .rmsnorm = m2s_rmsnorm,
+    .conv_silu = m2s_conv_silu,
+    .ssm = m2s_ssm,
+    .gated_norm = m2s_gated_norm,
+    .read_bytes = read_bytes,
+};

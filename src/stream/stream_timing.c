@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 double m2_now_ns(void)
 {
@@ -73,32 +70,9 @@ int m2_pin_to_current_cpu(void)
     return sched_setaffinity(0, sizeof set, &set) == 0 ? cpu : -1;
 }
 
-/* Reads n bytes (a multiple of 64) with the widest loads available and as many independent accumulators
- * as the core needs to keep both load ports busy; returns something that depends on every byte so the
- * compiler cannot drop the reads. */
-static __attribute__((noinline)) uint64_t read_once(const void *buf, size_t n)
-{
-#if defined(__AVX512F__)
-    const char *p = buf;
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 256 <= n; i += 256) {
-        a0 = _mm512_or_si512(a0, _mm512_load_si512((const void *)(p + i)));
-        a1 = _mm512_or_si512(a1, _mm512_load_si512((const void *)(p + i + 64)));
-        a2 = _mm512_or_si512(a2, _mm512_load_si512((const void *)(p + i + 128)));
-        a3 = _mm512_or_si512(a3, _mm512_load_si512((const void *)(p + i + 192)));
-    }
-    for (; i < n; i += 64) a0 = _mm512_or_si512(a0, _mm512_load_si512((const void *)(p + i)));
-    a0 = _mm512_or_si512(_mm512_or_si512(a0, a1), _mm512_or_si512(a2, a3));
-    return (uint64_t)_mm512_reduce_or_epi64(a0);
-#else
-    const uint64_t *p = buf;
-    uint64_t acc[8] = {0};
-    for (size_t i = 0; i < n / 8; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] |= p[i + j];
-    return acc[0] | acc[1] | acc[2] | acc[3] | acc[4] | acc[5] | acc[6] | acc[7];
-#endif
-}
+/* The floor reads with the kernels' own loads (m2s_kernels.read_bytes of the level in use), through a pointer
+ * so that the compiler cannot drop the reads. */
+static uint64_t read_once(const void *buf, size_t n) { return m2s_kernels_for(m2_cpu_active())->read_bytes(buf, n); }
 
 int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
 {

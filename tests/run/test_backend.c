@@ -15,6 +15,7 @@
 #include "run/backend.h"
 #include "base/error.h"
 #include "core/flops.h"
+#include "core/ops.h"
 
 static int g_count = 1, g_init_device = -99, g_init_rc = M2_OK;
 static const char *g_name = "NVIDIA H100 80GB HBM3";
@@ -107,8 +108,10 @@ static void test_auto(void **state)
     assert_string_equal(be.dist, "mpi");
     assert_true(be.peak_flops == 0);
     m2_backend_describe(&be, line, sizeof line);
-    assert_string_equal(line, "backend: cpu (auto: no CUDA GPU: fake: no driver), collectives: mpi (ZeRO-1 on host "
-                              "buffers)");
+    char want[256];
+    snprintf(want, sizeof want, "backend: cpu (auto: no CUDA GPU: fake: no driver), collectives: mpi (ZeRO-1 on host "
+             "buffers), CPU kernels: %s", m2_ops_cpu_isa());
+    assert_string_equal(line, want);
     assert_int_equal(m2_backend_choose(&be, &c, &pg, NULL), M2_OK);
     assert_null(be.api);
     assert_non_null(strstr(be.note, "this build has no CUDA backend"));
