@@ -29,9 +29,12 @@ static int parse(int argc, char **argv, options *o)
     o->iters = 30;
     o->backward_ms = 40.0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) o->iters = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--backward-ms") == 0 && i + 1 < argc) o->backward_ms = atof(argv[++i]);
-        else return m2_fail(M2_EUSAGE, "%s: unknown argument (--iters N, --backward-ms MS)", argv[i]);
+        if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+            o->iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--backward-ms") == 0 && i + 1 < argc)
+            o->backward_ms = atof(argv[++i]);
+        else
+            return m2_fail(M2_EUSAGE, "%s: unknown argument (--iters N, --backward-ms MS)", argv[i]);
     }
     if (o->iters < 1 || o->backward_ms < 0) return m2_fail(M2_EUSAGE, "--iters must be >= 1, --backward-ms >= 0");
     return M2_OK;
@@ -144,8 +147,8 @@ static int bench(const m2_dist *pg, const options *o)
         printf("ranks %d   parameters %zu   padded %zu (shard %zu)   buckets %d   optimiser state per rank %.2f MiB\n",
                pg->world, n, P, m2_zero_shard_len(z), m2_layout_n_buckets(&lay), m2_zero_state_bytes(z) * mb);
         printf("bytes per step: reduce-scatter payload %.2f MiB + all-gather payload %.2f MiB; "
-               "sent per rank (ring) %.2f MiB\n", (double)n * sizeof(float) * mb, (double)P * sizeof(float) * mb,
-               wire * mb);
+               "sent per rank (ring) %.2f MiB\n",
+               (double)n * sizeof(float) * mb, (double)P * sizeof(float) * mb, wire * mb);
         printf("simulated backward %.1f ms, %d iterations; slowest rank, median [minimum], ms:\n", o->backward_ms,
                o->iters);
         printf("  %-40s %15s %15s %15s %15s\n", "mode", "reduce wait", "all-gather", "adamw", "step");

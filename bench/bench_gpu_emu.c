@@ -240,15 +240,15 @@ static int by_time_desc(const void *a, const void *b)
 
 static void print_kernels(const m2_gpu_roof *gpu, const counts *c, const m2_sass_table *sass, int top)
 {
-    double (*order)[2] = malloc((size_t)c->n * sizeof *order);
+    double(*order)[2] = malloc((size_t)c->n * sizeof *order);
     if (!order) return;
     for (int i = 0; i < c->n; i++) {
         order[i][0] = m2_roof_predict(gpu, &c->r[i], m2_sass_find(sass, c->r[i].key, "bf16")).total;
         order[i][1] = i;
     }
     qsort(order, (size_t)c->n, sizeof *order, by_time_desc);
-    printf("  %-40s %8s %10s %10s %9s %8s %9s %6s %8s\n", "kernel (per training step, one GPU)", "launches",
-           "MB read", "MB write", "GFLOP tc", "ins/HMMA", "H200 ms", "share", "bound");
+    printf("  %-40s %8s %10s %10s %9s %8s %9s %6s %8s\n", "kernel (per training step, one GPU)", "launches", "MB read",
+           "MB write", "GFLOP tc", "ins/HMMA", "H200 ms", "share", "bound");
     double tot = 0;
     for (int i = 0; i < c->n; i++) tot += order[i][0];
     for (int i = 0; i < c->n && i < top; i++) {
@@ -275,9 +275,8 @@ static int write_tsv(const char *path, const m2_gpu_roof *gpu, const counts *c, 
     for (int i = 0; i < c->n; i++) {
         const m2emu_kernel_count *r = &c->r[i];
         const m2_roof_time p = m2_roof_predict(gpu, r, m2_sass_find(sass, r->key, "bf16"));
-        fprintf(f, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%s\n", r->name, r->key, r->launches,
-                r->read_distinct / 1e6, r->write_distinct / 1e6, (r->flops_bf16 + r->flops_tf32) / 1e9, 1e3 * p.total,
-                p.bound);
+        fprintf(f, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%s\n", r->name, r->key, r->launches, r->read_distinct / 1e6,
+                r->write_distinct / 1e6, (r->flops_bf16 + r->flops_tf32) / 1e9, 1e3 * p.total, p.bound);
     }
     const int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
@@ -340,8 +339,8 @@ static int run(const options *o)
     extrapolate(evc, T, Lfull, mb, cfg.train.seq_len, 1.0, &eval);
     int ngpu;
     const m2_gpu_roof *gpus = m2_gpu_roofs(&ngpu);
-    printf("  training step per GPU: %d micro-batches of %d x %d = %.0f tokens, %d ranks, ZeRO-1 shard of %zu\n",
-           accum, mb, cfg.train.seq_len, step_tokens, o->ranks, (nparams + o->ranks - 1) / o->ranks);
+    printf("  training step per GPU: %d micro-batches of %d x %d = %.0f tokens, %d ranks, ZeRO-1 shard of %zu\n", accum,
+           mb, cfg.train.seq_len, step_tokens, o->ranks, (nparams + o->ranks - 1) / o->ranks);
     print_kernels(&gpus[ngpu - 1], &step, &sass, o->top);
     const double fpt = m2_train_flops_per_token(&d);
     for (int k = 0; k < ngpu; k++) {

@@ -73,8 +73,8 @@ static double sgemm_peak(int threads, double *per_cpu_s)
 /* GEMM FLOPs of the SSD's forward and backward in all layers (m2_ssd_flops). */
 static double ssd_flops(const m2_dims *d, int B, int T)
 {
-    m2_ssd_shape s = {.B = B, .T = T, .H = d->H, .P = d->P, .G = d->G, .N = d->N, .Q = d->Q, .ld_x = d->Cc,
-                      .ld_bc = d->Cc};
+    m2_ssd_shape s = {
+        .B = B, .T = T, .H = d->H, .P = d->P, .G = d->G, .N = d->N, .Q = d->Q, .ld_x = d->Cc, .ld_bc = d->Cc};
     double sf, sb;
     m2_ssd_flops(&s, &sf, &sb);
     return d->L * (sf + sb);
@@ -167,8 +167,8 @@ int main(int argc, char **argv)
     /* the GEMMs' and the SSD's own rates: lane 0 does 1/lanes of the work while the others do the rest */
     const double gemm_s = (fwd[M2_OPK_GEMM] + bwd[M2_OPK_GEMM]) / iters;
     const double sflops = ssd_flops(&d, BATCH, SEQ), ssd_s = (fwd[M2_OPK_SSD] + bwd[M2_OPK_SSD]) / iters;
-    printf("rates (all lanes together): GEMM ops %.1f GFLOP/s, SSD %.1f GFLOP/s\n",
-           (flops - sflops) / gemm_s / 1e9, sflops / ssd_s / 1e9);
+    printf("rates (all lanes together): GEMM ops %.1f GFLOP/s, SSD %.1f GFLOP/s\n", (flops - sflops) / gemm_s / 1e9,
+           sflops / ssd_s / 1e9);
 
     m2_model_free(m);
     m2_layout_free(&lay);

@@ -29,18 +29,15 @@ int main(int argc, char **argv)
 
     double t0 = now_s();
     m2_dataset made, ds;
-    if (m2_synth_dataset(&o, &made, NULL) || m2_dataset_write(path, &made))
-        return m2_report("bench_sampler", M2_EFAIL);
+    if (m2_synth_dataset(&o, &made, NULL) || m2_dataset_write(path, &made)) return m2_report("bench_sampler", M2_EFAIL);
     double t1 = now_s();
-    if (m2_dataset_read(path, &ds, 0))
-        return m2_report("bench_sampler", M2_EFAIL);
+    if (m2_dataset_read(path, &ds, 0)) return m2_report("bench_sampler", M2_EFAIL);
     double t2 = now_s();
     unlink(path);
     m2_dataset_free(&made);
 
     m2_sampler s;
-    if (m2_sampler_init(&s, &ds, M2_SPLIT_TRAIN, T, 64))
-        return m2_report("bench_sampler", M2_EFAIL);
+    if (m2_sampler_init(&s, &ds, M2_SPLIT_TRAIN, T, 64)) return m2_report("bench_sampler", M2_EFAIL);
     double t3 = now_s();
     float *X = malloc((size_t)B * T * ds.n_features * sizeof *X), *y = malloc((size_t)B * T * ds.n_targets * sizeof *y);
 
@@ -48,8 +45,7 @@ int main(int argc, char **argv)
     int64_t draws = 0, sink = 0;
     double a = now_s();
     while (now_s() - a < 1.0)
-        for (int i = 0; i < 4096; i++, draws++)
-            sink += m2_sampler_start(&s, 1, draws / B, draws % B);
+        for (int i = 0; i < 4096; i++, draws++) sink += m2_sampler_start(&s, 1, draws / B, draws % B);
     double draw_ns = (now_s() - a) / (double)draws * 1e9;
 
     int64_t windows = 0;

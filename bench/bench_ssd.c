@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ny; i++) dy[i] = (m2_real)(m2_rng_u01(key, ctr++) - 0.5);
     for (size_t i = 0; i < rows * s.H; i++) dt[i] = (m2_real)(0.001 + 0.1 * m2_rng_u01(key, ctr++));
     for (int h = 0; h < s.H; h++) {
-        A[h] = (m2_real)-(1 + h);
+        A[h] = (m2_real) - (1 + h);
         D[h] = 1;
         dA[h] = dD[h] = 0;
     }

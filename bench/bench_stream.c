@@ -27,7 +27,7 @@
 #include "stream/timing.h"
 #include "../tests/stream/stream_fixture.h"
 
-#define N_INPUTS 4096   /* distinct input rows cycled through (16 KB per feature: stays in L1/L2 like a feed) */
+#define N_INPUTS 4096 /* distinct input rows cycled through (16 KB per feature: stays in L1/L2 like a feed) */
 
 static void usage(void)
 {
@@ -127,7 +127,7 @@ static void bf16_diff(const m2_layout *lay, const float *params, const float *X,
     float pa[64], pb[64];
     *max_diff = *max_pred = 0;
     for (int i = 0; i < N_INPUTS; i++) {
-        if (i % 1024 == 0) {   /* four sessions */
+        if (i % 1024 == 0) { /* four sessions */
             m2_stream_reset(a, 0);
             m2_stream_reset(b, 0);
         }
@@ -163,8 +163,8 @@ static double sgemm_rate(void)
     double best = 1e30;
     for (int r = 0; r < 9; r++) {
         double t0 = m2_now_ns();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
-                    a + 2 * N * N, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N,
+                    N);
         best = fmin(best, m2_now_ns() - t0);
     }
     free(a);
@@ -202,7 +202,7 @@ static void batched_floors(const m2_dims *d, int S, double rate, size_t state_by
            S, per_tick, comp, tick_flops(d) / 1e6, gflop_rate / 1e9, state, state_bytes / 1024.0, per_tick / floor);
 }
 
-static double stalls_per_s;   /* m2_stall_census in main */
+static double stalls_per_s; /* m2_stall_census in main */
 
 static int bench_shape(const char *name, fixture_shape shape, long ticks)
 {
@@ -236,8 +236,8 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         m2_stream_close(s);
         double r1 = batched_rate(&lay, params, bf16, 1, X), r8 = batched_rate(&lay, params, bf16, 8, X),
                r64 = batched_rate(&lay, params, bf16, 64, X);
-        printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1,
-               r64, r64 / r1);
+        printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1, r64,
+               r64 / r1);
         batched_floors(d, 64, r64, sb, sgemm_rate());
         double c1 = cold_step(&lay, params, bf16, 1, X, 100), c64 = cold_step(&lay, params, bf16, 64, X, 50);
         printf("  cold steps (weights and states evicted before each step, as for sparse ticks): S=1 p50 %.0f ns "
@@ -268,9 +268,12 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--help")) {
             usage();
             return 0;
-        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) snprintf(config, sizeof config, "%s", argv[++i]);
-        else if (!strcmp(argv[i], "--ticks") && i + 1 < argc) ticks = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            snprintf(config, sizeof config, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--ticks") && i + 1 < argc)
+            ticks = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--cpu") && i + 1 < argc)
+            cpu = atoi(argv[++i]);
         else {
             fprintf(stderr, "bench_stream: error: unknown argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -282,7 +285,8 @@ int main(int argc, char **argv)
         CPU_ZERO(&set);
         CPU_SET(cpu, &set);
         if (sched_setaffinity(0, sizeof set, &set)) cpu = -1;
-    } else cpu = m2_pin_to_current_cpu();
+    } else
+        cpu = m2_pin_to_current_cpu();
     m2_config cfg;
     m2_config_defaults(&cfg);
     int rc = m2_config_load_file(&cfg, config);
@@ -302,8 +306,15 @@ int main(int argc, char **argv)
     m2_stall_census(0.5, 10e3, &stalls_per_s, &share);
     printf("stalls of this core (clock spin, 0.5 s): %.0f/s of >= 10 us, %.2f%% of the time lost in them\n",
            stalls_per_s, 100 * share);
-    fixture_shape lat = {8, 3, cfg.model.d_model, cfg.model.n_layers, cfg.model.expand, cfg.model.headdim,
-                         cfg.model.d_state, cfg.model.ngroups, cfg.model.d_conv};
+    fixture_shape lat = {8,
+                         3,
+                         cfg.model.d_model,
+                         cfg.model.n_layers,
+                         cfg.model.expand,
+                         cfg.model.headdim,
+                         cfg.model.d_state,
+                         cfg.model.ngroups,
+                         cfg.model.d_conv};
     if ((rc = bench_shape(config, lat, ticks))) return m2_report("bench_stream", rc);
     if ((rc = bench_shape("docs/MODEL.md default", fixture_default(), ticks / 4 > 1000 ? ticks / 4 : 1000)))
         return m2_report("bench_stream", rc);

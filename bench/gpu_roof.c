@@ -77,7 +77,8 @@ m2_roof_time m2_roof_predict(const m2_gpu_roof *g, const m2emu_kernel_count *c, 
     memset(&r, 0, sizeof r);
     /* compulsory traffic: every distinct byte once (an upper bound on what caches can save) */
     r.t_mem = (c->read_distinct + c->write_distinct) / g->hbm_bytes_s;
-    r.t_tensor = c->flops_bf16 / g->bf16_flops_s + c->flops_tf32 / g->tf32_flops_s + c->flops_fp32_cuda / g->fp32_flops_s;
+    r.t_tensor = c->flops_bf16 / g->bf16_flops_s + c->flops_tf32 / g->tf32_flops_s +
+                 c->flops_fp32_cuda / g->fp32_flops_s;
     /* HMMA.16816 (bf16) does 16x8x16 fma, HMMA.1684 (tf32) 16x8x4 */
     r.hmma = c->flops_bf16 / 4096 + c->flops_tf32 / 1024;
     if (sass && r.hmma > 0 && sass->per_hmma > 0) {

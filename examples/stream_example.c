@@ -58,7 +58,8 @@ static const char *handle_line(m2_stream *s, char *line, int raw)
         v[f] = strtod(p, &end);
         if (end == p) return "tick line: fewer features than the model has";
     }
-    if (raw) m2_stream_standardize(s, v, x);
+    if (raw)
+        m2_stream_standardize(s, v, x);
     else
         for (int f = 0; f < F; f++) x[f] = (float)v[f];
     if (m2_stream_step(s, (int)id, x, pred) != M2_STREAM_OK) return m2_last_error();
@@ -74,9 +75,12 @@ int main(int argc, char **argv)
     m2_stream_options opt = m2_stream_defaults();
     int raw = 0;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--raw")) raw = 1;
-        else if (!strcmp(argv[i], "--instruments") && i + 1 < argc) opt.max_streams = atoi(argv[++i]);
-        else return usage();
+        if (!strcmp(argv[i], "--raw"))
+            raw = 1;
+        else if (!strcmp(argv[i], "--instruments") && i + 1 < argc)
+            opt.max_streams = atoi(argv[++i]);
+        else
+            return usage();
     }
     m2_stream *s;
     int rc = m2_stream_open(argv[1], &opt, &s);

@@ -8,8 +8,10 @@
 static void device_name(char *buf, size_t cap)
 {
     m2_cuda_device_info info;
-    if (m2_ops_cuda_device_info(&info) == 0) snprintf(buf, cap, "%s", info.name);
-    else snprintf(buf, cap, "unknown CUDA device");
+    if (m2_ops_cuda_device_info(&info) == 0)
+        snprintf(buf, cap, "%s", info.name);
+    else
+        snprintf(buf, cap, "unknown CUDA device");
 }
 
 static const m2_device_api g_api = {

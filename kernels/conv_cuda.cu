@@ -39,8 +39,8 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const 
 {
     const size_t total = (size_t)B * T * C;
     if (!total) return;
-    conv_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(in, ld_in, w, b, T, C,
-                                                                                               K, total, out);
+    conv_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(in, ld_in, w, b, T, C, K,
+                                                                                              total, out);
     M2_CUDA_LAUNCHED("conv_silu_fwd");
 }
 

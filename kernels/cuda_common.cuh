@@ -26,7 +26,7 @@ typedef struct {
     cublasHandle_t blas;
     void *blas_ws; /* cuBLAS workspace, set explicitly (reproducible GEMMs, ops on one stream) */
     m2_cuda_gemm_precision gemm_prec;
-    void *ws;      /* workspace for the ops' temporaries (partial sums, row statistics) */
+    void *ws; /* workspace for the ops' temporaries (partial sums, row statistics) */
     size_t ws_bytes;
 } m2_cuda_ctx;
 
@@ -58,15 +58,14 @@ static inline unsigned m2_cuda_blocks(size_t n)
     return b ? (unsigned)b : 1u;
 }
 
-#define M2_GRID_STRIDE(i, n)                                                                                         \
+#define M2_GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float m2_dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
 /* Sum of v over the block's M2_CUDA_THREADS threads in a fixed tree order (deterministic). Every thread of the
  * block must call it; all get the sum. sh: M2_CUDA_THREADS elements of shared memory. */
-template <typename T>
-__device__ T m2_block_sum(T v, T *sh)
+template <typename T> __device__ T m2_block_sum(T v, T *sh)
 {
     const int tid = threadIdx.x;
     sh[tid] = v;
@@ -83,8 +82,7 @@ __device__ T m2_block_sum(T v, T *sh)
 /* ---- deterministic column sums: out(j, sum over rows r of f(r, j)) for j < n ----
  * Stage 1: partial sums over blocks of `per` consecutive rows (thread per column, coalesced over j).
  * Stage 2: one thread per column adds the partials in block order and hands the total to `out`. */
-template <class F>
-__global__ void m2_colsum_partial_kernel(F f, int rows, int n, int per, float *part)
+template <class F> __global__ void m2_colsum_partial_kernel(F f, int rows, int n, int per, float *part)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int blk = blockIdx.y;
@@ -95,8 +93,7 @@ __global__ void m2_colsum_partial_kernel(F f, int rows, int n, int per, float *p
     part[(size_t)blk * n + j] = s;
 }
 
-template <class Out>
-__global__ void m2_colsum_final_kernel(const float *part, int nblk, int n, Out out)
+template <class Out> __global__ void m2_colsum_final_kernel(const float *part, int nblk, int n, Out out)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
@@ -135,8 +132,8 @@ void m2_colsum(m2_cuda_ctx *c, size_t ws_off, int rows, int n, F f, Out out, con
     dim3 grid((n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
     m2_colsum_partial_kernel<<<grid, M2_CUDA_THREADS, 0, c->stream>>>(f, rows, n, per, part);
     M2_CUDA_LAUNCHED(what);
-    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(
-        part, nblk, n, out);
+    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(part, nblk,
+                                                                                                           n, out);
     M2_CUDA_LAUNCHED(what);
 }
 
@@ -161,13 +158,12 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, 
 void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw);
-void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
-                            int rows, int n, int G, m2_real *out);
+void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
+                            int n, int G, m2_real *out);
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
-                            m2_real *dw);
-void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
-                           int B, int T, int C, int K, m2_real *out);
+                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
+void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
+                           int T, int C, int K, m2_real *out);
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
                            m2_real *db);
@@ -184,8 +180,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, c
                      const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
                      m2_real *scratch);
 void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch);
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
+                     m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
 
 #endif

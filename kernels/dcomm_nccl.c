@@ -14,8 +14,7 @@ typedef struct {
 
 static m2_nccl *nccl_of(m2_dcomm *c) { return ((nccl_dcomm *)c)->nccl; }
 
-static int nccl_reduce_range(m2_dcomm *c, const float *grads, float *shard_grad, size_t shard, size_t begin,
-                             size_t end)
+static int nccl_reduce_range(m2_dcomm *c, const float *grads, float *shard_grad, size_t shard, size_t begin, size_t end)
 {
     int rc = m2_nccl_after(nccl_of(c), m2_ops_cuda_stream()); /* after the kernels that wrote this bucket */
     return rc ? rc : m2_nccl_reduce_range(nccl_of(c), grads, shard_grad, shard, begin, end);
@@ -47,8 +46,11 @@ int m2_dcomm_nccl_create(m2_dcomm **out, const m2_dist *pg, double timeout_s)
         free(c);
         return rc;
     }
-    c->base = (m2_dcomm){.name = "nccl", .reduce_range = nccl_reduce_range, .all_gather = nccl_all_gather,
-                         .wait = nccl_wait, .free = nccl_free};
+    c->base = (m2_dcomm){.name = "nccl",
+                         .reduce_range = nccl_reduce_range,
+                         .all_gather = nccl_all_gather,
+                         .wait = nccl_wait,
+                         .free = nccl_free};
     *out = &c->base;
     return M2_OK;
 }

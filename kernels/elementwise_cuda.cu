@@ -32,10 +32,7 @@ void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, in
 }
 
 /* ---- residual ---- */
-__global__ void add_kernel(float *y, const float *x, size_t n)
-{
-    M2_GRID_STRIDE(i, n) y[i] += x[i];
-}
+__global__ void add_kernel(float *y, const float *x, size_t n) { M2_GRID_STRIDE(i, n) y[i] += x[i]; }
 
 void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n)
 {
@@ -60,8 +57,8 @@ __global__ void a_bwd_kernel(const float *dA, const float *A_log, int H, float *
 void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A)
 {
     if (H <= 0) return;
-    a_fwd_kernel<<<(H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(
-        A_log, H, A);
+    a_fwd_kernel<<<(H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(A_log,
+                                                                                                                 H, A);
     M2_CUDA_LAUNCHED("a_fwd");
 }
 
@@ -74,10 +71,7 @@ void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int
 }
 
 /* ---- dt = softplus(dt_raw + dt_bias), softplus(v) = v above the threshold (docs/MODEL.md §2 step 4) ---- */
-__device__ __forceinline__ float softplusf(float v)
-{
-    return v > (float)M2_SOFTPLUS_THRESHOLD ? v : log1pf(expf(v));
-}
+__device__ __forceinline__ float softplusf(float v) { return v > (float)M2_SOFTPLUS_THRESHOLD ? v : log1pf(expf(v)); }
 
 /* d softplus(v)/dv = sigmoid(v); exactly 1 where softplus is the identity. */
 __device__ __forceinline__ float softplus_grad(float v)
@@ -109,8 +103,8 @@ void m2_cuda_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_rea
 {
     const size_t total = (size_t)rows * H;
     if (!total) return;
-    dt_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(dt_raw, ld, dt_bias,
-                                                                                              rows, H, dt);
+    dt_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(dt_raw, ld, dt_bias, rows,
+                                                                                            H, dt);
     M2_CUDA_LAUNCHED("dt_fwd");
 }
 
@@ -121,8 +115,7 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, 
     const size_t total = (size_t)rows * H;
     if (!total) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    dt_bwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, dt_raw, ld, dt_bias, rows, H,
-                                                                            ddt_raw);
+    dt_bwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, dt_raw, ld, dt_bias, rows, H, ddt_raw);
     M2_CUDA_LAUNCHED("dt_bwd");
     m2_colsum(c, 0, rows, H, strided_value{ddt_raw, ld}, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
 }

@@ -27,8 +27,8 @@ void m2_cuda_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real 
     if (m <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const float al = alpha, be = beta;
-    m2_cublas_check(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                                 &al, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &be, C, CUDA_R_32F, ldc,
+    m2_cublas_check(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &al,
+                                 B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &be, C, CUDA_R_32F, ldc,
                                  compute_type(c->gemm_prec), CUBLAS_GEMM_DEFAULT),
                     "gemm (cublasGemmEx)");
 }

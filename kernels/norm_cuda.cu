@@ -138,8 +138,8 @@ struct gated_dw_term {
     }
 };
 
-void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
-                            int rows, int n, int G, m2_real *out)
+void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
+                            int n, int G, m2_real *out)
 {
     if (rows <= 0 || n <= 0) return;
     gated_norm_fwd_kernel<<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(y, z, ld_z, w, n, G, out);
@@ -147,8 +147,7 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z,
 }
 
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
-                            m2_real *dw)
+                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);

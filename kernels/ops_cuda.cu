@@ -38,8 +38,7 @@ extern "C" int m2_cuda_available(char *why, size_t cap)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n); /* without a driver: error 35 and n left unset */
     if (e != cudaSuccess) {
-        snprintf(why, cap, "cudaGetDeviceCount: %s (%s, error %d)", cudaGetErrorString(e), cudaGetErrorName(e),
-                 (int)e);
+        snprintf(why, cap, "cudaGetDeviceCount: %s (%s, error %d)", cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
         (void)cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
         return 0;
     }
@@ -169,7 +168,8 @@ extern "C" int m2_ops_cuda_device_info(m2_cuda_device_info *info)
     info->cc_major = p.major;
     info->cc_minor = p.minor;
     info->sm_count = p.multiProcessorCount;
-    if ((e = cudaMemGetInfo(&info->free_bytes, &info->total_bytes)) != cudaSuccess) return ctx_fail("cudaMemGetInfo", e);
+    if ((e = cudaMemGetInfo(&info->free_bytes, &info->total_bytes)) != cudaSuccess)
+        return ctx_fail("cudaMemGetInfo", e);
     return M2_OK;
 }
 
@@ -223,10 +223,7 @@ static void cuda_to_host(const m2_ops *o, void *host_dst, const void *src, size_
     m2_cuda_check(cudaStreamSynchronize(st), "to_host: waiting for the copy");
 }
 
-static void cuda_sync(const m2_ops *o)
-{
-    m2_cuda_check(cudaStreamSynchronize(m2_cuda_ctx_of(o)->stream), "sync");
-}
+static void cuda_sync(const m2_ops *o) { m2_cuda_check(cudaStreamSynchronize(m2_cuda_ctx_of(o)->stream), "sync"); }
 
 /* C++20 designated initialisers: the compiler checks each name and the order against ops.h. */
 static m2_ops g_cuda_ops = {

@@ -67,8 +67,7 @@ struct ssd_states_op {
     __device__ view bind(int z) const
     {
         const int zh = zh_of(z), bc = zh / s.H, h = zh % s.H;
-        return view{s.x_of(bc, h),  s.B_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q,
-                    s.dt_of(bc, h), s.a_last(zh),          s.H};
+        return view{s.x_of(bc, h), s.B_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q, s.dt_of(bc, h), s.a_last(zh), s.H};
     }
     __device__ void store(int z, int p, int n, float acc) const
     {
@@ -135,8 +134,9 @@ struct ssd_y_op {
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{s.N, s.Q, s.H, s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h), s.C_of(bc, g),
-                    s.S_of(zh), s.x_of(bc, h)};
+        return view{
+            s.N,           s.Q,        s.H,          s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h),
+            s.C_of(bc, g), s.S_of(zh), s.x_of(bc, h)};
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {

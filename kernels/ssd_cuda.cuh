@@ -83,10 +83,7 @@ struct ssd_args {
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
     /* token row of position l of chunk bc */
-    __device__ size_t row(int bc, int l) const
-    {
-        return (size_t)(bc / nc) * T + (size_t)chunk_of(bc) * Q + l;
-    }
+    __device__ size_t row(int bc, int l) const { return (size_t)(bc / nc) * T + (size_t)chunk_of(bc) * Q + l; }
     __device__ float a_at(int zh, int l) const { return acs[(size_t)zh * Q + l]; }
     __device__ float a_last(int zh) const { return acs[(size_t)zh * Q + Q - 1]; }
     /* exp of a quantity that is <= 0 mathematically (docs/MODEL.md §3) */

@@ -108,8 +108,17 @@ struct ssd_dx_op {
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{s.N,      s.Q, s.H, s.len(bc), s.a_last(zh), s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g),
-                    s.dt_of(bc, h), s.B_of(bc, g), s.dy_of(bc, h), s.dS_of(zh)};
+        return view{s.N,
+                    s.Q,
+                    s.H,
+                    s.len(bc),
+                    s.a_last(zh),
+                    s.acs + (size_t)zh * s.Q,
+                    s.QQ(s.CB, bc * s.G + g),
+                    s.dt_of(bc, h),
+                    s.B_of(bc, g),
+                    s.dy_of(bc, h),
+                    s.dS_of(zh)};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
@@ -290,7 +299,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
     ps = m2_block_sum(ps, red);
     float dd = 0.0f;
-    for (int i = tid; i < L * s.P; i += blockDim.x) dd += s.dyv(bc, i / s.P, h, i % s.P) * s.xv(bc, i / s.P, h, i % s.P);
+    for (int i = tid; i < L * s.P; i += blockDim.x)
+        dd += s.dyv(bc, i / s.P, h, i % s.P) * s.xv(bc, i / s.P, h, i % s.P);
     dd = m2_block_sum(dd, red);
 
     float stsum = 0.0f;
@@ -345,9 +355,8 @@ __global__ void ssd_param_grads_kernel(ssd_args s, float *dA, float *dD)
 }
 
 void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch)
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
+                     m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
 {
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);

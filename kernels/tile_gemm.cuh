@@ -42,7 +42,8 @@
 
 #include "cuda_common.cuh"
 
-namespace m2tile {
+namespace m2tile
+{
 enum { BM = 64, BN = 64, BK = 16, THREADS = 256, SUB = 4 };
 static_assert(BM * BK == SUB * THREADS && BN * BK == SUB * THREADS, "each thread loads SUB elements per operand");
 static_assert(BM == 16 * SUB && BN == 16 * SUB && THREADS == 256, "16x16 threads, SUBxSUB outputs each");
@@ -70,15 +71,13 @@ struct tf32_operands {
 };
 
 /* The operand reader of entry z: op.bind(z) where the Op has one, else the Op's own a(z, ...) and b(z, ...). */
-template <class Op>
-struct entry_view {
+template <class Op> struct entry_view {
     const Op &op;
     int z;
     __device__ float a(int i, int k) const { return op.a(z, i, k); }
     __device__ float b(int k, int j) const { return op.b(z, k, j); }
 };
-template <class Op>
-__device__ __forceinline__ auto bind(const Op &op, int z)
+template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z)
 {
     if constexpr (requires { op.bind(z); })
         return op.bind(z);
@@ -93,8 +92,7 @@ struct span {
 
 /* The block's tile; false when it lies outside its entry (uniform over the block, so the caller may return
  * before any barrier). */
-template <class Op>
-__device__ bool locate(const Op &op, int tiles_m, int tiles_n, span &t)
+template <class Op> __device__ bool locate(const Op &op, int tiles_m, int tiles_n, span &t)
 {
     int bid = blockIdx.x;
     const int tn = bid % tiles_n;
@@ -191,7 +189,8 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
     constexpr int LDA = BM + Prec::PAD, LDB = BN + Prec::PAD, LDC = BN + CPAD, WK = Prec::WK;
     static_assert(LDA * sizeof(T) % 16 == 0 && LDB * sizeof(T) % 16 == 0 && LDC * sizeof(float) % 16 == 0,
                   "wmma ldm: a multiple of 16 bytes");
-    static_assert(WK * LDA * sizeof(T) % 32 == 0 && WK * LDB * sizeof(T) % 32 == 0 && 16 * LDC * sizeof(float) % 32 == 0,
+    static_assert(WK * LDA * sizeof(T) % 32 == 0 && WK * LDB * sizeof(T) % 32 == 0 &&
+                      16 * LDC * sizeof(float) % 32 == 0,
                   "fragment rows start 32-byte aligned");
     /* the operands (As[k][i], Bs[k][j]) while accumulating, then the accumulators (Cs[i][j]) for the stores */
     union alignas(32) smem_t {
@@ -256,13 +255,13 @@ void m2_tile_gemm(const m2_cuda_ctx *c, const Op &op, int nbatch, int max_m, int
         m2_tile_gemm_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, tiles_m, tiles_n);
         break;
     case M2_CUDA_GEMM_TF32:
-        m2_tile_gemm_wmma_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::tf32_operands(), tiles_m,
-                                                                                tiles_n);
+        m2_tile_gemm_wmma_kernel<Op>
+            <<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::tf32_operands(), tiles_m, tiles_n);
         break;
     case M2_CUDA_GEMM_BF16:
     default:
-        m2_tile_gemm_wmma_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::bf16_operands(), tiles_m,
-                                                                                tiles_n);
+        m2_tile_gemm_wmma_kernel<Op>
+            <<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::bf16_operands(), tiles_m, tiles_n);
         break;
     }
     M2_CUDA_LAUNCHED(what);

@@ -27,40 +27,40 @@ typedef struct {
     m2_checkpoint_job job; /* first: --checkpoint, --data and what runs on them */
     const char *json, *predictions, *device, *instrument, *plot;
     int split, mode, control;
-    char best[4096];               /* RUN_DIR/ckpt_best.h5 when --checkpoint names a run folder */
+    char best[4096]; /* RUN_DIR/ckpt_best.h5 when --checkpoint names a run folder */
     const char *split_name;
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: " PROG " --checkpoint FILE|RUN_DIR [--data FILE] [--split val|test] [--mode stream|window]\n"
-            "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda] [--instrument NAME]\n"
-            "                   [--plot OUT.png] [--control shuffle]\n"
-            "\n"
-            "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
-            "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
-            "regression on the current tick's features fitted on the train split. Then, for both: the IC's standard\n"
-            "error and t (HAC, lag = horizon) and the model-minus-ridge IC difference; a backtest net of half the\n"
-            "quoted spread (Sharpe, turnover, hit rate, max drawdown); mean forward return by prediction decile.\n"
-            "\n"
-            "  --checkpoint PATH   checkpoint file, or a run folder: its ckpt_best.h5 (required)\n"
-            "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
-            "  --split NAME        val | test (train is accepted too: in-sample) (default: test)\n"
-            "  --mode NAME         stream: state carried from each session's first tick in the split, every row\n"
-            "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
-            "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
-            "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
-            "  --predictions OUT   write the model's predictions on the evaluated rows (docs/FORMATS.md)\n"
-            "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
-            "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
-            "                      not used: a model trained on GPUs evaluates anywhere)\n"
-            "  --instrument NAME   only this instrument's rows (a universe; default: pooled metrics, then one\n"
-            "                      row per instrument and horizon)\n"
-            "  --plot OUT.png      cumulative net PnL, IC by horizon with 95%% intervals, decile bars (gnuplot)\n"
-            "  --control shuffle   every research metric again against targets moved between blocks of the split\n"
-            "  --help              this text\n"
-            "  --version           version and built-in backends\n");
+    fprintf(
+        f, "usage: " PROG " --checkpoint FILE|RUN_DIR [--data FILE] [--split val|test] [--mode stream|window]\n"
+           "                   [--json OUT] [--predictions OUT] [--device auto|cpu|cuda] [--instrument NAME]\n"
+           "                   [--plot OUT.png] [--control shuffle]\n"
+           "\n"
+           "Evaluates a checkpoint on one split of a tick dataset, per target horizon: MSE, the zero predictor's MSE,\n"
+           "R^2, Pearson IC, Spearman rank IC and directional accuracy (on nonzero targets); the same for a ridge\n"
+           "regression on the current tick's features fitted on the train split. Then, for both: the IC's standard\n"
+           "error and t (HAC, lag = horizon) and the model-minus-ridge IC difference; a backtest net of half the\n"
+           "quoted spread (Sharpe, turnover, hit rate, max drawdown); mean forward return by prediction decile.\n"
+           "\n"
+           "  --checkpoint PATH   checkpoint file, or a run folder: its ckpt_best.h5 (required)\n"
+           "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
+           "  --split NAME        val | test (train is accepted too: in-sample) (default: test)\n"
+           "  --mode NAME         stream: state carried from each session's first tick in the split, every row\n"
+           "                      window: non-overlapping windows of train.seq_len from each session's first tick\n"
+           "                      in the split, rows at window positions >= train.burn_in (default: stream)\n"
+           "  --json OUT          also write the metrics as one JSON object to OUT ('-' for stdout)\n"
+           "  --predictions OUT   write the model's predictions on the evaluated rows (docs/FORMATS.md)\n"
+           "  --device NAME       where the model runs: auto (a GPU when this build has CUDA and one is usable,\n"
+           "                      else the CPU), cpu or cuda (default: auto; the checkpoint's model.device is\n"
+           "                      not used: a model trained on GPUs evaluates anywhere)\n"
+           "  --instrument NAME   only this instrument's rows (a universe; default: pooled metrics, then one\n"
+           "                      row per instrument and horizon)\n"
+           "  --plot OUT.png      cumulative net PnL, IC by horizon with 95%% intervals, decile bars (gnuplot)\n"
+           "  --control shuffle   every research metric again against targets moved between blocks of the split\n"
+           "  --help              this text\n"
+           "  --version           version and built-in backends\n");
 }
 
 static int parse_choice(options *o, int key, const char *value)
@@ -84,15 +84,21 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.job.task = evaluate, .split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
-    static const struct option opts[] = {
-        {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
-        {"json", required_argument, 0, 'j'},       {"predictions", required_argument, 0, 'p'},
-        {"split", required_argument, 0, 's'},      {"mode", required_argument, 0, 'm'},
-        {"device", required_argument, 0, 'd'},     {"instrument", required_argument, 0, 'i'},
-        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
-        {"plot", required_argument, 0, 'P'},       {"control", required_argument, 0, 'C'},
-        {0, 0, 0, 0}};
+    *o = (options){
+        .job.task = evaluate, .split = M2_SPLIT_TEST, .mode = M2_EVAL_STREAM, .split_name = "test", .device = "auto"};
+    static const struct option opts[] = {{"checkpoint", required_argument, 0, 'c'},
+                                         {"data", required_argument, 0, 'D'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"predictions", required_argument, 0, 'p'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"mode", required_argument, 0, 'm'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"instrument", required_argument, 0, 'i'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {"plot", required_argument, 0, 'P'},
+                                         {"control", required_argument, 0, 'C'},
+                                         {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
@@ -107,7 +113,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return m2_fail(M2_EUSAGE, "--control %s: unknown control (shuffle)", optarg);
             o->control = 1;
             break;
-        case 's': case 'm': case 'd':
+        case 's':
+        case 'm':
+        case 'd':
             if (parse_choice(o, c, optarg)) return M2_EUSAGE;
             break;
         default: return m2_cli_common(c);
@@ -119,8 +127,10 @@ static int parse_args(int argc, char **argv, options *o)
     if (stat(o->job.checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(o->best, sizeof o->best, "%s/ckpt_best.h5", o->job.checkpoint);
         if (stat(o->best, &st) != 0)
-            return m2_fail(M2_EUSAGE, "--checkpoint %s: a run folder without ckpt_best.h5 (trained with "
-                           "train.eval_every = 0?): name a checkpoint file", o->job.checkpoint);
+            return m2_fail(M2_EUSAGE,
+                           "--checkpoint %s: a run folder without ckpt_best.h5 (trained with "
+                           "train.eval_every = 0?): name a checkpoint file",
+                           o->job.checkpoint);
         o->job.checkpoint = o->best;
     }
     return M2_CLI_RUN;
@@ -142,8 +152,8 @@ static int write_json(const char *path, const m2_eval_report *rep)
 
 static int write_predictions(const char *path, const m2_eval_rows *rows, const m2_eval_report *rep)
 {
-    m2_predictions p = {.M = rows->M, .O = rows->O, .row = rows->row, .pred = rows->pred, .target = rows->target,
-                        .step = rep->step};
+    m2_predictions p = {
+        .M = rows->M, .O = rows->O, .row = rows->row, .pred = rows->pred, .target = rows->target, .step = rep->step};
     snprintf(p.split, sizeof p.split, "%s", rep->split);
     snprintf(p.mode, sizeof p.mode, "%s", rep->mode);
     snprintf(p.checkpoint, sizeof p.checkpoint, "%s", rep->checkpoint);
@@ -187,17 +197,26 @@ static void json_research(FILE *f, const void *extra)
 }
 
 static int run_research(const options *o, const m2_checkpoint *ck, const m2_dataset *ds, const char *data,
-                    const m2_backend *be, const m2_eval_rows *rows, const float *ridge_pred, const m2_ridge *fit,
-                    m2_research *r, m2_research *control)
+                        const m2_backend *be, const m2_eval_rows *rows, const float *ridge_pred, const m2_ridge *fit,
+                        m2_research *r, m2_research *control)
 {
     char title[1400];
-    snprintf(title, sizeof title, "%.600s (step %lld) on %.600s, %s split", o->job.checkpoint, (long long)ck->step, data,
-             o->split_name);
+    snprintf(title, sizeof title, "%.600s (step %lld) on %.600s, %s split", o->job.checkpoint, (long long)ck->step,
+             data, o->split_name);
     for (char *p = title; *p; p++)
         if (*p == '"') *p = '\''; /* the gnuplot title is a double-quoted string */
-    m2_research_job job = {.ops = be->ops, .lay = &ck->lay, .params = ck->params, .ds = ds, .data_path = data,
-                           .split = o->split, .rows = rows, .ridge_pred = ridge_pred, .fit = fit,
-                           .control = o->control, .plot = o->plot, .title = title};
+    m2_research_job job = {.ops = be->ops,
+                           .lay = &ck->lay,
+                           .params = ck->params,
+                           .ds = ds,
+                           .data_path = data,
+                           .split = o->split,
+                           .rows = rows,
+                           .ridge_pred = ridge_pred,
+                           .fit = fit,
+                           .control = o->control,
+                           .plot = o->plot,
+                           .title = title};
     return m2_research_run(&job, stdout, r, control);
 }
 
@@ -212,8 +231,8 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     if (rc != M2_OK) return rc;
     int inst = o->instrument ? m2_dataset_find_instrument(ds, o->instrument) : -1;
     if (o->instrument && inst < 0)
-        return m2_fail(M2_EUSAGE, "--instrument %s: not in the dataset (%s, %d instruments, the first %s)", o->instrument,
-                       data, ds->n_instruments, ds->inst_name[0]);
+        return m2_fail(M2_EUSAGE, "--instrument %s: not in the dataset (%s, %d instruments, the first %s)",
+                       o->instrument, data, ds->n_instruments, ds->inst_name[0]);
     m2_eval_rows all, rows;
     rc = m2_eval_predict(be.ops, &ck->lay, ck->params, ds, o->split, o->mode, rep.seq_len, rep.burn_in, &all);
     if (rc != M2_OK) return rc;
@@ -225,7 +244,7 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     float *ridge_pred = malloc(sizeof(float) * (size_t)(rows.M + 1) * (size_t)rows.O);
     m2_eval_report *per = inst < 0 && ds->n_instruments > 1 ? calloc((size_t)ds->n_instruments, sizeof *per) : NULL;
     rc = ridge_pred && (per || inst >= 0 || ds->n_instruments <= 1) ? m2_eval_ridge(ds, &rows, &fit, ridge_pred)
-                                                                      : m2_fail(M2_EFAIL, "eval: out of memory");
+                                                                    : m2_fail(M2_EFAIL, "eval: out of memory");
     if (rc == M2_OK) {
         for (int h = 0; h < rows.O; h++) rep.ridge_rows[h] = fit.n_fit[h];
         rc = m2_eval_metrics(&rows, ridge_pred, &rep);
@@ -233,7 +252,7 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
     if (rc == M2_OK && per) {
         rc = m2_eval_by_instrument(ds, &rows, ridge_pred, &rep, per);
         rep.n_instruments = ds->n_instruments;
-        rep.inst_name = (const char (*)[64])ds->inst_name;
+        rep.inst_name = (const char(*)[64])ds->inst_name;
         rep.per_instrument = per;
     }
     if (rc == M2_OK) m2_eval_print_table(stdout, &rep);

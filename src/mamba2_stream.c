@@ -30,25 +30,26 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
-            "\n"
-            "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
-            "with the state reset at each session's first row inside the split, and prints the latency per step\n"
-            "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
-            "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
-            "\n"
-            "  --checkpoint FILE   checkpoint to run (required)\n"
-            "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
-            "  --split NAME        train | val | test (default: test)\n"
-            "  --predictions OUT   write the predictions of every row of the split (docs/FORMATS.md)\n"
-            "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
-            "                      difference to fp32 predictions on the split\n"
-            "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
-            "  --per-instrument    a universe: one stream per instrument, all advanced together, each through its\n"
-            "                      instrument's parts in time order (instead of --batch)\n"
-            "  --help              this text\n"
-            "  --version           version and built-in backends\n");
+    fprintf(
+        f,
+        "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
+        "\n"
+        "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
+        "with the state reset at each session's first row inside the split, and prints the latency per step\n"
+        "(p50, p99, p99.9, max), ticks/s, and the weight-streaming floor: the time to read the model's weight\n"
+        "bytes once on this core, measured in the same run. Nothing is allocated per tick.\n"
+        "\n"
+        "  --checkpoint FILE   checkpoint to run (required)\n"
+        "  --data FILE         tick dataset (default: [data] path in the checkpoint's config)\n"
+        "  --split NAME        train | val | test (default: test)\n"
+        "  --predictions OUT   write the predictions of every row of the split (docs/FORMATS.md)\n"
+        "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
+        "                      difference to fp32 predictions on the split\n"
+        "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
+        "  --per-instrument    a universe: one stream per instrument, all advanced together, each through its\n"
+        "                      instrument's parts in time order (instead of --batch)\n"
+        "  --help              this text\n"
+        "  --version           version and built-in backends\n");
 }
 
 static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts);
@@ -60,9 +61,8 @@ static int parse_args(int argc, char **argv, options *o)
         {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
         {"split", required_argument, 0, 's'},      {"predictions", required_argument, 0, 'p'},
         {"batch", required_argument, 0, 'b'},      {"bf16", no_argument, 0, 'f'},
-        {"per-instrument", no_argument, 0, 'i'},
-        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0}};
+        {"per-instrument", no_argument, 0, 'i'},   {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
@@ -91,7 +91,7 @@ static int parse_args(int argc, char **argv, options *o)
 /* Parts of the split: [begin, end) row ranges, session ∩ split, in row order. */
 typedef struct {
     int64_t n, *begin, *end;
-    int32_t *inst;       /* instrument of each part (ascending: FORMATS.md "Universe") */
+    int32_t *inst; /* instrument of each part (ascending: FORMATS.md "Universe") */
 } parts;
 
 static int make_parts(const m2_dataset *ds, int split, parts *p)
@@ -123,7 +123,7 @@ static void free_parts(parts *p)
 /* Per-stream cursor over the parts dealt to it: parts k, k+S, k+2S, ... (round-robin) or, per instrument, the
  * instrument's parts one after the other. */
 typedef struct {
-    int64_t part, row;   /* current part index and next row in it; part >= last: done */
+    int64_t part, row; /* current part index and next row in it; part >= last: done */
     int64_t last;
 } cursor;
 
@@ -132,7 +132,7 @@ typedef struct {
     const m2_dataset *ds;
     const parts *pt;
     int S, per_instrument;
-    int64_t lo;          /* first row of the split: pred row r goes to pred[(r - lo) * O] */
+    int64_t lo; /* first row of the split: pred row r goes to pred[(r - lo) * O] */
     /* preallocated per-step buffers */
     cursor *cur;
     int *ids;
@@ -168,7 +168,7 @@ static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
     const int O = r->ds->n_targets;
     for (int64_t k = 0, p = 0; k < r->S; k++) {
         cursor *c = &r->cur[k];
-        if (r->per_instrument) {   /* stream k: instrument k's parts */
+        if (r->per_instrument) { /* stream k: instrument k's parts */
             c->part = p;
             while (p < r->pt->n && r->pt->inst[p] == k) p++;
             c->last = p;
@@ -182,8 +182,10 @@ static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
     double t_start = m2_now_ns();
     for (int n; (n = gather(r)) > 0; steps++) {
         double t0 = m2_now_ns();
-        if (n == 1 && r->S == 1) m2_stream_step(r->s, 0, r->X, r->P);
-        else m2_stream_step_batch(r->s, n, r->ids, r->X, r->P);
+        if (n == 1 && r->S == 1)
+            m2_stream_step(r->s, 0, r->X, r->P);
+        else
+            m2_stream_step_batch(r->s, n, r->ids, r->X, r->P);
         if (lat) lat[steps] = m2_now_ns() - t0;
         for (int i = 0; i < n; i++)
             memcpy(pred + (size_t)(r->rows[i] - r->lo) * O, r->P + (size_t)i * O, sizeof(float) * (size_t)O);
@@ -223,8 +225,8 @@ static int open_engine(const m2_checkpoint *ck, int bf16, int S, m2_stream **s)
 }
 
 /* Max |pred - fp32 pred| over the split: the split run again, untimed, with fp32 weights. */
-static int bf16_difference(const m2_checkpoint *ck, const m2_dataset *ds, const parts *pt, int split,
-                           const float *pred, int64_t M, double *diff)
+static int bf16_difference(const m2_checkpoint *ck, const m2_dataset *ds, const parts *pt, int split, const float *pred,
+                           int64_t M, double *diff)
 {
     m2_stream *s;
     int rc = open_engine(ck, 0, 1, &s);

@@ -63,16 +63,36 @@ static const char usage_info[] =
 
 static void print_usage(FILE *out)
 {
-    fprintf(out, "usage: mamba2_ticks COMMAND [options]   (mamba2_ticks COMMAND --help for one command)\n"
-                 "       mamba2_ticks --help | --version\n\n%s\n%s\n%s",
+    fprintf(out,
+            "usage: mamba2_ticks COMMAND [options]   (mamba2_ticks COMMAND --help for one command)\n"
+            "       mamba2_ticks --help | --version\n\n%s\n%s\n%s",
             usage_synth, usage_import, usage_info);
 }
 
 /* ---- option values -------------------------------------------------------------------------------- */
 
 /* Options that synth and import share. */
-enum { OPT_INSTRUMENTS = 200, OPT_CSV_DIR, OPT_DEPTH, OPT_LEVELS, OPT_LOBSTER_DIR, OPT_HORIZONS = 256, OPT_SPLIT, OPT_CLIP, OPT_TICKS, OPT_SESSIONS, OPT_SEED, OPT_SIGNAL, OPT_OUT, OPT_CSV,
-       OPT_INSTRUMENT, OPT_TICK_SIZE, OPT_STRICT, OPT_GAP, OPT_HELP };
+enum {
+    OPT_INSTRUMENTS = 200,
+    OPT_CSV_DIR,
+    OPT_DEPTH,
+    OPT_LEVELS,
+    OPT_LOBSTER_DIR,
+    OPT_HORIZONS = 256,
+    OPT_SPLIT,
+    OPT_CLIP,
+    OPT_TICKS,
+    OPT_SESSIONS,
+    OPT_SEED,
+    OPT_SIGNAL,
+    OPT_OUT,
+    OPT_CSV,
+    OPT_INSTRUMENT,
+    OPT_TICK_SIZE,
+    OPT_STRICT,
+    OPT_GAP,
+    OPT_HELP
+};
 
 static int feature_option(int c, const char *arg, m2_feature_opts *f)
 {
@@ -81,8 +101,7 @@ static int feature_option(int c, const char *arg, m2_feature_opts *f)
     case OPT_HORIZONS: return m2_parse_horizons(arg, "--horizons", f);
     case OPT_SPLIT: return m2_parse_split(arg, "--split", f);
     case OPT_CLIP:
-        if (m2_parse_f64("--clip", arg, 0, FLT_MAX, 1, &clip))
-            return M2_EUSAGE;
+        if (m2_parse_f64("--clip", arg, 0, FLT_MAX, 1, &clip)) return M2_EUSAGE;
         f->clip = (float)clip;
         return M2_OK;
     }
@@ -117,16 +136,15 @@ typedef struct {
 static int write_latent(int64_t file, void *arg)
 {
     const latent_ctx *c = arg;
-    if (m2_h5_write(file, "/synth/latent", M2_H5_F64, 1, &c->n, c->latent, 1))
-        return M2_EFAIL;
+    if (m2_h5_write(file, "/synth/latent", M2_H5_F64, 1, &c->n, c->latent, 1)) return M2_EFAIL;
     hid_t d = H5Dopen2(file, "/synth/latent", H5P_DEFAULT);
     int rc = d < 0 ||
-             m2_h5_attr_put_str(d, "meaning", c->signal == M2_SIGNAL_LINEAR
-                                                  ? "L1 queue imbalance after the row (drives informed traders)"
-                                                  : "decayed sum of signed noise-trader trades (decay time tau rows)") ||
+             m2_h5_attr_put_str(d, "meaning",
+                                c->signal == M2_SIGNAL_LINEAR
+                                    ? "L1 queue imbalance after the row (drives informed traders)"
+                                    : "decayed sum of signed noise-trader trades (decay time tau rows)") ||
              m2_h5_attr_put_f64(d, "tau", M2_SYNTH_MEMORY_TAU);
-    if (d >= 0)
-        H5Dclose(d);
+    if (d >= 0) H5Dclose(d);
     return rc ? M2_EFAIL : M2_OK;
 }
 
@@ -146,25 +164,28 @@ static int synth_universe(const m2_synth_opts *o, int instruments, const char *o
     }
     m2_dataset ds;
     int rc = m2_synth_universe(o, instruments, &ds);
-    if (rc == M2_OK)
-        rc = m2_dataset_write(out, &ds);
-    if (rc == M2_OK)
-        print_written(out, &ds, now_s() - t0);
+    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
+    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc ? m2_report(prog, rc) : M2_OK;
 }
 
 static int cmd_synth(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "out", required_argument, 0, OPT_OUT },       { "ticks", required_argument, 0, OPT_TICKS },
-        { "sessions", required_argument, 0, OPT_SESSIONS }, { "seed", required_argument, 0, OPT_SEED },
-        { "signal", required_argument, 0, OPT_SIGNAL }, { "horizons", required_argument, 0, OPT_HORIZONS },
-        { "split", required_argument, 0, OPT_SPLIT },   { "clip", required_argument, 0, OPT_CLIP },
-        { "instruments", required_argument, 0, OPT_INSTRUMENTS }, { "csv-dir", required_argument, 0, OPT_CSV_DIR },
-        { "levels", required_argument, 0, OPT_LEVELS }, { "lobster-dir", required_argument, 0, OPT_LOBSTER_DIR },
-        { "help", no_argument, 0, OPT_HELP },           { 0, 0, 0, 0 }
-    };
+    static const struct option opts[] = {{"out", required_argument, 0, OPT_OUT},
+                                         {"ticks", required_argument, 0, OPT_TICKS},
+                                         {"sessions", required_argument, 0, OPT_SESSIONS},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"signal", required_argument, 0, OPT_SIGNAL},
+                                         {"horizons", required_argument, 0, OPT_HORIZONS},
+                                         {"split", required_argument, 0, OPT_SPLIT},
+                                         {"clip", required_argument, 0, OPT_CLIP},
+                                         {"instruments", required_argument, 0, OPT_INSTRUMENTS},
+                                         {"csv-dir", required_argument, 0, OPT_CSV_DIR},
+                                         {"levels", required_argument, 0, OPT_LEVELS},
+                                         {"lobster-dir", required_argument, 0, OPT_LOBSTER_DIR},
+                                         {"help", no_argument, 0, OPT_HELP},
+                                         {0, 0, 0, 0}};
     static const char help[] = "mamba2_ticks synth --help";
     m2_synth_opts o;
     m2_synth_defaults(&o);
@@ -192,30 +213,27 @@ static int cmd_synth(int argc, char **argv)
             if ((o.signal = m2_signal_from_name(optarg)) < 0)
                 rc = m2_fail(M2_EUSAGE, "--signal (%s): must be none, linear or memory", optarg);
             break;
-        case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
+        case OPT_HORIZONS:
+        case OPT_SPLIT:
+        case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
         case OPT_HELP: fputs(usage_synth, stdout); return M2_OK;
         default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
-        if (rc)
-            return m2_report(prog, rc);
+        if (rc) return m2_report(prog, rc);
     }
-    if (m2_cli_no_extra(argc, argv, 0))
-        return m2_report(prog, M2_EUSAGE);
+    if (m2_cli_no_extra(argc, argv, 0)) return m2_report(prog, M2_EUSAGE);
     if ((out != NULL) + (csv_dir != NULL) + (lobster_dir != NULL) != 1)
         return m2_report(prog, m2_fail(M2_EUSAGE, "synth: one of --out FILE, --csv-dir DIR and --lobster-dir DIR is "
                                                   "required"));
-    if (csv_dir || lobster_dir || instruments > 1)
-        return synth_universe(&o, instruments, out, csv_dir, lobster_dir);
+    if (csv_dir || lobster_dir || instruments > 1) return synth_universe(&o, instruments, out, csv_dir, lobster_dir);
     double t0 = now_s();
     m2_dataset ds;
     double *latent = NULL;
     int rc = m2_synth_dataset(&o, &ds, &latent);
-    if (rc)
-        return m2_report(prog, rc);
-    latent_ctx lc = { latent, ds.n_rows, o.signal };
+    if (rc) return m2_report(prog, rc);
+    latent_ctx lc = {latent, ds.n_rows, o.signal};
     rc = m2_dataset_write_with(out, &ds, write_latent, &lc);
-    if (rc == M2_OK)
-        print_written(out, &ds, now_s() - t0);
+    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     free(latent);
     m2_dataset_free(&ds);
     return rc ? m2_report(prog, rc) : M2_OK;
@@ -227,29 +245,31 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
 
 static int cmd_import(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "csv", required_argument, 0, OPT_CSV },           { "out", required_argument, 0, OPT_OUT },
-        { "instrument", required_argument, 0, OPT_INSTRUMENT }, { "tick-size", required_argument, 0, OPT_TICK_SIZE },
-        { "horizons", required_argument, 0, OPT_HORIZONS }, { "split", required_argument, 0, OPT_SPLIT },
-        { "clip", required_argument, 0, OPT_CLIP },         { "strict", no_argument, 0, OPT_STRICT },
-        { "session-gap", required_argument, 0, OPT_GAP },   { "help", no_argument, 0, OPT_HELP },
-        { "depth", required_argument, 0, OPT_DEPTH },
-        { 0, 0, 0, 0 }
-    };
+    static const struct option opts[] = {{"csv", required_argument, 0, OPT_CSV},
+                                         {"out", required_argument, 0, OPT_OUT},
+                                         {"instrument", required_argument, 0, OPT_INSTRUMENT},
+                                         {"tick-size", required_argument, 0, OPT_TICK_SIZE},
+                                         {"horizons", required_argument, 0, OPT_HORIZONS},
+                                         {"split", required_argument, 0, OPT_SPLIT},
+                                         {"clip", required_argument, 0, OPT_CLIP},
+                                         {"strict", no_argument, 0, OPT_STRICT},
+                                         {"session-gap", required_argument, 0, OPT_GAP},
+                                         {"help", no_argument, 0, OPT_HELP},
+                                         {"depth", required_argument, 0, OPT_DEPTH},
+                                         {0, 0, 0, 0}};
     static const char help[] = "mamba2_ticks import --help";
     m2_import_opts o;
     m2_import_defaults(&o);
     const char *out = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int c, n_inputs = 0;
-    if (!inputs)
-        return m2_report(prog, m2_fail(M2_EFAIL, "import: out of memory"));
+    if (!inputs) return m2_report(prog, m2_fail(M2_EFAIL, "import: out of memory"));
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
         int rc = M2_OK;
         switch (c) {
         case OPT_CSV: inputs[n_inputs++] = optarg; break;
         case OPT_OUT: out = optarg; break;
         case OPT_INSTRUMENT:
-            if (strlen(optarg) >= sizeof ((m2_dataset *)0)->instrument)
+            if (strlen(optarg) >= sizeof((m2_dataset *)0)->instrument)
                 rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
             o.instrument = optarg;
             break;
@@ -257,8 +277,13 @@ static int cmd_import(int argc, char **argv)
         case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_DEPTH: rc = m2_parse_int("--depth", optarg, 1, M2_IMPORT_MAX_DEPTH, &o.depth_levels); break;
-        case OPT_HORIZONS: case OPT_SPLIT: case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
-        case OPT_HELP: free(inputs); fputs(usage_import, stdout); return M2_OK;
+        case OPT_HORIZONS:
+        case OPT_SPLIT:
+        case OPT_CLIP: rc = feature_option(c, optarg, &o.feat); break;
+        case OPT_HELP:
+            free(inputs);
+            fputs(usage_import, stdout);
+            return M2_OK;
         default: rc = M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
         if (rc) {
@@ -266,8 +291,7 @@ static int cmd_import(int argc, char **argv)
             return m2_report(prog, rc);
         }
     }
-    while (optind < argc)
-        inputs[n_inputs++] = argv[optind++];
+    while (optind < argc) inputs[n_inputs++] = argv[optind++];
     int rc = import_inputs(inputs, n_inputs, out, &o);
     free(inputs);
     return rc ? m2_report(prog, rc) : M2_OK;
@@ -277,8 +301,7 @@ static void warn_bad(const m2_import_report *rep, const char *what)
 {
     char bad[2048];
     m2_import_report_text(rep, bad, sizeof bad);
-    if (bad[0])
-        fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, what);
+    if (bad[0]) fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, what);
 }
 
 static int import_one(const char *csv, const char *out, const m2_import_opts *o)
@@ -288,13 +311,11 @@ static int import_one(const char *csv, const char *out, const m2_import_opts *o)
     m2_import_report rep;
     int rc = m2_import_csv(csv, o, &ds, &rep);
     warn_bad(&rep, csv);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     printf("read %s: %lld data lines, %lld rows kept, %lld bad; tick size %g%s\n", csv, (long long)rep.lines,
            (long long)rep.rows, (long long)rep.bad, ds.tick_size, rep.tick_inferred ? " (inferred)" : "");
     rc = m2_dataset_write(out, &ds);
-    if (rc == M2_OK)
-        print_written(out, &ds, now_s() - t0);
+    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
 }
@@ -310,8 +331,7 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
     double t0 = now_s();
     m2_file_list list;
     int rc = m2_file_list_expand(inputs, n, o, &list);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     m2_dataset ds;
     m2_import_report rep;
     rc = m2_import_universe(&list, o, &ds, &rep);
@@ -320,10 +340,8 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
         printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,
                (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
     m2_file_list_free(&list);
-    if (rc == M2_OK)
-        rc = m2_dataset_write(out, &ds);
-    if (rc == M2_OK)
-        print_written(out, &ds, now_s() - t0);
+    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
+    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
 }
@@ -338,7 +356,7 @@ typedef struct {
 /* Mean and std of the finite values of column j of a row-major [rows, cols] array over rows [b, e). */
 static col_stats column_stats(const float *a, int cols, int j, int64_t b, int64_t e)
 {
-    col_stats s = { 0, 0, 0, 0 };
+    col_stats s = {0, 0, 0, 0};
     double sum = 0, ss = 0;
     for (int64_t i = b; i < e; i++) {
         double v = a[i * cols + j];
@@ -352,8 +370,7 @@ static col_stats column_stats(const float *a, int cols, int j, int64_t b, int64_
     s.mean = s.n ? sum / (double)s.n : NAN;
     for (int64_t i = b; i < e; i++) {
         double v = a[i * cols + j];
-        if (v == v)
-            ss += (v - s.mean) * (v - s.mean);
+        if (v == v) ss += (v - s.mean) * (v - s.mean);
     }
     s.sd = s.n ? sqrt(ss / (double)s.n) : NAN;
     return s;
@@ -362,8 +379,7 @@ static col_stats column_stats(const float *a, int cols, int j, int64_t b, int64_
 static int64_t sessions_touching(const m2_dataset *ds, int64_t b, int64_t e)
 {
     int64_t n = 0;
-    for (int64_t k = 0; k < ds->n_sessions; k++)
-        n += ds->sessions[k] < e && ds->sessions[k + 1] > b;
+    for (int64_t k = 0; k < ds->n_sessions; k++) n += ds->sessions[k] < e && ds->sessions[k + 1] > b;
     return n;
 }
 
@@ -381,14 +397,13 @@ static void print_info(const char *path, const m2_dataset *ds, const char *creat
            (long long)ds->n_sessions, (long long)shortest, (long long)longest);
     printf("features    %d, z-scored with train statistics, clipped to +-%g\n", ds->n_features, (double)ds->clip);
     printf("targets     %d: forward mid log-return in bp at horizons", ds->n_targets);
-    for (int k = 0; k < ds->n_targets; k++)
-        printf("%s%d", k ? "," : " ", (int)ds->horizons[k]);
+    for (int k = 0; k < ds->n_targets; k++) printf("%s%d", k ? "," : " ", (int)ds->horizons[k]);
     printf(" rows\n\n  %-6s %12s  %-26s %8s\n", "split", "rows", "range", "sessions");
     for (int s = 0; s < 3; s++) {
         char range[64];
         snprintf(range, sizeof range, "[%lld, %lld)", (long long)ds->split[s][0], (long long)ds->split[s][1]);
-        printf("  %-6s %12lld  %-26s %8lld\n", m2_split_name(s), (long long)(ds->split[s][1] - ds->split[s][0]),
-               range, (long long)sessions_touching(ds, ds->split[s][0], ds->split[s][1]));
+        printf("  %-6s %12lld  %-26s %8lld\n", m2_split_name(s), (long long)(ds->split[s][1] - ds->split[s][0]), range,
+               (long long)sessions_touching(ds, ds->split[s][0], ds->split[s][1]));
     }
     printf("\nfeatures: stored (train) mean/std in raw units; observed mean/std of the z-scored values per split\n");
     printf("  %-20s %12s %12s   %-15s %-15s %-15s\n", "name", "mean", "std", "train", "val", "test");
@@ -414,7 +429,7 @@ static void print_info(const char *path, const m2_dataset *ds, const char *creat
 
 static int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = { { "help", no_argument, 0, OPT_HELP }, { 0, 0, 0, 0 } };
+    static const struct option opts[] = {{"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, "mamba2_ticks info --help")) != -1) {
         if (c == OPT_HELP) {
@@ -427,8 +442,7 @@ static int cmd_info(int argc, char **argv)
         return m2_report(prog, m2_fail(M2_EUSAGE, "info: expected exactly one FILE (see mamba2_ticks info --help)"));
     const char *path = argv[optind];
     m2_dataset ds;
-    if (m2_dataset_read(path, &ds, 0))
-        return m2_report(prog, M2_EFAIL);
+    if (m2_dataset_read(path, &ds, 0)) return m2_report(prog, M2_EFAIL);
     char created[64] = "?";
     hid_t f;
     if (m2_h5_open_read(path, "mamba2.ticks", 1, &f, NULL) == M2_OK) {
@@ -457,11 +471,8 @@ int main(int argc, char **argv)
         return M2_OK;
     }
     /* Each command parses its own options, with argv[0] = the command. */
-    if (strcmp(cmd, "synth") == 0)
-        return cmd_synth(argc - 1, argv + 1);
-    if (strcmp(cmd, "import") == 0)
-        return cmd_import(argc - 1, argv + 1);
-    if (strcmp(cmd, "info") == 0)
-        return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 1, argv + 1);
+    if (strcmp(cmd, "import") == 0) return cmd_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
     return m2_report(prog, m2_fail(M2_EUSAGE, "command (%s): unknown; expected synth, import or info", cmd));
 }

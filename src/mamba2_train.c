@@ -35,9 +35,12 @@ static void usage(FILE *out)
 /* Parses the command line into cfg; returns -1 to exit 0 (help/version printed), else an M2_* code. */
 static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume, int *print_only, int rank)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
-                                         {"resume", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
-                                         {"version", no_argument, 0, 'V'},      {"print-config", no_argument, 0, 'p'},
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"set", required_argument, 0, 's'},
+                                         {"resume", required_argument, 0, 'r'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {"print-config", no_argument, 0, 'p'},
                                          {0, 0, 0, 0}};
     const char *config_path = NULL;
     int n_sets = 0;
@@ -49,14 +52,22 @@ static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume
         case 's': sets[n_sets++] = optarg; break;
         case 'r': *resume = optarg; break;
         case 'p': *print_only = 1; break;
-        case 'h': if (rank == 0) usage(stdout); free(sets); return -1;
-        case 'V': if (rank == 0) m2_print_version(PROG); free(sets); return -1;
+        case 'h':
+            if (rank == 0) usage(stdout);
+            free(sets);
+            return -1;
+        case 'V':
+            if (rank == 0) m2_print_version(PROG);
+            free(sets);
+            return -1;
         default: free(sets); return M2_EUSAGE; /* M2_CLI_BAD: the message is set */
         }
     }
     int rc = M2_OK;
-    if (m2_cli_no_extra(argc, argv, 0)) rc = M2_EUSAGE;
-    else if (!config_path) rc = m2_fail(M2_EUSAGE, "command line: --config FILE is required (see --help)");
+    if (m2_cli_no_extra(argc, argv, 0))
+        rc = M2_EUSAGE;
+    else if (!config_path)
+        rc = m2_fail(M2_EUSAGE, "command line: --config FILE is required (see --help)");
     if (!rc) rc = m2_config_load_file(cfg, config_path);
     for (int i = 0; !rc && i < n_sets; i++) rc = m2_config_set(cfg, sets[i]);
     if (!rc) rc = m2_config_validate(cfg, config_path);

@@ -97,8 +97,7 @@ int m2_parse_f64(const char *what, const char *text, double lo, double hi, int l
     const int decimal = starts_number(text, 1) && !strpbrk(text, "xX");
     double v = decimal ? strtod(text, &end) : 0;
     if (!decimal || *end) return m2_fail(M2_EUSAGE, "%s (%s): not a number", what, text);
-    if (!isfinite(v) || errno == ERANGE)
-        return m2_fail(M2_EUSAGE, "%s (%s): out of the range of a double", what, text);
+    if (!isfinite(v) || errno == ERANGE) return m2_fail(M2_EUSAGE, "%s (%s): out of the range of a double", what, text);
     if (lo_open && !(v > lo)) return m2_fail(M2_EUSAGE, "%s (%s): must be > %g", what, text, lo);
     if (v < lo || v > hi) return m2_fail(M2_EUSAGE, "%s (%s): out of range [%g, %g]", what, text, lo, hi);
     *out = v;

@@ -14,10 +14,10 @@ typedef enum { K_INT, K_I64, K_U64, K_DBL, K_STR } key_type;
 typedef struct {
     const char *section, *key;
     key_type type;
-    size_t offset, size;      /* size: capacity for strings */
-    double lo, hi;            /* allowed range for numbers (inclusive) */
-    const char *def;          /* default, as text */
-    const char *choices;      /* for strings: "a|b|c", or NULL for free text */
+    size_t offset, size; /* size: capacity for strings */
+    double lo, hi;       /* allowed range for numbers (inclusive) */
+    const char *def;     /* default, as text */
+    const char *choices; /* for strings: "a|b|c", or NULL for free text */
 } key_spec;
 
 #define F(field) offsetof(m2_config, field), sizeof(((m2_config *)0)->field)
@@ -99,8 +99,8 @@ static int assign(m2_config *cfg, const key_spec *spec, const char *value, const
     char *field = (char *)cfg + spec->offset;
     if (spec->type == K_STR) {
         if (strlen(value) >= spec->size)
-            return m2_fail(M2_EUSAGE, "%s: %s.%s: value longer than %zu characters", where, spec->section,
-                           spec->key, spec->size - 1);
+            return m2_fail(M2_EUSAGE, "%s: %s.%s: value longer than %zu characters", where, spec->section, spec->key,
+                           spec->size - 1);
         if (spec->choices && !choice_allowed(spec->choices, value))
             return m2_fail(M2_EUSAGE, "%s: %s.%s: '%s' is not one of %s", where, spec->section, spec->key, value,
                            spec->choices);
@@ -114,9 +114,12 @@ static int assign(m2_config *cfg, const key_spec *spec, const char *value, const
     uint64_t as_u64 = 0;
     double number = 0;
     int rc;
-    if (spec->type == K_DBL) rc = m2_parse_f64(what, value, spec->lo, spec->hi, 0, &number);
-    else if (spec->type == K_U64) rc = m2_parse_u64(what, value, (uint64_t)spec->lo, UINT64_MAX, &as_u64);
-    else rc = m2_parse_i64(what, value, (int64_t)spec->lo, (int64_t)spec->hi, &as_int);
+    if (spec->type == K_DBL)
+        rc = m2_parse_f64(what, value, spec->lo, spec->hi, 0, &number);
+    else if (spec->type == K_U64)
+        rc = m2_parse_u64(what, value, (uint64_t)spec->lo, UINT64_MAX, &as_u64);
+    else
+        rc = m2_parse_i64(what, value, (int64_t)spec->lo, (int64_t)spec->hi, &as_int);
     if (rc) return rc;
     switch (spec->type) {
     case K_INT: *(int *)field = (int)as_int; break;
@@ -139,8 +142,7 @@ int m2_config_assign(m2_config *cfg, const char *section, const char *key, const
 {
     const key_spec *spec = find_key(section, key);
     if (spec) return assign(cfg, spec, value, where);
-    if (section_exists(section))
-        return m2_fail(M2_EUSAGE, "%s: unknown key '%s' in section [%s]", where, key, section);
+    if (section_exists(section)) return m2_fail(M2_EUSAGE, "%s: unknown key '%s' in section [%s]", where, key, section);
     if (section[0]) return m2_fail(M2_EUSAGE, "%s: unknown section [%s]", section_where, section);
     return m2_fail(M2_EUSAGE, "%s: key '%s' outside any [section]", where, key);
 }
@@ -191,8 +193,7 @@ int m2_config_set(m2_config *cfg, const char *assignment)
     snprintf(where, sizeof where, "--set %s", assignment);
     const char *eq = strchr(assignment, '=');
     const char *dot = strchr(assignment, '.');
-    if (!eq || !dot || dot > eq)
-        return m2_fail(M2_EUSAGE, "%s: expected SECTION.KEY=VALUE", where);
+    if (!eq || !dot || dot > eq) return m2_fail(M2_EUSAGE, "%s: expected SECTION.KEY=VALUE", where);
     char section[64], key[64];
     size_t slen = (size_t)(dot - assignment), klen = (size_t)(eq - dot - 1);
     if (slen == 0 || slen >= sizeof section || klen == 0 || klen >= sizeof key)
@@ -268,7 +269,10 @@ char *m2_config_to_string(const m2_config *cfg)
         if (len + (size_t)n + 1 > cap) {
             cap = 2 * (len + (size_t)n + 1);
             char *grown = realloc(out, cap);
-            if (!grown) { free(out); return NULL; }
+            if (!grown) {
+                free(out);
+                return NULL;
+            }
             out = grown;
         }
         memcpy(out + len, line, (size_t)n + 1);

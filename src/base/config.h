@@ -9,30 +9,30 @@
 
 typedef struct {
     struct {
-        char path[1024];          /* tick dataset (docs/FORMATS.md) */
-        char sampling[16];        /* proportional | uniform: training windows across a universe's instruments */
+        char path[1024];   /* tick dataset (docs/FORMATS.md) */
+        char sampling[16]; /* proportional | uniform: training windows across a universe's instruments */
     } data;
     struct {
         int d_model, n_layers, expand, headdim, d_state, ngroups, d_conv, chunk_size;
-        char device[16];          /* auto | cpu | cuda */
-        char precision[8];        /* bf16 | tf32 | fp32: a GPU's matrix-product operands (the CPU computes in fp32) */
+        char device[16];   /* auto | cpu | cuda */
+        char precision[8]; /* bf16 | tf32 | fp32: a GPU's matrix-product operands (the CPU computes in fp32) */
     } model;
     struct {
         int64_t steps;
-        int64_t stop_at;          /* stop (with a checkpoint) once this many steps are done; 0: at steps */
+        int64_t stop_at; /* stop (with a checkpoint) once this many steps are done; 0: at steps */
         int micro_batch, global_batch, seq_len, burn_in;
         double lr, lr_min, weight_decay, grad_clip;
         int64_t warmup;
         uint64_t seed;
         int64_t eval_every;
-        int eval_batches;         /* no effect since validation runs over the val split (kept: old configs load) */
-        int64_t val_max_rows;     /* validation rows: the val split's first val_max_rows rows; 0: all */
-        char select_by[16];       /* val_loss | ic@H: what picks ckpt_best.h5 (run/select.h) */
-        int patience;             /* evaluations without improvement before stopping early; 0: never */
-        int log_every;            /* status line every N steps */
-        int max_bad_steps;        /* non-finite loss/grad steps in a row before stopping */
-        int64_t nan_from_step;    /* test hook: from this step on rank 0's loss is NaN (-1: never) */
-        int threads;              /* OpenMP/BLAS threads per rank; 0 = all cores / ranks on the node */
+        int eval_batches;      /* no effect since validation runs over the val split (kept: old configs load) */
+        int64_t val_max_rows;  /* validation rows: the val split's first val_max_rows rows; 0: all */
+        char select_by[16];    /* val_loss | ic@H: what picks ckpt_best.h5 (run/select.h) */
+        int patience;          /* evaluations without improvement before stopping early; 0: never */
+        int log_every;         /* status line every N steps */
+        int max_bad_steps;     /* non-finite loss/grad steps in a row before stopping */
+        int64_t nan_from_step; /* test hook: from this step on rank 0's loss is NaN (-1: never) */
+        int threads;           /* OpenMP/BLAS threads per rank; 0 = all cores / ranks on the node */
         char run_dir[1024];
     } train;
     struct {
@@ -40,9 +40,9 @@ typedef struct {
         int keep;
     } checkpoint;
     struct {
-        char backend[16];         /* auto | mpi | nccl | none */
-        double timeout_s;         /* collectives watchdog */
-        int fail_rank;            /* test hook: this rank fails at fail_step (-1: never) */
+        char backend[16]; /* auto | mpi | nccl | none */
+        double timeout_s; /* collectives watchdog */
+        int fail_rank;    /* test hook: this rank fails at fail_step (-1: never) */
         int64_t fail_step;
     } dist;
 } m2_config;

@@ -16,17 +16,14 @@ m2_cpu_level m2_cpu_supported(void)
 {
     /* __builtin_cpu_supports checks the CPUID bits and that the OS saves the wider registers (XCR0). */
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
         return M2_CPU_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return M2_CPU_AVX2;
     return M2_CPU_SCALAR;
 }
 
-const char *m2_cpu_name(m2_cpu_level level)
-{
-    return (int)level >= 0 && level < M2_CPU_N_LEVELS ? NAMES[level] : "?";
-}
+const char *m2_cpu_name(m2_cpu_level level) { return (int)level >= 0 && level < M2_CPU_N_LEVELS ? NAMES[level] : "?"; }
 
 int m2_cpu_parse(const char *name, m2_cpu_level *out)
 {

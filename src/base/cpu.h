@@ -9,9 +9,9 @@
 #define MAMBA2_CPU_H
 
 typedef enum {
-    M2_CPU_SCALAR = 0,   /* portable C, as the compiler vectorises it for the build's baseline */
-    M2_CPU_AVX2 = 1,     /* AVX2 + FMA (Haswell, Zen 1-3) */
-    M2_CPU_AVX512 = 2,   /* AVX-512 F, BW, DQ, VL (Skylake-SP, Ice Lake, Zen 4-5) */
+    M2_CPU_SCALAR = 0, /* portable C, as the compiler vectorises it for the build's baseline */
+    M2_CPU_AVX2 = 1,   /* AVX2 + FMA (Haswell, Zen 1-3) */
+    M2_CPU_AVX512 = 2, /* AVX-512 F, BW, DQ, VL (Skylake-SP, Ice Lake, Zen 4-5) */
     M2_CPU_N_LEVELS
 } m2_cpu_level;
 
@@ -37,7 +37,7 @@ int m2_cpu_parse(const char *name, m2_cpu_level *out);
 /* Inside a source compiled once per level (cmake/isa.cmake defines M2_ISA_SUFFIX as _scalar, _avx2 or _avx512):
  * M2_ISA_FN(name) is that level's copy of name, so the copies link side by side. */
 #define M2_ISA_CAT2(a, b) a##b
-#define M2_ISA_CAT(a, b) M2_ISA_CAT2(a, b)
-#define M2_ISA_FN(name) M2_ISA_CAT(name, M2_ISA_SUFFIX)
+#define M2_ISA_CAT(a, b)  M2_ISA_CAT2(a, b)
+#define M2_ISA_FN(name)   M2_ISA_CAT(name, M2_ISA_SUFFIX)
 
 #endif

@@ -51,24 +51,39 @@ int m2_layout_init(m2_layout *lay, const m2_dims *d)
     const int D = d->D, Di = d->Di, H = d->H, GN = d->G * d->N;
     m2_layer_offsets *o = &lay->layer;
     size_t p = 0;
-    o->norm_w = p;  p += (size_t)D;
-    o->W_in = p;    p += (size_t)d->Win * D;
-    o->dt_bias = p; p += (size_t)H;
-    o->conv_w = p;  p += (size_t)d->Cc * d->K;
-    o->conv_b = p;  p += (size_t)d->Cc;
-    o->A_log = p;   p += (size_t)H;
-    o->Dskip = p;   p += (size_t)H;
-    o->gnorm_w = p; p += (size_t)Di;
-    o->W_out = p;   p += (size_t)D * Di;
+    o->norm_w = p;
+    p += (size_t)D;
+    o->W_in = p;
+    p += (size_t)d->Win * D;
+    o->dt_bias = p;
+    p += (size_t)H;
+    o->conv_w = p;
+    p += (size_t)d->Cc * d->K;
+    o->conv_b = p;
+    p += (size_t)d->Cc;
+    o->A_log = p;
+    p += (size_t)H;
+    o->Dskip = p;
+    p += (size_t)H;
+    o->gnorm_w = p;
+    p += (size_t)Di;
+    o->W_out = p;
+    p += (size_t)D * Di;
     o->size = p;
 
     size_t q = 0;
-    lay->embed_w = q;     q += (size_t)D * d->F;
-    lay->embed_b = q;     q += (size_t)D;
-    lay->layers_begin = q; q += (size_t)d->L * o->size;
-    lay->normf_w = q;     q += (size_t)D;
-    lay->head_w = q;      q += (size_t)d->O * D;
-    lay->head_b = q;      q += (size_t)d->O;
+    lay->embed_w = q;
+    q += (size_t)D * d->F;
+    lay->embed_b = q;
+    q += (size_t)D;
+    lay->layers_begin = q;
+    q += (size_t)d->L * o->size;
+    lay->normf_w = q;
+    q += (size_t)D;
+    lay->head_w = q;
+    q += (size_t)d->O * D;
+    lay->head_b = q;
+    q += (size_t)d->O;
     lay->n_params = q;
 
     lay->tensors = calloc((size_t)(6 + 11 * d->L), sizeof *lay->tensors);
@@ -78,8 +93,8 @@ int m2_layout_init(m2_layout *lay, const m2_dims *d)
     for (int l = 0; l < d->L; l++) {
         size_t b = m2_layer_base(lay, l);
         char n[64];
-#define T(suffix, off, decay, nd, a, bb, c)                                                                            \
-    snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                                                  \
+#define T(suffix, off, decay, nd, a, bb, c)           \
+    snprintf(n, sizeof n, "layers.%d.%s", l, suffix); \
     add_tensor(lay, n, b + (off), decay, nd, a, bb, c)
         T("norm.weight", o->norm_w, 0, 1, D, 0, 0);
         T("mixer.in_proj.weight", o->W_in, 1, 2, 2 * Di, D, 0);
@@ -134,13 +149,17 @@ void m2_params_init(const m2_layout *lay, float *params, uint64_t seed)
         const m2_tensor *t = &lay->tensors[i];
         float *w = params + t->offset;
         uint64_t key = m2_rng_key(seed, M2_RNG_INIT, (uint64_t)i, 0);
-        if (strcmp(t->name, "embed.weight") == 0) fill_uniform(w, t->numel, 1.0 / sqrt(d->F), key);
-        else if (strcmp(t->name, "head.weight") == 0) fill_uniform(w, t->numel, 1.0 / sqrt(d->D), key);
+        if (strcmp(t->name, "embed.weight") == 0)
+            fill_uniform(w, t->numel, 1.0 / sqrt(d->F), key);
+        else if (strcmp(t->name, "head.weight") == 0)
+            fill_uniform(w, t->numel, 1.0 / sqrt(d->D), key);
         else if (strstr(t->name, "in_proj.weight") || strstr(t->name, "x_proj.weight") ||
                  strstr(t->name, "dt_proj.weight"))
             fill_uniform(w, t->numel, 1.0 / sqrt(d->D), key);
-        else if (strstr(t->name, "out_proj.weight")) fill_uniform(w, t->numel, 1.0 / sqrt(d->Di) / sqrt(d->L), key);
-        else if (strstr(t->name, "conv1d.")) fill_uniform(w, t->numel, 1.0 / sqrt(d->K), key);
+        else if (strstr(t->name, "out_proj.weight"))
+            fill_uniform(w, t->numel, 1.0 / sqrt(d->Di) / sqrt(d->L), key);
+        else if (strstr(t->name, "conv1d."))
+            fill_uniform(w, t->numel, 1.0 / sqrt(d->K), key);
         else if (strstr(t->name, "dt_bias")) {
             for (size_t h = 0; h < t->numel; h++) {
                 double u = m2_rng_u01(key, h);

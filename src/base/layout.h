@@ -15,12 +15,12 @@
 #include "base/config.h"
 
 typedef struct {
-    int F, O;              /* features in, targets out (from the dataset) */
+    int F, O; /* features in, targets out (from the dataset) */
     int D, L, E, P, N, G, K, Q;
-    int Di;                /* E * D */
-    int H;                 /* Di / P */
-    int Cc;                /* conv channels: Di + 2 G N (x, B, C) */
-    int Win;               /* rows of W_in: 2 Di + 2 G N + H */
+    int Di;  /* E * D */
+    int H;   /* Di / P */
+    int Cc;  /* conv channels: Di + 2 G N (x, B, C) */
+    int Win; /* rows of W_in: 2 Di + 2 G N + H */
 } m2_dims;
 
 /* Dims from [model] plus the dataset's F and O; checks divisibility (M2_EUSAGE on error). */
@@ -35,24 +35,27 @@ typedef struct {
     char name[64];
     size_t offset, numel;
     int ndim, shape[3];
-    int decay;             /* AdamW weight decay applies (W_embed, W_in, W_out, W_head only) */
+    int decay; /* AdamW weight decay applies (W_embed, W_in, W_out, W_head only) */
 } m2_tensor;
 
 typedef struct {
     m2_dims d;
     size_t n_params;
-    size_t embed_w, embed_b;         /* offsets in the flat buffer */
-    size_t layers_begin;             /* first layer's offset; layer l starts at layers_begin + l * layer.size */
+    size_t embed_w, embed_b; /* offsets in the flat buffer */
+    size_t layers_begin;     /* first layer's offset; layer l starts at layers_begin + l * layer.size */
     m2_layer_offsets layer;
     size_t normf_w, head_w, head_b;
     int n_tensors;
-    m2_tensor *tensors;              /* checkpoint names of docs/MODEL.md §9, in buffer order */
+    m2_tensor *tensors; /* checkpoint names of docs/MODEL.md §9, in buffer order */
 } m2_layout;
 
 int m2_layout_init(m2_layout *lay, const m2_dims *d);
 void m2_layout_free(m2_layout *lay);
 
-static inline size_t m2_layer_base(const m2_layout *lay, int l) { return lay->layers_begin + (size_t)l * lay->layer.size; }
+static inline size_t m2_layer_base(const m2_layout *lay, int l)
+{
+    return lay->layers_begin + (size_t)l * lay->layer.size;
+}
 
 /* Gradient buckets in backward order, for reduce-scatter as soon as a bucket's gradients are complete:
  * bucket 0 = norm_f + head (the tail), buckets 1..L = layers L-1..0, bucket L+1 = embed.

@@ -32,7 +32,9 @@ static inline double m2_rng_u01(uint64_t key, uint64_t counter)
 }
 
 /* A small sequential generator for code that draws many numbers in order (simulators). */
-typedef struct { uint64_t key, counter; } m2_rng;
+typedef struct {
+    uint64_t key, counter;
+} m2_rng;
 static inline double m2_rng_next_u01(m2_rng *r) { return m2_rng_u01(r->key, r->counter++); }
 static inline uint64_t m2_rng_next_u64(m2_rng *r) { return m2_rng_u64(r->key, r->counter++); }
 

@@ -86,7 +86,7 @@ typedef struct {
     const m2_real *params, *X, *Y;
     m2_real *grads, *pred;
     int B, T, burn_in;
-    size_t M;          /* B*T */
+    size_t M; /* B*T */
     int n_units, units_nb;
     size_t unit_saved; /* SSD saved values per unit per layer */
     int keep;          /* a backward follows */
@@ -107,17 +107,17 @@ static double op_clock(const m2_model *m)
     return omp_get_wtime();
 }
 
-#define OP(kind, call_)                                                                                            \
-    do {                                                                                                           \
-        double t0_ = m->timing ? op_clock(m) : 0.0;                                                                \
-        call_;                                                                                                     \
-        if (m->timing) ln->op_s[ln->phase][kind] += op_clock(m) - t0_;                                             \
+#define OP(kind, call_)                                                \
+    do {                                                               \
+        double t0_ = m->timing ? op_clock(m) : 0.0;                    \
+        call_;                                                         \
+        if (m->timing) ln->op_s[ln->phase][kind] += op_clock(m) - t0_; \
     } while (0)
 
 const char *m2_op_kind_name(int kind)
 {
-    static const char *names[M2_OPK_N] = {"gemm", "rmsnorm", "conv+silu", "dt/A", "ssd", "gated norm", "loss",
-                                          "bias/add/memset"};
+    static const char *names[M2_OPK_N] = {"gemm", "rmsnorm",    "conv+silu", "dt/A",
+                                          "ssd",  "gated norm", "loss",      "bias/add/memset"};
     return kind >= 0 && kind < M2_OPK_N ? names[kind] : "?";
 }
 
@@ -137,8 +137,8 @@ void m2_model_op_seconds(const m2_model *m, int backward, double secs[M2_OPK_N])
 static m2_ssd_shape ssd_shape(const m2_model *m, int B, int T)
 {
     const m2_dims *d = &m->lay.d;
-    m2_ssd_shape s = {.B = B, .T = T, .H = d->H, .P = d->P, .G = d->G, .N = d->N, .Q = d->Q, .ld_x = d->Cc,
-                      .ld_bc = d->Cc};
+    m2_ssd_shape s = {
+        .B = B, .T = T, .H = d->H, .P = d->P, .G = d->G, .N = d->N, .Q = d->Q, .ld_x = d->Cc, .ld_bc = d->Cc};
     return s;
 }
 
@@ -335,7 +335,7 @@ static layer_ptrs layer_at(const m2_layout *lay, const m2_real *flat, int l)
 {
     m2_real *b = (m2_real *)flat + m2_layer_base(lay, l);
     const m2_layer_offsets *o = &lay->layer;
-    layer_ptrs p = {b + o->norm_w, b + o->W_in, b + o->dt_bias, b + o->conv_w, b + o->conv_b,
+    layer_ptrs p = {b + o->norm_w, b + o->W_in,  b + o->dt_bias, b + o->conv_w, b + o->conv_b,
                     b + o->A_log,  b + o->Dskip, b + o->gnorm_w, b + o->W_out};
     return p;
 }
@@ -348,8 +348,7 @@ typedef struct {
 
 static unit unit_at(const call *c, int u)
 {
-    unit un = {.index = u, .nb = c->units_nb, .r0 = (size_t)u * c->units_nb * c->T,
-               .rows = (size_t)c->units_nb * c->T};
+    unit un = {.index = u, .nb = c->units_nb, .r0 = (size_t)u * c->units_nb * c->T, .rows = (size_t)c->units_nb * c->T};
     return un;
 }
 
@@ -406,8 +405,8 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
     const int R = (int)un->rows, D = d->D;
     m2_real *h0 = h_at(m, c, un, 0), *pred = c->pred + un->r0 * d->O;
     ln->phase = 0;
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0,
-                              h0, D));
+    OP(M2_OPK_GEMM,
+       ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0, h0, D));
     OP(M2_OPK_OTHER, ops->bias_add(ops, h0, D, c->params + lay->embed_b, R, D));
     for (int l = 0; l < d->L; l++) layer_forward(m, ln, c, un, l);
     OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, ln->u));
@@ -433,8 +432,8 @@ static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit 
     OP(M2_OPK_OTHER, ops->bias_grad(ops, dpred, O, R, O, g + lay->head_b));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, O, 1, dpred, O, c->params + lay->head_w, D, 0, ln->u, D));
     OP(M2_OPK_OTHER, ops->memset0(ops, dh, un->rows * D * sizeof(m2_real)));
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
-                                     g + lay->normf_w));
+    OP(M2_OPK_NORM,
+       ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh, g + lay->normf_w));
 }
 
 /* dh holds d(loss)/d(h_{l+1}) on entry and d(loss)/d(h_l) on exit. */
@@ -460,8 +459,8 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, Di, D, 1, dh, D, p.W_out, Di, 0, ln->o, Di));
     /* gated norm: dy, dz (into dzx's z columns), d(norm weight) */
-    OP(M2_OPK_GNORM, ops->gated_norm_bwd(ops, ln->o, y, zx, Win, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win,
-                                         g.gnorm_w));
+    OP(M2_OPK_GNORM,
+       ops->gated_norm_bwd(ops, ln->o, y, zx, Win, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win, g.gnorm_w));
     /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, ln->dy,
@@ -532,14 +531,22 @@ int m2_model_forward(m2_model *m, const m2_real *params, const m2_real *X, int B
     return M2_OK;
 }
 
-int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads, const m2_real *X,
-                              const m2_real *Y, int B, int T, int burn_in, double *sse, int64_t *count,
-                              m2_real *pred, m2_bucket_ready_fn on_ready, void *user)
+int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads, const m2_real *X, const m2_real *Y,
+                              int B, int T, int burn_in, double *sse, int64_t *count, m2_real *pred,
+                              m2_bucket_ready_fn on_ready, void *user)
 {
     if (m->inference)
         return m2_fail(M2_EUSAGE, "model: made for inference (m2_model_create_inference), it has no backward");
-    call c = {.params = params, .X = X, .Y = Y, .grads = grads, .pred = pred ? pred : m->pred, .B = B, .T = T,
-              .burn_in = burn_in, .on_ready = on_ready, .user = user};
+    call c = {.params = params,
+              .X = X,
+              .Y = Y,
+              .grads = grads,
+              .pred = pred ? pred : m->pred,
+              .B = B,
+              .T = T,
+              .burn_in = burn_in,
+              .on_ready = on_ready,
+              .user = user};
     int nl, rc = begin_call(m, &c, &nl);
     if (rc) return rc;
     const int L = m->lay.d.L;

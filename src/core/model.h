@@ -33,9 +33,9 @@ int m2_model_forward(m2_model *m, const m2_real *params, const m2_real *X, int B
  * d(sse)/dparams into grads (the caller divides by the global count after the reduction, so the result is
  * the same whatever the rank count). pred (optional, may be NULL) receives the predictions.
  * on_ready (may be NULL) is called per bucket as its gradients are complete. */
-int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads, const m2_real *X,
-                              const m2_real *Y, int B, int T, int burn_in, double *sse, int64_t *count,
-                              m2_real *pred, m2_bucket_ready_fn on_ready, void *user);
+int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads, const m2_real *X, const m2_real *Y,
+                              int B, int T, int burn_in, double *sse, int64_t *count, m2_real *pred,
+                              m2_bucket_ready_fn on_ready, void *user);
 
 /* ---- backends, inference models, input gradients, per-op timing ---------------------------------------- */
 

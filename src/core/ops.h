@@ -37,7 +37,7 @@ struct m2_ops {
     void *(*alloc)(const m2_ops *o, size_t bytes); /* NULL when out of memory; contents undefined */
     void (*free)(const m2_ops *o, void *p);        /* p may be NULL */
     void (*memset0)(const m2_ops *o, void *p, size_t bytes);
-    void (*copy)(const m2_ops *o, void *dst, const void *src, size_t bytes);          /* backend to backend */
+    void (*copy)(const m2_ops *o, void *dst, const void *src, size_t bytes);           /* backend to backend */
     void (*to_device)(const m2_ops *o, void *dst, const void *host_src, size_t bytes); /* host to backend */
     void (*to_host)(const m2_ops *o, void *host_dst, const void *src, size_t bytes);   /* backend to host */
     void (*sync)(const m2_ops *o);                                                     /* wait for all work */
@@ -74,8 +74,8 @@ struct m2_ops {
     void (*dt_fwd)(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
                    m2_real *dt);
     /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld as dt_raw is written; ddt_bias [H] ADDS. */
-    void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
-                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+    void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows,
+                   int H, m2_real *ddt_raw, m2_real *ddt_bias);
 
     /* ---- A = -exp(A_log) [H]; dA_log [H] ADDS dA * A ---- */
     void (*a_fwd)(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
@@ -89,18 +89,16 @@ struct m2_ops {
                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
                     m2_real *scratch);
     void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                    const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                    m2_real *dD, m2_real *scratch);
+                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
+                    m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
 
     /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
      * * w. y, out [rows,n] contiguous; z [rows,n] ld_z; w [n]; a group is n/G consecutive channels. ---- */
-    void (*gated_norm_fwd)(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
-                           int rows, int n, int G, m2_real *out);
+    void (*gated_norm_fwd)(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
+                           int n, int G, m2_real *out);
     /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. */
     void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
-                           m2_real *dw);
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
 
     /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and
      * the number of terms (host scalars); dpred [B*T,O] = d(sse)/d(pred), exactly 0 where masked. ---- */

@@ -72,16 +72,16 @@ static void cpu_sync(const m2_ops *o) {}
 /* ---- GEMM ----
  * C is cut into one block per thread along its larger dimension (columns in multiples of 16 so blocks start
  * on cache lines); each block is one single-threaded BLAS call. */
-static void gemm_block(int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A, int lda,
-                       const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc)
+static void gemm_block(int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A, int lda, const m2_real *B,
+                       int ldb, m2_real beta, m2_real *C, int ldc)
 {
     if (m <= 0 || n <= 0) return;
-    M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda,
-            B, ldb, beta, C, ldc);
+    M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda, B,
+            ldb, beta, C, ldc);
 }
 
-static void cpu_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A,
-                     int lda, const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc)
+static void cpu_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A, int lda,
+                     const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc)
 {
     /* Inside the model's lanes (an active parallel region) each GEMM is one single-threaded call. */
     int nt = omp_in_parallel() ? 1 : g_ctx.threads;
@@ -103,8 +103,8 @@ static void cpu_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_re
                 gemm_block(ta, tb, b1 - b0, n, k, alpha, ta ? A + b0 : A + (size_t)b0 * lda, lda, B, ldb, beta,
                            C + (size_t)b0 * ldc, ldc);
             else
-                gemm_block(ta, tb, m, b1 - b0, k, alpha, A, lda, tb ? B + (size_t)b0 * ldb : B + b0, ldb, beta,
-                           C + b0, ldc);
+                gemm_block(ta, tb, m, b1 - b0, k, alpha, A, lda, tb ? B + (size_t)b0 * ldb : B + b0, ldb, beta, C + b0,
+                           ldc);
         }
     }
 }
@@ -161,17 +161,17 @@ static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int w
  * of the table (a test's stand-in device) keeps its level. */
 static const m2_cpu_kernels *table_kernels(const m2_ops *o);
 
-static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
-                        const m2_real *A, const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y,
-                        m2_real *saved, m2_real *scratch)
+static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                        m2_real *scratch)
 {
     table_kernels(o)->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
 }
 
-static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
-                        const m2_real *A, const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk,
-                        const m2_real *dy, const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA,
-                        m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
+static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
+                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+                        const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                        m2_real *dD, m2_real *scratch)
 {
     table_kernels(o)->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
 }
@@ -251,8 +251,9 @@ const m2_cpu_kernels *m2_cpu_kernels_for(int level) { return &m2_cpu_kernels_sca
 extern const m2_cpu_kernels m2_cpu_kernels_scalar, m2_cpu_kernels_avx2, m2_cpu_kernels_avx512;
 const m2_cpu_kernels *m2_cpu_kernels_for(int level)
 {
-    return level >= M2_CPU_AVX512 ? &m2_cpu_kernels_avx512 : level == M2_CPU_AVX2 ? &m2_cpu_kernels_avx2
-                                                                                 : &m2_cpu_kernels_scalar;
+    return level >= M2_CPU_AVX512 ? &m2_cpu_kernels_avx512
+           : level == M2_CPU_AVX2 ? &m2_cpu_kernels_avx2
+                                  : &m2_cpu_kernels_scalar;
 }
 #endif
 
@@ -267,7 +268,7 @@ static const m2_ops *cpu_table(int level)
     if (!t->name) {
         const m2_cpu_kernels *k = m2_cpu_kernels_for(level);
         *t = g_cpu_ops;
-        t->ctx = (void *)k;   /* read only, by table_kernels */
+        t->ctx = (void *)k; /* read only, by table_kernels */
         t->rmsnorm_fwd = k->rmsnorm_fwd;
         t->rmsnorm_bwd = k->rmsnorm_bwd;
         t->conv_silu_fwd = k->conv_silu_fwd;

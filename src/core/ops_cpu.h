@@ -36,50 +36,49 @@ static inline m2_real m2_sigmoid(m2_real a) { return (m2_real)1 / ((m2_real)1 + 
  * level in use from that level's m2_cpu_kernels (below). */
 #ifdef M2_ISA_SUFFIX
 #include "base/cpu.h"
-#define m2_cpu_rmsnorm_fwd M2_ISA_FN(m2_cpu_rmsnorm_fwd)
-#define m2_cpu_rmsnorm_bwd M2_ISA_FN(m2_cpu_rmsnorm_bwd)
+#define m2_cpu_rmsnorm_fwd    M2_ISA_FN(m2_cpu_rmsnorm_fwd)
+#define m2_cpu_rmsnorm_bwd    M2_ISA_FN(m2_cpu_rmsnorm_bwd)
 #define m2_cpu_gated_norm_fwd M2_ISA_FN(m2_cpu_gated_norm_fwd)
 #define m2_cpu_gated_norm_bwd M2_ISA_FN(m2_cpu_gated_norm_bwd)
-#define m2_cpu_conv_silu_fwd M2_ISA_FN(m2_cpu_conv_silu_fwd)
-#define m2_cpu_conv_silu_bwd M2_ISA_FN(m2_cpu_conv_silu_bwd)
-#define m2_cpu_dt_fwd M2_ISA_FN(m2_cpu_dt_fwd)
-#define m2_cpu_dt_bwd M2_ISA_FN(m2_cpu_dt_bwd)
-#define m2_cpu_mse_loss M2_ISA_FN(m2_cpu_mse_loss)
+#define m2_cpu_conv_silu_fwd  M2_ISA_FN(m2_cpu_conv_silu_fwd)
+#define m2_cpu_conv_silu_bwd  M2_ISA_FN(m2_cpu_conv_silu_bwd)
+#define m2_cpu_dt_fwd         M2_ISA_FN(m2_cpu_dt_fwd)
+#define m2_cpu_dt_bwd         M2_ISA_FN(m2_cpu_dt_bwd)
+#define m2_cpu_mse_loss       M2_ISA_FN(m2_cpu_mse_loss)
 #endif
 void m2_cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
 void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                         m2_real *dx, m2_real *dw);
-void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
-                           int rows, int n, int G, m2_real *out);
+void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
+                           int n, int G, m2_real *out);
 void m2_cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
-                           m2_real *dw);
-void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
-                          int B, int T, int C, int K, m2_real *out);
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
+void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
+                          int T, int C, int K, m2_real *out);
 void m2_cpu_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
                           const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
                           m2_real *db);
 void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
                    m2_real *dt);
-void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
-                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows,
+                   int H, m2_real *ddt_raw, m2_real *ddt_bias);
 void m2_cpu_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
                      m2_real *dpred, double *sse, int64_t *count);
 
 /* One level's element-wise ops and chunked SSD (ops_cpu_isa.c). */
 typedef struct {
-    int level;   /* m2_cpu_level */
+    int level; /* m2_cpu_level */
     void (*rmsnorm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, int, m2_real *);
     void (*rmsnorm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, int, m2_real *,
                         m2_real *);
     void (*gated_norm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, int, int, int,
                            m2_real *);
-    void (*gated_norm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, const m2_real *,
-                           int, int, int, m2_real *, m2_real *, int, m2_real *);
-    void (*conv_silu_fwd)(const m2_ops *, const m2_real *, int, const m2_real *, const m2_real *, int, int, int,
-                          int, m2_real *);
-    void (*conv_silu_bwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, const m2_real *,
-                          int, int, int, int, m2_real *, int, m2_real *, m2_real *);
+    void (*gated_norm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, const m2_real *, int,
+                           int, int, m2_real *, m2_real *, int, m2_real *);
+    void (*conv_silu_fwd)(const m2_ops *, const m2_real *, int, const m2_real *, const m2_real *, int, int, int, int,
+                          m2_real *);
+    void (*conv_silu_bwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, const m2_real *, int,
+                          int, int, int, m2_real *, int, m2_real *, m2_real *);
     void (*dt_fwd)(const m2_ops *, const m2_real *, int, const m2_real *, int, int, m2_real *);
     void (*dt_bwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, int, int, m2_real *,
                    m2_real *);

@@ -27,8 +27,8 @@ static inline void conv_row(const m2_real *seq, int ld_in, const m2_real *wT, co
     }
 }
 
-void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b,
-                          int B, int T, int C, int K, m2_real *out)
+void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
+                          int T, int C, int K, m2_real *out)
 {
     m2_real *wT = transpose_w(w, C, K);
     const int rows = B * T;
@@ -114,16 +114,15 @@ static inline m2_real softplus(m2_real v)
 #endif
 }
 
-void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
-                   m2_real *dt)
+void m2_cpu_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H, m2_real *dt)
 {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++)
         for (int h = 0; h < H; h++) dt[(size_t)r * H + h] = softplus(dt_raw[(size_t)r * ld + h] + dt_bias[h]);
 }
 
-void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
-                   int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
+void m2_cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows,
+                   int H, m2_real *ddt_raw, m2_real *ddt_bias)
 {
     size_t nblk = ((size_t)rows + M2_CPU_ROW_BLOCK - 1) / M2_CPU_ROW_BLOCK;
     m2_real *part = m2_cpu_partials(nblk, (size_t)H);

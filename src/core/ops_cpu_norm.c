@@ -78,8 +78,8 @@ static inline void gate_row(const m2_real *y, const m2_real *z, int n, m2_real *
     for (int j = 0; j < n; j++) v[j] = y[j] * z[j] * m2_sigmoid(z[j]);
 }
 
-void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w,
-                           int rows, int n, int G, m2_real *out)
+void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
+                           int n, int G, m2_real *out)
 {
     const int ng = n / G;
 #pragma omp parallel for schedule(static)
@@ -95,8 +95,7 @@ void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, 
 }
 
 void m2_cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz,
-                           m2_real *dw)
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw)
 {
     const int ng = n / G;
     size_t nblk = n_blocks(rows);

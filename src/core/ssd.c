@@ -88,8 +88,8 @@ void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r)
     m2_ssd_decay_row(r, L, r);
 }
 
-void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A,
-                         size_t row, int g, int L, m2_real *E)
+void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A, size_t row,
+                         int g, int L, m2_real *E)
 {
     const m2_ssd_shape *s = &pl->s;
     for (int j = 0; j < pl->hpg; j++) {
@@ -125,18 +125,16 @@ void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd)
 }
 
 /* The copies of the level in use (ssd.h); the CPU ops table calls its own level's copies directly. */
-void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
-                    m2_real *scratch)
+void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                    const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved, m2_real *scratch)
 {
     m2_cpu_kernels_for(m2_cpu_active())->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
 }
 
-void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch)
+void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                     const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved, m2_real *dx,
+                     m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
 {
-    m2_cpu_kernels_for(m2_cpu_active())->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm,
-                                                      dD, scratch);
+    m2_cpu_kernels_for(m2_cpu_active())
+        ->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
 }

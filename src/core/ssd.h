@@ -39,22 +39,20 @@ void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd);
  * m2_ssd_backward run the copy of the level in use (m2_cpu_active). */
 #ifdef M2_ISA_SUFFIX
 #include "base/cpu.h"
-#define m2_ssd_forward M2_ISA_FN(m2_ssd_forward)
+#define m2_ssd_forward  M2_ISA_FN(m2_ssd_forward)
 #define m2_ssd_backward M2_ISA_FN(m2_ssd_backward)
 #endif
 
 /* y = SSD(x, dt, A, B, C) + D x. `saved` (may be NULL when no backward follows) receives what the
  * backward needs. OpenMP over (batch, chunk, group) and (batch, head); see ssd_chunk.h. */
-void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
-                    m2_real *scratch);
+void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                    const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved, m2_real *scratch);
 
 /* Given dy [B,T,H*P] (contiguous), writes dx (stride ld_x), dBm and dCm (stride ld_bc), ddt [B,T,H]
  * (overwrite), and ADDS into dA [H] and dD [H] (summed over batch and time in a fixed order, so the
  * result is deterministic). dBm/dCm sum over the heads of a group. */
-void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch);
+void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                     const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved, m2_real *dx,
+                     m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
 
 #endif

@@ -93,8 +93,8 @@ typedef struct {
 /* Row l of the lower triangle (k <= l) with decays w: M for dX, the group's dCB, the column sums of T/dt
  * (direct ddt) and T itself (for da). */
 static void intra_row(int l, const m2_real *restrict w, const m2_real *restrict g, const m2_real *restrict cbr,
-                      const m2_real *restrict dtv, m2_real *restrict mr, m2_real *restrict dcbr,
-                      m2_real *restrict tmr, m2_real *restrict ddt_direct)
+                      const m2_real *restrict dtv, m2_real *restrict mr, m2_real *restrict dcbr, m2_real *restrict tmr,
+                      m2_real *restrict ddt_direct)
 {
     for (int k = 0; k <= l; k++) {
         const m2_real gw = g[k] * w[k], cb = cbr[k];
@@ -206,15 +206,17 @@ static m2_real decay_grads(const m2_ssd_tbuf *tb, const m2_real *dtv, int L, m2_
  * written; dC rows receive the inter-chunk term; the group's dCB accumulates in tb->dcb. S0 is NULL for the
  * first chunk (zero state), dSn NULL for the last (nothing downstream; then Zb is not formed). */
 static void head_grads(const m2_ssd_plan *pl, const chunk_at *at, int j, const m2_real *x, const m2_real *A,
-                       const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *S0,
-                       const m2_real *dSn, m2_real *dx, m2_real *ddt, m2_real *dCm, m2_real *part_dA,
-                       m2_real *part_dD, const m2_ssd_tbuf *tb)
+                       const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *S0, const m2_real *dSn,
+                       m2_real *dx, m2_real *ddt, m2_real *dCm, m2_real *part_dA, m2_real *part_dD,
+                       const m2_ssd_tbuf *tb)
 {
     const m2_ssd_shape *s = &pl->s;
     const int L = at->L, Q = s->Q, HP = s->H * s->P, h = at->g * pl->hpg + j;
     const size_t gcol = (size_t)at->g * s->N, hcol = (size_t)h * s->P;
-    const head_at p = {.X = x + at->row * s->ld_x + hcol, .dY = dy + at->row * HP + hcol,
-                       .Cc = Cm + at->row * s->ld_bc + gcol, .dX = dx + at->row * s->ld_x + hcol,
+    const head_at p = {.X = x + at->row * s->ld_x + hcol,
+                       .dY = dy + at->row * HP + hcol,
+                       .Cc = Cm + at->row * s->ld_bc + gcol,
+                       .dX = dx + at->row * s->ld_x + hcol,
                        .dC = dCm + at->row * s->ld_bc + gcol};
     const m2_real *dtv = tb->dtv + j * tb->Qr, *e = tb->e + j * tb->Qr, *r = tb->r + j * tb->Qr;
 
@@ -250,10 +252,10 @@ static void group_state_grads(const m2_ssd_plan *pl, const chunk_at *at, const m
 }
 
 /* Pass 3, task (b, c, g): all gradients of chunk c for the heads of group g. */
-static void chunk_grads(const m2_ssd_plan *pl, const m2_real *x, const m2_real *dt, const m2_real *A,
-                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                        const m2_real *states, const m2_real *dstates, m2_real *dx, m2_real *ddt, m2_real *dBm,
-                        m2_real *dCm, m2_real *part, m2_real *scratch)
+static void chunk_grads(const m2_ssd_plan *pl, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                        const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *states,
+                        const m2_real *dstates, m2_real *dx, m2_real *ddt, m2_real *dBm, m2_real *dCm, m2_real *part,
+                        m2_real *scratch)
 {
     const m2_ssd_shape *s = &pl->s;
     const int nc = pl->nc, hpg = pl->hpg, ntask = s->B * nc * s->G, Q = s->Q, N = s->N;
@@ -283,19 +285,17 @@ static void chunk_grads(const m2_ssd_plan *pl, const m2_real *x, const m2_real *
             m2_ssd_gemm(0, 1, L, L, N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
             if (dSn) group_state_grads(pl, &at, x, Bc, dSn, dB, &tb);
             for (int j = 0; j < hpg; j++)
-                head_grads(pl, &at, j, x, A, Cm, Dsk, dy, S0 ? S0 + j * pl->pn : NULL,
-                           dSn ? dSn + j * pl->pn : NULL, dx, ddt, dCm, part + first + j,
-                           part + pl->n_chunks + first + j, &tb);
+                head_grads(pl, &at, j, x, A, Cm, Dsk, dy, S0 ? S0 + j * pl->pn : NULL, dSn ? dSn + j * pl->pn : NULL,
+                           dx, ddt, dCm, part + first + j, part + pl->n_chunks + first + j, &tb);
             m2_ssd_gemm(0, 0, L, N, L, tb.dcb, Q, Bc, s->ld_bc, 1, dC, s->ld_bc);
             m2_ssd_gemm(1, 0, L, N, L, tb.dcb, Q, Cc, s->ld_bc, 1, dB, s->ld_bc);
         }
     }
 }
 
-void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch)
+void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                     const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved, m2_real *dx,
+                     m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
 {
     m2_ssd_plan pl;
     m2_ssd_plan_init(&pl, s);

@@ -28,16 +28,16 @@
 
 typedef struct {
     m2_ssd_shape s;
-    int nc;             /* chunks per sequence */
-    int hpg;            /* heads per group */
-    size_t pn;          /* P*N: one state */
-    size_t n_chunks;    /* B*nc*H */
-    size_t n_states;    /* B*nc*H*P*N: chunk-start states, or their gradients in the backward */
-    size_t off_decay;   /* scratch: chunk decays E (n_chunks) */
-    size_t off_part;    /* scratch: dA and dD partials (2*n_chunks) */
-    size_t off_states;  /* scratch: states (forward without `saved`) / state gradients (backward) */
-    size_t off_thread;  /* scratch: first per-thread block */
-    size_t per_thread;  /* size of one per-thread block */
+    int nc;            /* chunks per sequence */
+    int hpg;           /* heads per group */
+    size_t pn;         /* P*N: one state */
+    size_t n_chunks;   /* B*nc*H */
+    size_t n_states;   /* B*nc*H*P*N: chunk-start states, or their gradients in the backward */
+    size_t off_decay;  /* scratch: chunk decays E (n_chunks) */
+    size_t off_part;   /* scratch: dA and dD partials (2*n_chunks) */
+    size_t off_states; /* scratch: states (forward without `saved`) / state gradients (backward) */
+    size_t off_thread; /* scratch: first per-thread block */
+    size_t per_thread; /* size of one per-thread block */
 } m2_ssd_plan;
 
 /* Index of (b, c, h) in the per-chunk arrays (E, partials); times P*N: the state's offset. */
@@ -77,7 +77,7 @@ static inline int m2_ssd_chunk_len(const m2_ssd_shape *s, int c)
  * ~8x faster than expf per element. Accuracy: within 1 ulp of libm's exp (test_ssd checks 2 ulp). Results
  * below the smallest normal number are flushed to 0 (their true value is below it; no denormal slow paths). */
 #ifdef MAMBA2_FP64
-#define M2_SSD_EXP_MIN (-708.3964185322641)  /* log(DBL_MIN) */
+#define M2_SSD_EXP_MIN (-708.3964185322641) /* log(DBL_MIN) */
 typedef long long m2_ssd_ebits;
 #else
 #define M2_SSD_EXP_MIN (-87.33654475f) /* log(FLT_MIN) */
@@ -91,9 +91,9 @@ static inline m2_real m2_ssd_decay(m2_real d)
 #ifdef MAMBA2_FP64
     const double kf = (x * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0; /* round(x/ln2) */
     const double r = (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
-    static const double c[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
-                               1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
-                               1.0 / 6,          0.5,             1.0,            1.0};
+    static const double c[] = {
+        1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
+        1.0 / 720,        1.0 / 120,       1.0 / 24,       1.0 / 6,       0.5,          1.0,         1.0};
     const m2_ssd_ebits bits = ((m2_ssd_ebits)kf + 1023) << 52;
 #else
     const float kf = (x * 1.44269504f + 12582912.f) - 12582912.f;
@@ -116,8 +116,8 @@ static inline void m2_ssd_decay_row(const m2_real *d, int n, m2_real *out)
 
 /* For each head j of group g in chunk c (rows row..row+L-1 of dt): dtv_j, a_j = dt·A, e_j (start decays; E[j]
  * receives e_j[L-1] when E is not NULL) and r_j (end decays). */
-void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A,
-                         size_t row, int g, int L, m2_real *E);
+void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A, size_t row,
+                         int g, int L, m2_real *E);
 
 /* dtv_l = dt[l], a_l = dt_l*A for the L positions of one head in a chunk (dt has row stride H). */
 void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a);
@@ -161,8 +161,8 @@ static inline void m2_ssd_scale(m2_real alpha, const m2_real *restrict x, m2_rea
 static inline void m2_ssd_gemm(int ta, int tb, int M, int N, int K, const m2_real *A, int lda, const m2_real *B,
                                int ldb, m2_real beta, m2_real *C, int ldc)
 {
-    M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, (m2_real)1, A,
-            lda, B, ldb, beta, C, ldc);
+    M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, (m2_real)1, A, lda,
+            B, ldb, beta, C, ldc);
 }
 
 #endif

@@ -84,8 +84,8 @@ static void intra_matrix(const m2_ssd_tbuf *tb, int j, int L, int Q)
 /* Pass 3, task (b, c, g): y of all heads of group g over chunk c. The inter-chunk term of all heads comes
  * from one GEMM Z = C·[S_j]ᵀ (L × hpg·P); head j adds diag(e_j) Z_j. */
 static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real *dt, const m2_real *A,
-                          const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *states,
-                          m2_real *y, m2_real *scratch)
+                          const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *states, m2_real *y,
+                          m2_real *scratch)
 {
     const m2_ssd_shape *s = &pl->s;
     const int nc = pl->nc, hpg = pl->hpg, ntask = s->B * nc * s->G, Q = s->Q, HP = s->H * s->P, HPg = hpg * s->P;
@@ -103,8 +103,8 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
             m2_ssd_group_decays(pl, &tb, dt, A, row, g, L, NULL);
             m2_ssd_gemm(0, 1, L, L, s->N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
             if (c > 0) /* S_0 = 0 */
-                m2_ssd_gemm(0, 1, L, HPg, s->N, Cc, s->ld_bc, states + m2_ssd_bch(pl, b, c, g * hpg) * pl->pn,
-                            s->N, 0, tb.wide2, HPg);
+                m2_ssd_gemm(0, 1, L, HPg, s->N, Cc, s->ld_bc, states + m2_ssd_bch(pl, b, c, g * hpg) * pl->pn, s->N, 0,
+                            tb.wide2, HPg);
             for (int j = 0; j < hpg; j++) {
                 const int h = g * hpg + j;
                 const m2_real *X = x + row * s->ld_x + (size_t)h * s->P;
@@ -120,9 +120,8 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
     }
 }
 
-void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
-                    m2_real *scratch)
+void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
+                    const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved, m2_real *scratch)
 {
     m2_ssd_plan pl;
     m2_ssd_plan_init(&pl, s);

@@ -16,7 +16,7 @@ typedef struct {
     m2_dcomm base; /* first: the table is the object */
     const m2_dist *pg;
     const m2_ops *ops;
-    float *host;   /* staging: the padded buffer (world * shard), then the shard's result (shard), grown on demand */
+    float *host; /* staging: the padded buffer (world * shard), then the shard's result (shard), grown on demand */
     size_t cap;
     m2_range_reduces in_flight; /* into the staged shard result */
     float *shard_grad;          /* where the parts in flight go when they are done */
@@ -113,7 +113,8 @@ static int mpi_all_gather(m2_dcomm *base, const float *send, float *recv, size_t
     int err = check_count(c, count, "parameter all-gather");
     if (err) return err;
     if (c->ops->host_memory) { /* in place in recv */
-        if (send != recv + (size_t)pg->rank * count) memcpy(recv + (size_t)pg->rank * count, send, count * sizeof *recv);
+        if (send != recv + (size_t)pg->rank * count)
+            memcpy(recv + (size_t)pg->rank * count, send, count * sizeof *recv);
         return all_gather_in_place(pg, recv, count);
     }
     if ((err = stage(c, total))) return err;
@@ -137,8 +138,11 @@ int m2_dcomm_mpi_create(m2_dcomm **out, const m2_dist *pg, const m2_ops *ops)
     *out = NULL;
     mpi_comm *c = calloc(1, sizeof *c);
     if (!c) return m2_fail(M2_EFAIL, "collectives (rank %d): out of memory", pg->rank);
-    c->base = (m2_dcomm){.name = "mpi", .reduce_range = mpi_reduce_range, .all_gather = mpi_all_gather,
-                         .wait = mpi_wait, .free = mpi_free};
+    c->base = (m2_dcomm){.name = "mpi",
+                         .reduce_range = mpi_reduce_range,
+                         .all_gather = mpi_all_gather,
+                         .wait = mpi_wait,
+                         .free = mpi_free};
     c->pg = pg;
     c->ops = ops;
     *out = &c->base;

@@ -95,8 +95,10 @@ _Noreturn void m2_dist_abort(const m2_dist *pg, int code, const char *message)
     MPI_Finalized(&finalised);
     if (initialised && !finalised && !pg) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (!message || !message[0]) message = "unknown failure";
-    if (names_rank(message, rank)) fprintf(stderr, "%s: error: %s\n", pg ? pg->prog : "mamba2", message);
-    else fprintf(stderr, "%s: error: %s (rank %d)\n", pg ? pg->prog : "mamba2", message, rank);
+    if (names_rank(message, rank))
+        fprintf(stderr, "%s: error: %s\n", pg ? pg->prog : "mamba2", message);
+    else
+        fprintf(stderr, "%s: error: %s (rank %d)\n", pg ? pg->prog : "mamba2", message, rank);
     fflush(stderr);
     fflush(stdout);
     if (code == 0) code = M2_EFAIL; /* an abort is never a success */
@@ -108,8 +110,7 @@ _Noreturn void m2_dist_abort(const m2_dist *pg, int code, const char *message)
 int m2_dist_wait(const m2_dist *pg, int n, MPI_Request *reqs, const char *what)
 {
     if (n <= 0) return M2_OK;
-    if (pg->timeout_s <= 0)
-        return m2_dist_check(pg, MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), what);
+    if (pg->timeout_s <= 0) return m2_dist_check(pg, MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), what);
     /* Poll: MPI's non-blocking collectives progress inside MPI_Testall. Yield between polls (free when no other
      * process wants the core, and an over-subscribed peer gets to run); once a wait is clearly long (a peer writing
      * a checkpoint), nap so that a waiting rank stops burning its core. */
@@ -124,8 +125,10 @@ int m2_dist_wait(const m2_dist *pg, int n, MPI_Request *reqs, const char *what)
         if (waited > pg->timeout_s)
             return m2_fail(M2_EFAIL, "%s (rank %d): no answer from the other ranks after %.0f s ([dist] timeout_s)",
                            what, pg->rank, waited);
-        if (waited < 0.1) sched_yield();
-        else nanosleep(&nap, NULL);
+        if (waited < 0.1)
+            sched_yield();
+        else
+            nanosleep(&nap, NULL);
     }
 }
 
@@ -187,8 +190,8 @@ int m2_dist_bcast(const m2_dist *pg, void *buf, size_t bytes, int root)
 
 int m2_dist_gather(const m2_dist *pg, const void *send, size_t bytes, void *recv)
 {
-    if (bytes > INT_MAX) return m2_fail(M2_EUSAGE, "gather (rank %d): %zu bytes per rank is over MPI's limit",
-                                        pg->rank, bytes);
+    if (bytes > INT_MAX)
+        return m2_fail(M2_EUSAGE, "gather (rank %d): %zu bytes per rank is over MPI's limit", pg->rank, bytes);
     MPI_Request req;
     int rc = MPI_Igather(send, (int)bytes, MPI_BYTE, pg->rank == 0 ? recv : NULL, (int)bytes, MPI_BYTE, 0, pg->comm,
                          &req);
@@ -216,8 +219,10 @@ int m2_dist_print_table(const m2_dist *pg, FILE *out)
         fprintf(out, "%-6s %-24s %-10s %s\n", "rank", "host", "local", "device");
         for (int r = 0; r < pg->world; r++) {
             char dev[16];
-            if (rows[r].device >= 0) snprintf(dev, sizeof dev, "cuda:%d", rows[r].device);
-            else snprintf(dev, sizeof dev, "cpu");
+            if (rows[r].device >= 0)
+                snprintf(dev, sizeof dev, "cuda:%d", rows[r].device);
+            else
+                snprintf(dev, sizeof dev, "cpu");
             fprintf(out, "%-6d %-24s %-10d %s\n", r, rows[r].host, rows[r].local_rank, dev);
         }
         fflush(out);

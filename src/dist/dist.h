@@ -19,14 +19,14 @@
 #define M2_DIST_HOST_MAX 64
 
 typedef struct {
-    int rank, world;              /* in comm */
-    int local_rank, local_size;   /* among the ranks sharing this node's memory (MPI_COMM_TYPE_SHARED) */
-    int device;                   /* the GPU this rank owns = local_rank; the trainer sets -1 on the CPU path */
+    int rank, world;            /* in comm */
+    int local_rank, local_size; /* among the ranks sharing this node's memory (MPI_COMM_TYPE_SHARED) */
+    int device;                 /* the GPU this rank owns = local_rank; the trainer sets -1 on the CPU path */
     char host[M2_DIST_HOST_MAX];
-    char prog[64];                /* program name for error lines (basename of argv[0]) */
-    double timeout_s;             /* watchdog for every collective wait; <= 0: wait forever */
-    MPI_Comm comm;                /* private duplicate: our collectives never match a caller's */
-    int owns_mpi;                 /* this group called MPI_Init, so m2_dist_finalize calls MPI_Finalize */
+    char prog[64];    /* program name for error lines (basename of argv[0]) */
+    double timeout_s; /* watchdog for every collective wait; <= 0: wait forever */
+    MPI_Comm comm;    /* private duplicate: our collectives never match a caller's */
+    int owns_mpi;     /* this group called MPI_Init, so m2_dist_finalize calls MPI_Finalize */
 } m2_dist;
 
 /* Initialises MPI if nobody has (MPI_THREAD_FUNNELED: OpenMP regions never call MPI) and fills pg for

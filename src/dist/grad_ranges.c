@@ -17,8 +17,8 @@ void m2_grad_ranges_clear(m2_grad_ranges *g) { g->count = 0; }
 int m2_grad_ranges_add(m2_grad_ranges *g, size_t begin, size_t end)
 {
     if (begin >= end || end > g->n)
-        return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) is empty or past %zu parameters",
-                       g->rank, begin, end, g->n);
+        return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) is empty or past %zu parameters", g->rank,
+                       begin, end, g->n);
     for (int i = 0; i < g->count; i++)
         if (begin < g->r[i].end && g->r[i].begin < end)
             return m2_fail(M2_EUSAGE, "ZeRO-1 bucket (rank %d): range [%zu, %zu) overlaps [%zu, %zu) started earlier",

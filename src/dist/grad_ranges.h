@@ -15,9 +15,9 @@ typedef struct {
 } m2_range;
 
 typedef struct {
-    size_t n;         /* the real parameters: ranges lie in [0, n) */
-    int rank;         /* for messages */
-    m2_range *r;      /* started this step, in start order */
+    size_t n;    /* the real parameters: ranges lie in [0, n) */
+    int rank;    /* for messages */
+    m2_range *r; /* started this step, in start order */
     int count, cap;
 } m2_grad_ranges;
 

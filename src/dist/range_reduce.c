@@ -19,8 +19,8 @@ static int grow(m2_range_reduces *q, int rank)
     return M2_OK;
 }
 
-int m2_range_reduce_start(m2_range_reduces *q, const m2_dist *pg, const float *send, float *shard_grad,
-                          size_t shard, size_t begin, size_t end)
+int m2_range_reduce_start(m2_range_reduces *q, const m2_dist *pg, const float *send, float *shard_grad, size_t shard,
+                          size_t begin, size_t end)
 {
     int err = grow(q, pg->rank);
     if (err) return err;

@@ -20,8 +20,8 @@ typedef struct {
 /* Starts the sum over pg's ranks of send[begin, end); rank r receives the part inside [r*shard, (r+1)*shard) at
  * shard_grad[part begin - r*shard]. send and shard_grad must stay valid, and send unchanged, until the wait.
  * Progresses the reductions already in flight (MPI advances them only inside its calls). */
-int m2_range_reduce_start(m2_range_reduces *q, const m2_dist *pg, const float *send, float *shard_grad,
-                          size_t shard, size_t begin, size_t end);
+int m2_range_reduce_start(m2_range_reduces *q, const m2_dist *pg, const float *send, float *shard_grad, size_t shard,
+                          size_t begin, size_t end);
 /* Waits for every reduction in flight (under the group's watchdog; `what` names it in an error). They stay listed
  * (q->mine[0 .. q->n): where each landed) until m2_range_reduce_clear. */
 int m2_range_reduce_wait(m2_range_reduces *q, const m2_dist *pg, const char *what);

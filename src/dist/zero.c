@@ -14,10 +14,10 @@ struct m2_zero {
     const m2_ops *ops;
     m2_dcomm *comm;
     size_t n, shard, padded;
-    size_t begin, end;        /* this rank's real range */
-    float *grad, *m, *v;      /* [shard] each, backend memory; index 0 = padded position rank*shard */
-    unsigned char *mask;      /* [shard], backend memory */
-    m2_grad_ranges started;   /* the ranges whose reduction this step has started */
+    size_t begin, end;      /* this rank's real range */
+    float *grad, *m, *v;    /* [shard] each, backend memory; index 0 = padded position rank*shard */
+    unsigned char *mask;    /* [shard], backend memory */
+    m2_grad_ranges started; /* the ranges whose reduction this step has started */
     int64_t step;
     m2_zero_timing timing;
     /* the bucket callback's state for one backward (m2_zero_bucket_hook) */
@@ -61,7 +61,7 @@ void m2_zero_free(m2_zero *z)
 }
 
 int m2_zero_create(m2_zero **out, const m2_dist *pg, const m2_ops *ops, m2_dcomm *comm, size_t n_params,
-                       const unsigned char *decay_mask)
+                   const unsigned char *decay_mask)
 {
     *out = NULL;
     if (n_params == 0 || n_params > INT_MAX) {
@@ -94,8 +94,7 @@ int m2_zero_create(m2_zero **out, const m2_dist *pg, const m2_ops *ops, m2_dcomm
     z->mask = ops->alloc(ops, shard);
     if (!z->grad || !z->m || !z->v || !z->mask) {
         m2_zero_free(z);
-        return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of %s memory for a shard of %zu", pg->rank, ops->name,
-                       shard);
+        return m2_fail(M2_EFAIL, "ZeRO-1 (rank %d): out of %s memory for a shard of %zu", pg->rank, ops->name, shard);
     }
     ops->memset0(ops, z->grad, bytes);
     ops->memset0(ops, z->m, bytes);
@@ -159,8 +158,8 @@ int m2_zero_reduce(m2_zero *z, const float *grads)
     return err;
 }
 
-int m2_zero_step(m2_zero *z, float *params, const float *grads, double local_sse, int64_t local_count,
-                     float lr, float wd, float grad_clip, double *out_loss, double *out_grad_norm, int *out_skipped)
+int m2_zero_step(m2_zero *z, float *params, const float *grads, double local_sse, int64_t local_count, float lr,
+                 float wd, float grad_clip, double *out_loss, double *out_grad_norm, int *out_skipped)
 {
     const m2_ops *o = z->ops;
     m2_dcomm *c = z->comm;
@@ -187,8 +186,8 @@ int m2_zero_step(m2_zero *z, float *params, const float *grads, double local_sse
     o->scale(o, z->grad, k, factor);
     z->step++;
     if (k)
-        o->adamw(o, params + z->begin, z->grad, z->m, z->v, z->mask, k, lr, M2_ADAM_BETA1, M2_ADAM_BETA2,
-                 M2_ADAM_EPS, wd, z->step);
+        o->adamw(o, params + z->begin, z->grad, z->m, z->v, z->mask, k, lr, M2_ADAM_BETA1, M2_ADAM_BETA2, M2_ADAM_EPS,
+                 wd, z->step);
     z->timing.adam_s = MPI_Wtime() - t0;
 
     /* In place: this rank's shard is already at params + rank*S. */

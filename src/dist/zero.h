@@ -49,7 +49,7 @@
 /* AdamW constants of docs/MODEL.md "Optimiser". */
 #define M2_ADAM_BETA1 0.9f
 #define M2_ADAM_BETA2 0.95f
-#define M2_ADAM_EPS 1e-8f
+#define M2_ADAM_EPS   1e-8f
 
 typedef struct m2_zero m2_zero;
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CKPT_SCHEMA "mamba2.checkpoint"
+#define CKPT_SCHEMA  "mamba2.checkpoint"
 #define CKPT_VERSION 1
-#define NAME_LEN 32 /* fixed-length feature names, as in the dataset */
+#define NAME_LEN     32 /* fixed-length feature names, as in the dataset */
 
 static int tensor_dims(const m2_tensor *t, int64_t *dims)
 {
@@ -68,7 +68,7 @@ static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
 static int write_instruments(hid_t f, const m2_checkpoint *ck)
 {
     const int I = ck->n_instruments, F = ck->n_features;
-    int64_t dims[2] = { I, F };
+    int64_t dims[2] = {I, F};
     double *buf = malloc(sizeof(double) * 2 * (size_t)I * (size_t)F);
     if (!buf) return m2_fail(M2_EFAIL, "checkpoint: out of memory");
     for (int i = 0; i < I; i++)
@@ -140,7 +140,8 @@ static int write_body(m2_h5_writer *w, const m2_checkpoint *ck)
     int rc = m2_h5_attr_put_str(f, "config", config);
     free(config);
     if (rc) return rc;
-    if ((rc = m2_h5_attr_put_i64(f, "step", ck->step)) || (rc = m2_h5_attr_put_i64(f, "tokens_seen", ck->tokens_seen)) ||
+    if ((rc = m2_h5_attr_put_i64(f, "step", ck->step)) ||
+        (rc = m2_h5_attr_put_i64(f, "tokens_seen", ck->tokens_seen)) ||
         (rc = m2_h5_attr_put_i32(f, "world_size_at_save", ck->world_size_at_save)) ||
         (rc = m2_h5_attr_put_str(f, "git_describe", MAMBA2_GIT_DESCRIBE)) ||
         (rc = m2_h5_attr_put_i32(f, "n_features", d->F)) || (rc = m2_h5_attr_put_i32(f, "n_targets", d->O)))
@@ -210,12 +211,14 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     free(config);
     if (rc) return rc;
     int32_t F, O;
-    if ((rc = m2_h5_attr_get_i64(f, "step", &ck->step)) || (rc = m2_h5_attr_get_i64(f, "tokens_seen", &ck->tokens_seen)) ||
+    if ((rc = m2_h5_attr_get_i64(f, "step", &ck->step)) ||
+        (rc = m2_h5_attr_get_i64(f, "tokens_seen", &ck->tokens_seen)) ||
         (rc = m2_h5_attr_get_i32(f, "world_size_at_save", &ck->world_size_at_save)) ||
         (rc = m2_h5_attr_get_i32(f, "n_features", &F)) || (rc = m2_h5_attr_get_i32(f, "n_targets", &O)))
         return rc;
     if (F > M2_MAX_FEATURES)
-        return m2_fail(M2_EFAIL, "checkpoint (%s): %d features is more than the supported %d", path, F, M2_MAX_FEATURES);
+        return m2_fail(M2_EFAIL, "checkpoint (%s): %d features is more than the supported %d", path, F,
+                       M2_MAX_FEATURES);
     m2_dims d;
     if ((rc = m2_dims_init(&d, &ck->cfg, F, O))) return m2_fail_context(rc, "checkpoint (%s)", path);
     if ((rc = m2_layout_init(&ck->lay, &d))) return rc;
@@ -237,7 +240,8 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
     hid_t g = H5Gopen2(f, "data", H5P_DEFAULT);
     if (g < 0) return m2_h5_fail(M2_EFAIL, "checkpoint /data", path, "missing");
     int64_t seed_bits = 0;
-    if (!(rc = m2_h5_attr_get_i64(g, "rng_seed", &seed_bits))) rc = m2_h5_attr_get_i64(g, "cursor_step", &ck->data_step);
+    if (!(rc = m2_h5_attr_get_i64(g, "rng_seed", &seed_bits)))
+        rc = m2_h5_attr_get_i64(g, "cursor_step", &ck->data_step);
     if (!rc) rc = read_selection(g, ck);
     H5Gclose(g);
     if (rc) return rc;
@@ -262,11 +266,12 @@ static int check_values(const m2_layout *lay, const float *buf, const char *grou
         const m2_tensor *ts = &lay->tensors[t];
         for (size_t i = 0; i < ts->numel; i++) {
             const float x = buf[ts->offset + i];
-            const char *why = !isfinite(x)               ? "not finite"
+            const char *why = !isfinite(x)                 ? "not finite"
                               : fabsf(x) > M2_CKPT_MAX_ABS ? "larger in magnitude than any trained weight"
-                              : nonneg && x < 0             ? "negative (a second moment is a mean of squares)"
-                                                            : NULL;
-            if (why) return m2_fail(M2_EFAIL, "checkpoint (%s): /%s/%s[%zu] is %g: %s", path, group, ts->name, i, x, why);
+                              : nonneg && x < 0            ? "negative (a second moment is a mean of squares)"
+                                                           : NULL;
+            if (why)
+                return m2_fail(M2_EFAIL, "checkpoint (%s): /%s/%s[%zu] is %g: %s", path, group, ts->name, i, x, why);
         }
     }
     return M2_OK;
@@ -283,8 +288,9 @@ static int validate(const m2_checkpoint *ck, const char *path, int with_optim)
     if (ck->step < 0 || ck->step > (int64_t)1e15)
         return m2_fail(M2_EFAIL, "checkpoint (%s): step %lld is outside [0, 1e15]", path, (long long)ck->step);
     if (ck->tokens_seen < 0 || (double)ck->tokens_seen > max_tokens)
-        return m2_fail(M2_EFAIL, "checkpoint (%s): tokens_seen %lld is outside [0, step x global_batch x seq_len = %.0f]",
-                       path, (long long)ck->tokens_seen, max_tokens);
+        return m2_fail(M2_EFAIL,
+                       "checkpoint (%s): tokens_seen %lld is outside [0, step x global_batch x seq_len = %.0f]", path,
+                       (long long)ck->tokens_seen, max_tokens);
     if (ck->world_size_at_save < 1)
         return m2_fail(M2_EFAIL, "checkpoint (%s): world_size_at_save %d is not a rank count", path,
                        (int)ck->world_size_at_save);
@@ -293,8 +299,9 @@ static int validate(const m2_checkpoint *ck, const char *path, int with_optim)
                        (long long)ck->data_step, (long long)ck->step);
     for (int j = 0; j < ck->n_features; j++)
         if (!isfinite(ck->mean[j]) || !isfinite(ck->std[j]) || !(ck->std[j] > 0))
-            return m2_fail(M2_EFAIL, "checkpoint (%s): /norm feature %d has mean %g and std %g: std must be finite and > 0",
-                           path, j, ck->mean[j], ck->std[j]);
+            return m2_fail(M2_EFAIL,
+                           "checkpoint (%s): /norm feature %d has mean %g and std %g: std must be finite and > 0", path,
+                           j, ck->mean[j], ck->std[j]);
     int rc = check_values(&ck->lay, ck->params, "model", 0, path);
     if (rc || !with_optim) return rc;
     if (ck->optim_step < 0 || ck->optim_step > ck->step)
@@ -341,10 +348,11 @@ static int check_instruments(const m2_checkpoint *ck, const char *ck_path, const
         for (int j = 0; k >= 0 && j < ck->n_features; j++) {
             size_t a = (size_t)i * M2_MAX_FEATURES + j, b = (size_t)k * M2_MAX_FEATURES + j;
             if (ck->inst_mean[a] != ds->inst_mean[b] || ck->inst_std[a] != ds->inst_std[b])
-                return m2_fail(M2_EFAIL, "dataset (%s): instrument %s, feature %s is normalised with mean %.17g, std "
-                               "%.17g, but the checkpoint (%s) was trained with %.17g, %.17g", data_path,
-                               ck->inst_name[i], ck->feature_names[j], ds->inst_mean[b], ds->inst_std[b], ck_path,
-                               ck->inst_mean[a], ck->inst_std[a]);
+                return m2_fail(M2_EFAIL,
+                               "dataset (%s): instrument %s, feature %s is normalised with mean %.17g, std "
+                               "%.17g, but the checkpoint (%s) was trained with %.17g, %.17g",
+                               data_path, ck->inst_name[i], ck->feature_names[j], ds->inst_mean[b], ds->inst_std[b],
+                               ck_path, ck->inst_mean[a], ck->inst_std[a]);
         }
     }
     return M2_OK;

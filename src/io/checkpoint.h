@@ -10,14 +10,14 @@
 #include "io/dataset.h"
 
 typedef struct {
-    m2_config cfg;                 /* the resolved config stored in the file */
-    m2_layout lay;                 /* built from cfg and the stored F, O */
+    m2_config cfg; /* the resolved config stored in the file */
+    m2_layout lay; /* built from cfg and the stored F, O */
     int64_t step, tokens_seen;
     int32_t world_size_at_save;
-    float *params;                 /* [lay.n_params] */
-    float *m, *v;                  /* Adam moments (NULL unless loaded with optimiser state) */
+    float *params; /* [lay.n_params] */
+    float *m, *v;  /* Adam moments (NULL unless loaded with optimiser state) */
     int64_t optim_step;
-    uint64_t data_seed;            /* sampler state: (seed, next step) is the whole state of the pure sampler */
+    uint64_t data_seed; /* sampler state: (seed, next step) is the whole state of the pure sampler */
     int64_t data_step;
     int n_features;
     char feature_names[M2_MAX_FEATURES][32];
@@ -39,8 +39,7 @@ typedef struct {
 int m2_checkpoint_save(const char *dir, const m2_checkpoint *ck, char *out_path, size_t out_cap);
 
 /* Writes DIR/NAME atomically (NAME e.g. "ckpt_best.h5": never pruned, never taken by find_latest). */
-int m2_checkpoint_save_as(const char *dir, const char *name, const m2_checkpoint *ck, char *out_path,
-                          size_t out_cap);
+int m2_checkpoint_save_as(const char *dir, const char *name, const m2_checkpoint *ck, char *out_path, size_t out_cap);
 
 /* Reads a checkpoint (with_optim: also the Adam moments). Wrong schema, newer version, truncated file,
  * missing tensor, wrong shape: one clear error naming the file. */
@@ -57,7 +56,8 @@ int m2_checkpoint_load_with_dataset(const char *ck_path, const char *data_path, 
 
 /* m2_checkpoint_load_with_dataset, then task(ck, ds, data_used, user), then both freed: the whole of a program that
  * runs a checkpoint on a dataset (evaluation, streaming). Returns the load's or the task's error. */
-typedef int (*m2_checkpoint_task)(const m2_checkpoint *ck, const m2_dataset *ds, const char *data_used, const void *user);
+typedef int (*m2_checkpoint_task)(const m2_checkpoint *ck, const m2_dataset *ds, const char *data_used,
+                                  const void *user);
 int m2_checkpoint_run_with_dataset(const char *ck_path, const char *data_path, m2_checkpoint_task task,
                                    const void *user);
 

@@ -14,16 +14,15 @@
 #include "base/error.h"
 #include "io/h5util.h"
 
-#define M2_TICKS_SCHEMA "mamba2.ticks"
-#define M2_TICKS_VERSION 2         /* 2 adds /universe; a file without it is written as version 1 */
+#define M2_TICKS_SCHEMA  "mamba2.ticks"
+#define M2_TICKS_VERSION 2 /* 2 adds /universe; a file without it is written as version 1 */
 
-static const char *const split_names[3] = { "train", "val", "test" };
+static const char *const split_names[3] = {"train", "val", "test"};
 
 int m2_split_from_name(const char *name)
 {
     for (int i = 0; i < 3; i++)
-        if (strcmp(name, split_names[i]) == 0)
-            return i;
+        if (strcmp(name, split_names[i]) == 0) return i;
     return -1;
 }
 
@@ -36,12 +35,10 @@ void m2_dataset_free(m2_dataset *ds)
         ds->X = NULL;
         ds->y = NULL;
     }
-    void *owned[] = { ds->X, ds->y, ds->sessions, ds->ts_ns, ds->bid_px, ds->ask_px, ds->bid_sz,
-                      ds->ask_sz, ds->trade_px, ds->trade_sz, ds->side, ds->inst_name, ds->inst_mean,
-                      ds->inst_std, ds->inst_tick, ds->session_inst, ds->extra,
-                      ds->book };
-    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
-        free(owned[i]);
+    void *owned[] = {ds->X,         ds->y,        ds->sessions,  ds->ts_ns,        ds->bid_px, ds->ask_px,
+                     ds->bid_sz,    ds->ask_sz,   ds->trade_px,  ds->trade_sz,     ds->side,   ds->inst_name,
+                     ds->inst_mean, ds->inst_std, ds->inst_tick, ds->session_inst, ds->extra,  ds->book};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -54,8 +51,7 @@ int m2_dataset_alloc_universe(m2_dataset *ds, int n_instruments)
     ds->inst_std = calloc(I * M2_MAX_FEATURES, sizeof *ds->inst_std);
     ds->inst_tick = calloc(I, sizeof *ds->inst_tick);
     ds->session_inst = calloc(S, sizeof *ds->session_inst);
-    if (n_instruments < 1 || !ds->inst_name || !ds->inst_mean || !ds->inst_std || !ds->inst_tick ||
-        !ds->session_inst)
+    if (n_instruments < 1 || !ds->inst_name || !ds->inst_mean || !ds->inst_std || !ds->inst_tick || !ds->session_inst)
         return m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n_instruments);
     return M2_OK;
 }
@@ -63,8 +59,7 @@ int m2_dataset_alloc_universe(m2_dataset *ds, int n_instruments)
 int m2_dataset_find_instrument(const m2_dataset *ds, const char *name)
 {
     for (int i = 0; i < ds->n_instruments; i++)
-        if (strcmp(ds->inst_name[i], name) == 0)
-            return i;
+        if (strcmp(ds->inst_name[i], name) == 0) return i;
     return -1;
 }
 
@@ -72,22 +67,19 @@ int m2_dataset_find_instrument(const m2_dataset *ds, const char *name)
 
 static int check_counts(const m2_dataset *ds, const char *origin)
 {
-    if (ds->n_rows < 1)
-        return m2_fail(M2_EFAIL, "/features/X (%s): no rows", origin);
+    if (ds->n_rows < 1) return m2_fail(M2_EFAIL, "/features/X (%s): no rows", origin);
     if (ds->n_features < 1 || ds->n_features > M2_MAX_FEATURES)
         return m2_fail(M2_EFAIL, "/features/X (%s): %d features, supported 1..%d", origin, ds->n_features,
                        M2_MAX_FEATURES);
     if (ds->n_targets < 1 || ds->n_targets > M2_MAX_TARGETS)
-        return m2_fail(M2_EFAIL, "/targets/y (%s): %d targets, supported 1..%d", origin, ds->n_targets,
-                       M2_MAX_TARGETS);
+        return m2_fail(M2_EFAIL, "/targets/y (%s): %d targets, supported 1..%d", origin, ds->n_targets, M2_MAX_TARGETS);
     return M2_OK;
 }
 
 static int check_sessions(const m2_dataset *ds, const char *origin)
 {
     const int64_t *s = ds->sessions;
-    if (ds->n_sessions < 1)
-        return m2_fail(M2_EFAIL, "/index/sessions (%s): no sessions", origin);
+    if (ds->n_sessions < 1) return m2_fail(M2_EFAIL, "/index/sessions (%s): no sessions", origin);
     if (s[0] != 0 || s[ds->n_sessions] != ds->n_rows)
         return m2_fail(M2_EFAIL, "/index/sessions (%s): offsets run from %lld to %lld, must cover rows 0 to %lld",
                        origin, (long long)s[0], (long long)s[ds->n_sessions], (long long)ds->n_rows);
@@ -106,9 +98,10 @@ static int check_splits(const m2_dataset *ds, const char *origin)
             return m2_fail(M2_EFAIL, "/index/%s (%s): rows [%lld, %lld) are not a range inside [0, %lld)",
                            split_names[k], origin, (long long)b, (long long)e, (long long)ds->n_rows);
         if (k > 0 && b < ds->split[k - 1][1])
-            return m2_fail(M2_EFAIL, "/index/%s (%s): begins at row %lld, before %s ends (%lld): splits must be in "
-                           "time order and not overlap", split_names[k], origin, (long long)b,
-                           split_names[k - 1], (long long)ds->split[k - 1][1]);
+            return m2_fail(M2_EFAIL,
+                           "/index/%s (%s): begins at row %lld, before %s ends (%lld): splits must be in "
+                           "time order and not overlap",
+                           split_names[k], origin, (long long)b, split_names[k - 1], (long long)ds->split[k - 1][1]);
     }
     if (ds->split[M2_SPLIT_TRAIN][1] == ds->split[M2_SPLIT_TRAIN][0])
         return m2_fail(M2_EFAIL, "/index/train (%s): empty", origin);
@@ -123,8 +116,8 @@ static int check_stats(const m2_dataset *ds, const char *origin)
                            (int)ds->horizons[k]);
     for (int j = 0; j < ds->n_features; j++)
         if (!isfinite(ds->mean[j]) || !isfinite(ds->std[j]) || !(ds->std[j] > 0))
-            return m2_fail(M2_EFAIL, "/features/X (%s): feature %s has mean %g, std %g (need finite, std > 0)",
-                           origin, ds->feature_names[j], ds->mean[j], ds->std[j]);
+            return m2_fail(M2_EFAIL, "/features/X (%s): feature %s has mean %g, std %g (need finite, std > 0)", origin,
+                           ds->feature_names[j], ds->mean[j], ds->std[j]);
     if (!(ds->clip > 0) || !isfinite(ds->clip))
         return m2_fail(M2_EFAIL, "/features/X (%s): clip %g must be > 0", origin, (double)ds->clip);
     return M2_OK;
@@ -145,8 +138,8 @@ static int check_values(const m2_dataset *ds, const char *origin)
     for (size_t i = 0; i < ny; i++)
         if (isinf(ds->y[i]))
             return m2_fail(M2_EFAIL, "/targets/y (%s): row %lld, horizon %d is %g: targets must be finite or NaN",
-                           origin, (long long)(i / (size_t)ds->n_targets),
-                           (int)ds->horizons[i % (size_t)ds->n_targets], (double)ds->y[i]);
+                           origin, (long long)(i / (size_t)ds->n_targets), (int)ds->horizons[i % (size_t)ds->n_targets],
+                           (double)ds->y[i]);
     return M2_OK;
 }
 
@@ -154,26 +147,29 @@ static int check_values(const m2_dataset *ds, const char *origin)
  * instrument's statistics are usable. */
 static int check_universe(const m2_dataset *ds, const char *origin)
 {
-    if (!ds->session_inst)
-        return M2_OK;
+    if (!ds->session_inst) return M2_OK;
     for (int64_t k = 0; k < ds->n_sessions; k++)
         if (ds->session_inst[k] < 0 || ds->session_inst[k] >= ds->n_instruments)
-            return m2_fail(M2_EFAIL, "/universe/session_instrument (%s): session %lld has instrument %d, the "
-                           "universe has %d", origin, (long long)k, (int)ds->session_inst[k], ds->n_instruments);
+            return m2_fail(M2_EFAIL,
+                           "/universe/session_instrument (%s): session %lld has instrument %d, the "
+                           "universe has %d",
+                           origin, (long long)k, (int)ds->session_inst[k], ds->n_instruments);
     for (int i = 0; i < ds->n_instruments; i++)
         for (int j = 0; j < ds->n_features; j++) {
             double m = ds->inst_mean[i * M2_MAX_FEATURES + j], sd = ds->inst_std[i * M2_MAX_FEATURES + j];
             if (!isfinite(m) || !isfinite(sd) || !(sd > 0))
-                return m2_fail(M2_EFAIL, "/universe/std (%s): instrument %s, feature %s has mean %g, std %g (need "
-                               "finite, std > 0)", origin, ds->inst_name[i], ds->feature_names[j], m, sd);
+                return m2_fail(M2_EFAIL,
+                               "/universe/std (%s): instrument %s, feature %s has mean %g, std %g (need "
+                               "finite, std > 0)",
+                               origin, ds->inst_name[i], ds->feature_names[j], m, sd);
         }
     return M2_OK;
 }
 
 int m2_dataset_check(const m2_dataset *ds, const char *origin)
 {
-    if (check_counts(ds, origin) || check_sessions(ds, origin) || check_splits(ds, origin) ||
-        check_stats(ds, origin) || check_universe(ds, origin) || check_values(ds, origin))
+    if (check_counts(ds, origin) || check_sessions(ds, origin) || check_splits(ds, origin) || check_stats(ds, origin) ||
+        check_universe(ds, origin) || check_values(ds, origin))
         return M2_EFAIL;
     return M2_OK;
 }
@@ -183,18 +179,18 @@ int m2_dataset_check(const m2_dataset *ds, const char *origin)
 typedef struct {
     const char *name;
     m2_h5_type type;
-    size_t offset;                 /* of the pointer inside m2_dataset */
+    size_t offset; /* of the pointer inside m2_dataset */
 } raw_field;
 
 static const raw_field raw_fields[] = {
-    { "/raw/ts_ns", M2_H5_I64, offsetof(m2_dataset, ts_ns) },
-    { "/raw/bid_px", M2_H5_F64, offsetof(m2_dataset, bid_px) },
-    { "/raw/ask_px", M2_H5_F64, offsetof(m2_dataset, ask_px) },
-    { "/raw/bid_sz", M2_H5_F64, offsetof(m2_dataset, bid_sz) },
-    { "/raw/ask_sz", M2_H5_F64, offsetof(m2_dataset, ask_sz) },
-    { "/raw/trade_px", M2_H5_F64, offsetof(m2_dataset, trade_px) },
-    { "/raw/trade_sz", M2_H5_F64, offsetof(m2_dataset, trade_sz) },
-    { "/raw/side", M2_H5_I8, offsetof(m2_dataset, side) },
+    {"/raw/ts_ns", M2_H5_I64, offsetof(m2_dataset, ts_ns)},
+    {"/raw/bid_px", M2_H5_F64, offsetof(m2_dataset, bid_px)},
+    {"/raw/ask_px", M2_H5_F64, offsetof(m2_dataset, ask_px)},
+    {"/raw/bid_sz", M2_H5_F64, offsetof(m2_dataset, bid_sz)},
+    {"/raw/ask_sz", M2_H5_F64, offsetof(m2_dataset, ask_sz)},
+    {"/raw/trade_px", M2_H5_F64, offsetof(m2_dataset, trade_px)},
+    {"/raw/trade_sz", M2_H5_F64, offsetof(m2_dataset, trade_sz)},
+    {"/raw/side", M2_H5_I8, offsetof(m2_dataset, side)},
 };
 enum { N_RAW = sizeof raw_fields / sizeof raw_fields[0] };
 
@@ -203,12 +199,9 @@ static void **raw_slot(const m2_dataset *ds, int i) { return (void **)((char *)d
 static int write_raw(hid_t f, const m2_dataset *ds)
 {
     int present = 0;
-    for (int i = 0; i < N_RAW; i++)
-        present += *raw_slot(ds, i) != NULL;
-    if (present == 0)
-        return M2_OK;              /* a dataset made from arrays alone (tests) has no raw events */
-    if (present != N_RAW)
-        return m2_fail(M2_EFAIL, "/raw (dataset): some raw arrays are missing");
+    for (int i = 0; i < N_RAW; i++) present += *raw_slot(ds, i) != NULL;
+    if (present == 0) return M2_OK; /* a dataset made from arrays alone (tests) has no raw events */
+    if (present != N_RAW) return m2_fail(M2_EFAIL, "/raw (dataset): some raw arrays are missing");
     for (int i = 0; i < N_RAW; i++)
         if (m2_h5_write(f, raw_fields[i].name, raw_fields[i].type, 1, &ds->n_rows, *raw_slot(ds, i), 1))
             return M2_EFAIL;
@@ -217,7 +210,7 @@ static int write_raw(hid_t f, const m2_dataset *ds)
 
 static int write_arrays(hid_t f, const m2_dataset *ds)
 {
-    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
+    int64_t xd[2] = {ds->n_rows, ds->n_features}, yd[2] = {ds->n_rows, ds->n_targets};
     int64_t sd = ds->n_sessions + 1, two = 2;
     if (m2_h5_write(f, "/features/X", M2_H5_F32, 2, xd, ds->X, 0) ||
         m2_h5_write(f, "/targets/y", M2_H5_F32, 2, yd, ds->y, 0) ||
@@ -226,8 +219,7 @@ static int write_arrays(hid_t f, const m2_dataset *ds)
     for (int k = 0; k < 3; k++) {
         char path[32];
         snprintf(path, sizeof path, "/index/%s", split_names[k]);
-        if (m2_h5_write(f, path, M2_H5_I64, 1, &two, ds->split[k], 0))
-            return M2_EFAIL;
+        if (m2_h5_write(f, path, M2_H5_I64, 1, &two, ds->split[k], 0)) return M2_EFAIL;
     }
     return M2_OK;
 }
@@ -245,10 +237,8 @@ static int write_attrs(hid_t f, const m2_dataset *ds)
              m2_h5_attr_put_f32(x, "clip", ds->clip) ||
              m2_h5_attr_put_vec(y, "horizons", M2_H5_I32, ds->n_targets, ds->horizons) ||
              m2_h5_attr_put_str(y, "unit", "bp");
-    if (x >= 0)
-        H5Dclose(x);
-    if (y >= 0)
-        H5Dclose(y);
+    if (x >= 0) H5Dclose(x);
+    if (y >= 0) H5Dclose(y);
     return rc ? M2_EFAIL : M2_OK;
 }
 
@@ -257,7 +247,7 @@ static int write_attrs(hid_t f, const m2_dataset *ds)
 static int write_universe(hid_t f, const m2_dataset *ds)
 {
     const int I = ds->n_instruments, F = ds->n_features;
-    int64_t i1 = I, st[2] = { I, F }, ns = ds->n_sessions, two = 2;
+    int64_t i1 = I, st[2] = {I, F}, ns = ds->n_sessions, two = 2;
     double *mean = malloc(sizeof(double) * (size_t)I * (size_t)F), *sd = malloc(sizeof(double) * (size_t)I * (size_t)F);
     int rc = mean && sd ? M2_OK : m2_fail(M2_EFAIL, "/universe: out of memory");
     for (int i = 0; rc == M2_OK && i < I; i++)
@@ -277,17 +267,13 @@ static int write_universe(hid_t f, const m2_dataset *ds)
     return rc ? M2_EFAIL : M2_OK;
 }
 
-int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx),
-                          void *ctx)
+int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx), void *ctx)
 {
-    if (m2_dataset_check(ds, path))
-        return M2_EFAIL;
+    if (m2_dataset_check(ds, path)) return M2_EFAIL;
     m2_h5_writer w;
-    if (m2_h5_create(&w, path, M2_TICKS_SCHEMA, ds->session_inst ? M2_TICKS_VERSION : 1))
-        return M2_EFAIL;
+    if (m2_h5_create(&w, path, M2_TICKS_SCHEMA, ds->session_inst ? M2_TICKS_VERSION : 1)) return M2_EFAIL;
     if (write_raw(w.file, ds) || write_arrays(w.file, ds) || write_attrs(w.file, ds) ||
-        (ds->session_inst && write_universe(w.file, ds)) ||
-        (extra && extra(w.file, ctx))) {
+        (ds->session_inst && write_universe(w.file, ds)) || (extra && extra(w.file, ctx))) {
         m2_h5_abort(&w);
         return M2_EFAIL;
     }
@@ -332,8 +318,7 @@ static int read_attrs(hid_t f, m2_dataset *ds, const char *path)
     int nn = 0;
     int64_t nm = 0, ns = 0, nh = 0;
     char unit[16];
-    int rc = m2_h5_attr_get_strs(x, "names", ds->feature_names[0], sizeof ds->feature_names[0], M2_MAX_FEATURES,
-                                 &nn) ||
+    int rc = m2_h5_attr_get_strs(x, "names", ds->feature_names[0], sizeof ds->feature_names[0], M2_MAX_FEATURES, &nn) ||
              m2_h5_attr_get_vec(x, "mean", M2_H5_F64, M2_MAX_FEATURES, ds->mean, &nm) ||
              m2_h5_attr_get_vec(x, "std", M2_H5_F64, M2_MAX_FEATURES, ds->std, &ns) ||
              m2_h5_attr_get_f32(x, "clip", &ds->clip) ||
@@ -341,15 +326,13 @@ static int read_attrs(hid_t f, m2_dataset *ds, const char *path)
              m2_h5_attr_get_str(y, "unit", unit, sizeof unit);
     H5Dclose(x);
     H5Dclose(y);
-    if (rc)
-        return M2_EFAIL;
+    if (rc) return M2_EFAIL;
     if (nn != ds->n_features || nm != ds->n_features || ns != ds->n_features)
         return m2_fail(M2_EFAIL, "/features/X (%s): %d features but %d names, %lld means, %lld stds", path,
                        ds->n_features, nn, (long long)nm, (long long)ns);
     if (nh != ds->n_targets)
         return m2_fail(M2_EFAIL, "/targets/y (%s): %d targets but %lld horizons", path, ds->n_targets, (long long)nh);
-    if (strcmp(unit, "bp") != 0)
-        return m2_fail(M2_EFAIL, "/targets/y (%s): unit \"%s\", expected \"bp\"", path, unit);
+    if (strcmp(unit, "bp") != 0) return m2_fail(M2_EFAIL, "/targets/y (%s): unit \"%s\", expected \"bp\"", path, unit);
     return M2_OK;
 }
 
@@ -357,13 +340,11 @@ static int read_index(hid_t f, m2_dataset *ds)
 {
     int64_t sd = ds->n_sessions + 1, two = 2;
     ds->sessions = malloc((size_t)sd * sizeof *ds->sessions);
-    if (!ds->sessions || m2_h5_read(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions))
-        return M2_EFAIL;
+    if (!ds->sessions || m2_h5_read(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions)) return M2_EFAIL;
     for (int k = 0; k < 3; k++) {
         char p[32];
         snprintf(p, sizeof p, "/index/%s", split_names[k]);
-        if (m2_h5_read(f, p, M2_H5_I64, 1, &two, ds->split[k]))
-            return M2_EFAIL;
+        if (m2_h5_read(f, p, M2_H5_I64, 1, &two, ds->split[k])) return M2_EFAIL;
     }
     return M2_OK;
 }
@@ -372,8 +353,7 @@ static int read_raw(hid_t f, m2_dataset *ds)
 {
     for (int i = 0; i < N_RAW; i++) {
         int64_t n = ds->n_rows;
-        if (m2_h5_read_alloc(f, raw_fields[i].name, raw_fields[i].type, 1, &n, raw_slot(ds, i)))
-            return M2_EFAIL;
+        if (m2_h5_read_alloc(f, raw_fields[i].name, raw_fields[i].type, 1, &n, raw_slot(ds, i))) return M2_EFAIL;
     }
     return M2_OK;
 }
@@ -383,22 +363,20 @@ static int read_universe(hid_t f, m2_dataset *ds)
 {
     const int F = ds->n_features;
     if (!m2_h5_exists(f, "/universe")) {
-        if (m2_dataset_alloc_universe(ds, 1))
-            return M2_EFAIL;
+        if (m2_dataset_alloc_universe(ds, 1)) return M2_EFAIL;
         snprintf(ds->inst_name[0], sizeof ds->inst_name[0], "%s", ds->instrument);
         memcpy(ds->inst_mean, ds->mean, sizeof(double) * (size_t)F);
         memcpy(ds->inst_std, ds->std, sizeof(double) * (size_t)F);
         ds->inst_tick[0] = ds->tick_size;
-        ds->cut_ns[0] = ds->cut_ns[1] = INT64_MIN;   /* unknown: the file was split by rows */
+        ds->cut_ns[0] = ds->cut_ns[1] = INT64_MIN; /* unknown: the file was split by rows */
         return M2_OK;
     }
     int64_t nd[1], two = 2, ns = ds->n_sessions;
-    if (m2_h5_shape(f, "/universe/tick_size", 1, nd))
-        return M2_EFAIL;
+    if (m2_h5_shape(f, "/universe/tick_size", 1, nd)) return M2_EFAIL;
     if (nd[0] < 1 || nd[0] > INT32_MAX)
         return m2_fail(M2_EFAIL, "/universe/tick_size: %lld instruments", (long long)nd[0]);
     const int I = (int)nd[0];
-    int64_t st[2] = { I, F };
+    int64_t st[2] = {I, F};
     double *mean = NULL, *sd = NULL;
     int rc = m2_dataset_alloc_universe(ds, I) ||
              m2_h5_read_strs(f, "/universe/names", ds->inst_name[0], sizeof ds->inst_name[0], I) ||
@@ -424,16 +402,13 @@ static void map_floats(hid_t f, const char *name, const m2_dataset *ds, int64_t 
 {
     *out = NULL;
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-    if (d < 0)
-        return;
+    if (d < 0) return;
     haddr_t at = H5Dget_offset(d);
     hid_t t = H5Dget_type(d);
     int f32 = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
-    if (t >= 0)
-        H5Tclose(t);
+    if (t >= 0) H5Tclose(t);
     H5Dclose(d);
-    if (!f32 || at == HADDR_UNDEF || at % sizeof(float) || at + (size_t)count * sizeof(float) > ds->map_len)
-        return;
+    if (!f32 || at == HADDR_UNDEF || at % sizeof(float) || at + (size_t)count * sizeof(float) > ds->map_len) return;
     *out = (float *)((char *)ds->map + at);
 }
 
@@ -441,20 +416,18 @@ static void map_floats(hid_t f, const char *name, const m2_dataset *ds, int64_t 
 static void map_file(const char *path, m2_dataset *ds)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     off_t len = lseek(fd, 0, SEEK_END);
     void *p = len > 0 ? mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
-    if (p == MAP_FAILED)
-        return;
+    if (p == MAP_FAILED) return;
     ds->map = p;
     ds->map_len = (size_t)len;
 }
 
 static int read_arrays(hid_t f, m2_dataset *ds, const char *path)
 {
-    int64_t xd[2] = { ds->n_rows, ds->n_features }, yd[2] = { ds->n_rows, ds->n_targets };
+    int64_t xd[2] = {ds->n_rows, ds->n_features}, yd[2] = {ds->n_rows, ds->n_targets};
     map_file(path, ds);
     if (ds->map) {
         float *X, *y;
@@ -476,14 +449,10 @@ static int read_arrays(hid_t f, m2_dataset *ds, const char *path)
 
 static int read_all(hid_t f, m2_dataset *ds, const char *path, int load_raw)
 {
-    if (read_shapes(f, ds, path) || read_attrs(f, ds, path) || read_index(f, ds))
-        return M2_EFAIL;
-    if (check_sessions(ds, path) || check_splits(ds, path) || check_stats(ds, path))
-        return M2_EFAIL;
-    if (read_universe(f, ds) || check_universe(ds, path))
-        return M2_EFAIL;
-    if (read_arrays(f, ds, path) || check_values(ds, path))
-        return M2_EFAIL;
+    if (read_shapes(f, ds, path) || read_attrs(f, ds, path) || read_index(f, ds)) return M2_EFAIL;
+    if (check_sessions(ds, path) || check_splits(ds, path) || check_stats(ds, path)) return M2_EFAIL;
+    if (read_universe(f, ds) || check_universe(ds, path)) return M2_EFAIL;
+    if (read_arrays(f, ds, path) || check_values(ds, path)) return M2_EFAIL;
     return load_raw ? read_raw(f, ds) : M2_OK;
 }
 
@@ -491,11 +460,9 @@ int m2_dataset_read(const char *path, m2_dataset *ds, int load_raw)
 {
     memset(ds, 0, sizeof *ds);
     hid_t f;
-    if (m2_h5_open_read(path, M2_TICKS_SCHEMA, M2_TICKS_VERSION, &f, NULL))
-        return M2_EFAIL;
+    if (m2_h5_open_read(path, M2_TICKS_SCHEMA, M2_TICKS_VERSION, &f, NULL)) return M2_EFAIL;
     int rc = read_all(f, ds, path, load_raw);
     H5Fclose(f);
-    if (rc)
-        m2_dataset_free(ds);
+    if (rc) m2_dataset_free(ds);
     return rc;
 }

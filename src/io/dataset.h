@@ -13,16 +13,16 @@
 enum { M2_SPLIT_TRAIN = 0, M2_SPLIT_VAL = 1, M2_SPLIT_TEST = 2 };
 
 #define M2_MAX_FEATURES 64
-#define M2_MAX_TARGETS 16
+#define M2_MAX_TARGETS  16
 
 typedef struct {
     int64_t n_rows;
     int n_features, n_targets;
-    float *X;                      /* [n_rows, F] z-scored, clipped features */
-    float *y;                      /* [n_rows, O] targets in bp, NaN where a horizon crosses a session end */
+    float *X; /* [n_rows, F] z-scored, clipped features */
+    float *y; /* [n_rows, O] targets in bp, NaN where a horizon crosses a session end */
     int64_t n_sessions;
-    int64_t *sessions;             /* [n_sessions + 1] row offsets */
-    int64_t split[3][2];           /* [begin, end) rows of train, val, test */
+    int64_t *sessions;   /* [n_sessions + 1] row offsets */
+    int64_t split[3][2]; /* [begin, end) rows of train, val, test */
     char feature_names[M2_MAX_FEATURES][32];
     double mean[M2_MAX_FEATURES], std[M2_MAX_FEATURES];
     float clip;
@@ -43,11 +43,11 @@ typedef struct {
     double *book;
     /* the universe: n_instruments >= 1 (a file without /universe is a universe of one) */
     int n_instruments;
-    char (*inst_name)[64];         /* [I] */
-    double *inst_mean, *inst_std;  /* [I, F] each instrument's train-split statistics (raw units) */
-    double *inst_tick;             /* [I] tick size */
-    int32_t *session_inst;         /* [n_sessions] instrument of each session */
-    int64_t cut_ns[2];             /* calendar cuts: train < cut_ns[0] <= val < cut_ns[1] <= test (ns, UTC) */
+    char (*inst_name)[64];        /* [I] */
+    double *inst_mean, *inst_std; /* [I, F] each instrument's train-split statistics (raw units) */
+    double *inst_tick;            /* [I] tick size */
+    int32_t *session_inst;        /* [n_sessions] instrument of each session */
+    int64_t cut_ns[2];            /* calendar cuts: train < cut_ns[0] <= val < cut_ns[1] <= test (ns, UTC) */
     /* set by the reader when X and y point into a read-only mapping of the file (not malloc'd) */
     void *map;
     size_t map_len;
@@ -81,8 +81,7 @@ int m2_dataset_write(const char *path, const m2_dataset *ds);
 
 /* m2_dataset_write plus extra content: `extra` (may be NULL) is called with the open HDF5 file (an hid_t) after
  * the dataset is written and before the atomic commit; a non-zero return abandons the file. */
-int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx),
-                          void *ctx);
+int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx), void *ctx);
 
 void m2_dataset_free(m2_dataset *ds);
 
@@ -95,8 +94,8 @@ int m2_dataset_check(const m2_dataset *ds, const char *origin);
  * and each of its loss positions (t >= burn_in) has at least one finite target. The valid starts are kept as
  * runs of consecutive rows (memory grows with the sessions, not with the rows). */
 typedef struct {
-    int64_t first;                 /* first valid start of the run */
-    int64_t before;                /* valid starts in all earlier runs */
+    int64_t first;  /* first valid start of the run */
+    int64_t before; /* valid starts in all earlier runs */
 } m2_start_run;
 
 typedef struct {
@@ -104,11 +103,11 @@ typedef struct {
     int split, T, burn_in;
     int64_t n_starts;
     int64_t n_runs;
-    m2_start_run *runs;            /* ascending; run k covers starts [first, first + runs[k+1].before - before) */
-    int64_t *inst_first;           /* [I+1]: instrument i's starts are [inst_first[i], inst_first[i+1]) */
-    int32_t *active;               /* the n_active instruments with at least one start */
+    m2_start_run *runs;  /* ascending; run k covers starts [first, first + runs[k+1].before - before) */
+    int64_t *inst_first; /* [I+1]: instrument i's starts are [inst_first[i], inst_first[i+1]) */
+    int32_t *active;     /* the n_active instruments with at least one start */
     int n_active;
-    int uniform;                   /* 1: draw the instrument uniformly first (m2_sampler_set_mode) */
+    int uniform; /* 1: draw the instrument uniformly first (m2_sampler_set_mode) */
 } m2_sampler;
 
 int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int burn_in);

@@ -59,8 +59,7 @@ int m2_parse_horizons(const char *text, const char *what, m2_feature_opts *o)
         if (v[i] < 1 || v[i] > 1e9 || v[i] != floor(v[i]))
             return m2_fail(M2_EUSAGE, "%s (%s): horizon %g is not a positive integer", what, text, v[i]);
         for (int j = 0; j < i; j++)
-            if (v[j] == v[i])
-                return m2_fail(M2_EUSAGE, "%s (%s): horizon %g repeated", what, text, v[i]);
+            if (v[j] == v[i]) return m2_fail(M2_EUSAGE, "%s (%s): horizon %g repeated", what, text, v[i]);
         o->horizons[i] = (int32_t)v[i];
     }
     o->n_horizons = n;
@@ -84,8 +83,7 @@ int m2_parse_split(const char *text, const char *what, m2_feature_opts *o)
 static int insert_boundary(m2_dataset *ds, int64_t r)
 {
     int64_t *s = realloc(ds->sessions, (size_t)(ds->n_sessions + 2) * sizeof *s);
-    if (!s)
-        return m2_fail(M2_EFAIL, "split: out of memory");
+    if (!s) return m2_fail(M2_EFAIL, "split: out of memory");
     ds->sessions = s;
     int64_t i = ds->n_sessions;
     while (s[i] > r) {
@@ -107,8 +105,7 @@ static int place_cut(m2_dataset *ds, int64_t target, double tol, int64_t *cut)
     int64_t best = -1;
     for (int64_t i = 1; i < ds->n_sessions; i++) {
         int64_t b = ds->sessions[i];
-        if (best < 0 || llabs(b - target) < llabs(best - target))
-            best = b;
+        if (best < 0 || llabs(b - target) < llabs(best - target)) best = b;
     }
     if (best >= 0 && (double)llabs(best - target) <= tol) {
         *cut = best;
@@ -116,8 +113,7 @@ static int place_cut(m2_dataset *ds, int64_t target, double tol, int64_t *cut)
     }
     *cut = target;
     for (int64_t i = 0; i <= ds->n_sessions; i++)
-        if (ds->sessions[i] == target)
-            return M2_OK;
+        if (ds->sessions[i] == target) return M2_OK;
     return insert_boundary(ds, target);
 }
 
@@ -125,14 +121,12 @@ int m2_features_split(m2_dataset *ds, const double f[3])
 {
     double n = (double)ds->n_rows;
     int64_t t1 = (int64_t)llround(n * f[0]), t2 = (int64_t)llround(n * (f[0] + f[1]));
-    double rows[3] = { n * f[0], n * f[1], n * f[2] };
+    double rows[3] = {n * f[0], n * f[1], n * f[2]};
     int64_t c1, c2;
-    if (place_cut(ds, t1, 0.25 * fmin(rows[0], rows[1]), &c1) ||
-        place_cut(ds, t2, 0.25 * fmin(rows[1], rows[2]), &c2))
+    if (place_cut(ds, t1, 0.25 * fmin(rows[0], rows[1]), &c1) || place_cut(ds, t2, 0.25 * fmin(rows[1], rows[2]), &c2))
         return M2_EFAIL;
-    if (c2 < c1)
-        c2 = c1;
-    int64_t cuts[4] = { 0, c1, c2, ds->n_rows };
+    if (c2 < c1) c2 = c1;
+    int64_t cuts[4] = {0, c1, c2, ds->n_rows};
     for (int k = 0; k < 3; k++) {
         ds->split[k][0] = cuts[k];
         ds->split[k][1] = cuts[k + 1];
@@ -156,13 +150,11 @@ void m2_depth_imbalance(const double *book, int k, float *x)
 
 int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2)
 {
-    int64_t cuts[4] = { 0, c1, c2, ds->n_rows };
+    int64_t cuts[4] = {0, c1, c2, ds->n_rows};
     for (int k = 1; k <= 2; k++) {
         int inside = cuts[k] > 0 && cuts[k] < ds->n_rows;
-        for (int64_t i = 0; inside && i <= ds->n_sessions; i++)
-            inside = ds->sessions[i] != cuts[k];
-        if (inside && insert_boundary(ds, cuts[k]))
-            return M2_EFAIL;
+        for (int64_t i = 0; inside && i <= ds->n_sessions; i++) inside = ds->sessions[i] != cuts[k];
+        if (inside && insert_boundary(ds, cuts[k])) return M2_EFAIL;
     }
     for (int k = 0; k < 3; k++) {
         ds->split[k][0] = cuts[k];
@@ -181,14 +173,10 @@ static double slog1p(double v) { return v < 0 ? -log1p(-v) : log1p(v); }
 static double ofi(const m2_dataset *ds, int64_t i)
 {
     double e = 0;
-    if (ds->bid_px[i] >= ds->bid_px[i - 1])
-        e += ds->bid_sz[i];
-    if (ds->bid_px[i] <= ds->bid_px[i - 1])
-        e -= ds->bid_sz[i - 1];
-    if (ds->ask_px[i] <= ds->ask_px[i - 1])
-        e -= ds->ask_sz[i];
-    if (ds->ask_px[i] >= ds->ask_px[i - 1])
-        e += ds->ask_sz[i - 1];
+    if (ds->bid_px[i] >= ds->bid_px[i - 1]) e += ds->bid_sz[i];
+    if (ds->bid_px[i] <= ds->bid_px[i - 1]) e -= ds->bid_sz[i - 1];
+    if (ds->ask_px[i] <= ds->ask_px[i - 1]) e -= ds->ask_sz[i];
+    if (ds->ask_px[i] >= ds->ask_px[i - 1]) e += ds->ask_sz[i - 1];
     return e;
 }
 
@@ -211,19 +199,16 @@ static void row_features(const m2_dataset *ds, int64_t i, int first, float *x)
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)
 {
     const int D = M2_N_FEATURES, F = D + ds->n_extra, O = o->n_horizons;
-    if (!(ds->tick_size > 0))
-        return m2_fail(M2_EUSAGE, "tick size (%g): must be > 0", ds->tick_size);
+    if (!(ds->tick_size > 0)) return m2_fail(M2_EUSAGE, "tick size (%g): must be > 0", ds->tick_size);
     free(ds->X);
     free(ds->y);
     ds->X = malloc((size_t)ds->n_rows * F * sizeof *ds->X);
     ds->y = malloc((size_t)ds->n_rows * O * sizeof *ds->y);
-    if (!ds->X || !ds->y)
-        return m2_fail(M2_EFAIL, "features: out of memory for %lld rows", (long long)ds->n_rows);
+    if (!ds->X || !ds->y) return m2_fail(M2_EFAIL, "features: out of memory for %lld rows", (long long)ds->n_rows);
     ds->n_features = F;
     ds->n_targets = O;
-    for (int j = 0; j < D; j++)
-        snprintf(ds->feature_names[j], sizeof ds->feature_names[j], "%s", m2_feature_name[j]);
-    for (int l = 0; l < ds->n_extra; l++)   /* depth levels 1..k, then all k together */
+    for (int j = 0; j < D; j++) snprintf(ds->feature_names[j], sizeof ds->feature_names[j], "%s", m2_feature_name[j]);
+    for (int l = 0; l < ds->n_extra; l++) /* depth levels 1..k, then all k together */
         if (l + 1 < ds->n_extra)
             snprintf(ds->feature_names[D + l], sizeof ds->feature_names[0], "depth_imb_%d", l + 1);
         else
@@ -249,13 +234,11 @@ int m2_features_normalise(m2_dataset *ds, float clip)
 {
     const int F = ds->n_features;
     int64_t b = ds->split[M2_SPLIT_TRAIN][0], e = ds->split[M2_SPLIT_TRAIN][1];
-    if (e <= b)
-        return m2_fail(M2_EFAIL, "normalise: the train split is empty");
+    if (e <= b) return m2_fail(M2_EFAIL, "normalise: the train split is empty");
     for (int j = 0; j < F; j++) {
         /* Two passes in double: exact enough for millions of rows without a compensated sum. */
         double sum = 0, ss = 0;
-        for (int64_t i = b; i < e; i++)
-            sum += ds->X[i * F + j];
+        for (int64_t i = b; i < e; i++) sum += ds->X[i * F + j];
         double mean = sum / (double)(e - b);
         for (int64_t i = b; i < e; i++) {
             double d = ds->X[i * F + j] - mean;

@@ -9,14 +9,14 @@
 
 /* The default features, in column order. */
 enum {
-    M2_FEAT_MID_RET,       /* 1e4 · log(mid_t / mid_{t-1}), 0 at a session's first row */
-    M2_FEAT_SPREAD,        /* (ask - bid) / tick_size */
-    M2_FEAT_QUEUE_IMB,     /* (bid_sz - ask_sz) / (bid_sz + ask_sz), 0 when both are unknown */
-    M2_FEAT_OFI,           /* Cont–Kukanov–Stoikov order-flow imbalance of the event, as sign · log1p(|e|) */
-    M2_FEAT_TRADE,         /* side · log1p(trade_sz), 0 without a trade */
-    M2_FEAT_DT,            /* log1p(seconds since the previous event), 0 at a session's first row */
-    M2_FEAT_TOD_SIN,       /* sin(2π · UTC time of day / 24 h) */
-    M2_FEAT_TOD_COS,       /* cos(2π · UTC time of day / 24 h) */
+    M2_FEAT_MID_RET,   /* 1e4 · log(mid_t / mid_{t-1}), 0 at a session's first row */
+    M2_FEAT_SPREAD,    /* (ask - bid) / tick_size */
+    M2_FEAT_QUEUE_IMB, /* (bid_sz - ask_sz) / (bid_sz + ask_sz), 0 when both are unknown */
+    M2_FEAT_OFI,       /* Cont–Kukanov–Stoikov order-flow imbalance of the event, as sign · log1p(|e|) */
+    M2_FEAT_TRADE,     /* side · log1p(trade_sz), 0 without a trade */
+    M2_FEAT_DT,        /* log1p(seconds since the previous event), 0 at a session's first row */
+    M2_FEAT_TOD_SIN,   /* sin(2π · UTC time of day / 24 h) */
+    M2_FEAT_TOD_COS,   /* cos(2π · UTC time of day / 24 h) */
     M2_N_FEATURES
 };
 
@@ -24,9 +24,9 @@ extern const char *const m2_feature_name[M2_N_FEATURES];
 
 typedef struct {
     int n_horizons;
-    int32_t horizons[M2_MAX_TARGETS];  /* in events (rows) */
-    double split[3];                   /* train, val, test fractions of the rows, summing to 1 */
-    float clip;                        /* |z| clip after z-scoring */
+    int32_t horizons[M2_MAX_TARGETS]; /* in events (rows) */
+    double split[3];                  /* train, val, test fractions of the rows, summing to 1 */
+    float clip;                       /* |z| clip after z-scoring */
 } m2_feature_opts;
 
 /* horizons 10,50,100; split 0.8,0.1,0.1; clip 5. */

@@ -27,7 +27,7 @@ void m2_h5_quiet(void)
 
 typedef struct {
     char outer[160], inner[160];
-    int damaged;                   /* a signature/EOF problem somewhere in the stack */
+    int damaged; /* a signature/EOF problem somewhere in the stack */
 } stack_fold;
 
 static herr_t fold_entry(unsigned n, const H5E_error2_t *e, void *arg)
@@ -36,18 +36,17 @@ static herr_t fold_entry(unsigned n, const H5E_error2_t *e, void *arg)
     char minor[160] = "";
     H5Eget_msg(e->min_num, NULL, minor, sizeof minor);
     const char *desc = e->desc && e->desc[0] ? e->desc : minor;
-    if (n == 0)
-        snprintf(f->outer, sizeof f->outer, "%s", desc);
+    if (n == 0) snprintf(f->outer, sizeof f->outer, "%s", desc);
     snprintf(f->inner, sizeof f->inner, "%s", desc);
-    if (strstr(desc, "signature") || strstr(desc, "truncated") || strstr(desc, "eof") ||
-        strstr(minor, "signature") || strstr(minor, "truncated"))
+    if (strstr(desc, "signature") || strstr(desc, "truncated") || strstr(desc, "eof") || strstr(minor, "signature") ||
+        strstr(minor, "truncated"))
         f->damaged = 1;
     return 0;
 }
 
 int m2_h5_fail(int code, const char *what, const char *file, const char *fallback)
 {
-    stack_fold f = { "", "", 0 };
+    stack_fold f = {"", "", 0};
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, fold_entry, &f);
     H5Eclear2(H5E_DEFAULT);
     const char *why = fallback ? fallback : "HDF5 call failed";
@@ -65,10 +64,8 @@ int m2_h5_fail(int code, const char *what, const char *file, const char *fallbac
 /* File name and object path of a location, for messages. */
 static void where(hid_t obj, char *file, size_t fcap, char *path, size_t pcap)
 {
-    if (H5Fget_name(obj, file, fcap) < 0)
-        snprintf(file, fcap, "?");
-    if (H5Iget_name(obj, path, pcap) <= 0)
-        snprintf(path, pcap, "/");
+    if (H5Fget_name(obj, file, fcap) < 0) snprintf(file, fcap, "?");
+    if (H5Iget_name(obj, path, pcap) <= 0) snprintf(path, pcap, "/");
     H5Eclear2(H5E_DEFAULT);
 }
 
@@ -114,7 +111,7 @@ static hid_t file_type(m2_h5_type t)
 
 size_t m2_h5_type_size(m2_h5_type t)
 {
-    static const size_t size[] = { 4, 8, 8, 4, 1 };
+    static const size_t size[] = {4, 8, 8, 4, 1};
     return size[t];
 }
 
@@ -149,21 +146,17 @@ int m2_h5_open_read(const char *path, const char *schema, int max_version, hid_t
     m2_h5_quiet();
     *file = H5I_INVALID_HID;
     struct stat st;
-    if (stat(path, &st) != 0)
-        return m2_fail(M2_EFAIL, "open (%s): %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return m2_fail(M2_EFAIL, "open (%s): is a directory", path);
+    if (stat(path, &st) != 0) return m2_fail(M2_EFAIL, "open (%s): %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return m2_fail(M2_EFAIL, "open (%s): is a directory", path);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        return m2_h5_fail(M2_EFAIL, "open", path, "not an HDF5 file or truncated");
+    if (f < 0) return m2_h5_fail(M2_EFAIL, "open", path, "not an HDF5 file or truncated");
     char stored[128];
     if (!m2_h5_attr_exists(f, "schema")) {
         H5Fclose(f);
         return m2_fail(M2_EFAIL, "open (%s): not a %s file (no schema attribute)", path, schema);
     }
     int32_t v = 0;
-    if (m2_h5_attr_get_str(f, "schema", stored, sizeof stored) != M2_OK)
-        snprintf(stored, sizeof stored, "?");
+    if (m2_h5_attr_get_str(f, "schema", stored, sizeof stored) != M2_OK) snprintf(stored, sizeof stored, "?");
     if (strcmp(stored, schema) != 0) {
         H5Fclose(f);
         return m2_fail(M2_EFAIL, "open (%s): not a %s file (schema is \"%.60s\")", path, schema, stored);
@@ -174,14 +167,11 @@ int m2_h5_open_read(const char *path, const char *schema, int max_version, hid_t
     }
     if (v > max_version || v < 1) {
         H5Fclose(f);
-        if (v < 1)
-            return m2_fail(M2_EFAIL, "open (%s): invalid schema_version %d", path, (int)v);
-        return m2_fail(M2_EFAIL, "open (%s): schema_version %d is newer than supported %d", path, (int)v,
-                       max_version);
+        if (v < 1) return m2_fail(M2_EFAIL, "open (%s): invalid schema_version %d", path, (int)v);
+        return m2_fail(M2_EFAIL, "open (%s): schema_version %d is newer than supported %d", path, (int)v, max_version);
     }
     *file = f;
-    if (version)
-        *version = v;
+    if (version) *version = v;
     return M2_OK;
 }
 
@@ -208,10 +198,8 @@ int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int vers
     char dir[4096];
     const char *base;
     split_dir(path, dir, sizeof dir, &base);
-    if (!*base)
-        return m2_fail(M2_EUSAGE, "create (%s): not a file name", path);
-    if (access(dir, W_OK) != 0)
-        return m2_fail(M2_EFAIL, "create (%s): folder %s: %s", path, dir, strerror(errno));
+    if (!*base) return m2_fail(M2_EUSAGE, "create (%s): not a file name", path);
+    if (access(dir, W_OK) != 0) return m2_fail(M2_EFAIL, "create (%s): folder %s: %s", path, dir, strerror(errno));
     if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
         snprintf(w->tmp, sizeof w->tmp, "%s/.%s.tmp.%ld", dir, base, (long)getpid()) >= (int)sizeof w->tmp)
         return m2_fail(M2_EUSAGE, "create (%.200s): path too long", path);
@@ -226,8 +214,7 @@ int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int vers
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    if (w->file < 0)
-        return m2_h5_fail(M2_EFAIL, "create", w->tmp, "cannot create");
+    if (w->file < 0) return m2_h5_fail(M2_EFAIL, "create", w->tmp, "cannot create");
     char utc[32];
     m2_h5_utc_now(utc, sizeof utc);
     if (m2_h5_attr_put_str(w->file, "schema", schema) || m2_h5_attr_put_i32(w->file, "schema_version", version) ||
@@ -241,8 +228,7 @@ int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int vers
 static int fsync_path(const char *path, int flags)
 {
     int fd = open(path, flags);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     int rc = fsync(fd);
     int saved = errno;
     close(fd);
@@ -252,8 +238,7 @@ static int fsync_path(const char *path, int flags)
 
 int m2_h5_commit(m2_h5_writer *w)
 {
-    if (w->file < 0)
-        return m2_fail(M2_EFAIL, "write (%s): file is not open", w->path);
+    if (w->file < 0) return m2_fail(M2_EFAIL, "write (%s): file is not open", w->path);
     herr_t fl = H5Fflush(w->file, H5F_SCOPE_GLOBAL);
     herr_t cl = H5Fclose(w->file);
     w->file = H5I_INVALID_HID;
@@ -277,12 +262,10 @@ int m2_h5_commit(m2_h5_writer *w)
 
 void m2_h5_abort(m2_h5_writer *w)
 {
-    if (w->file >= 0)
-        H5Fclose(w->file);
+    if (w->file >= 0) H5Fclose(w->file);
     w->file = H5I_INVALID_HID;
     H5Eclear2(H5E_DEFAULT);
-    if (w->tmp[0])
-        unlink(w->tmp);
+    if (w->tmp[0]) unlink(w->tmp);
 }
 
 /* ---- attributes ----------------------------------------------------------------------------------- */
@@ -298,12 +281,10 @@ int m2_h5_attr_exists(hid_t obj, const char *name)
 static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space, const void *data)
 {
     m2_h5_quiet();
-    if (m2_h5_attr_exists(obj, name))
-        H5Adelete(obj, name);
+    if (m2_h5_attr_exists(obj, name)) H5Adelete(obj, name);
     hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, mtype, data);
-    if (a >= 0)
-        H5Aclose(a);
+    if (a >= 0) H5Aclose(a);
     H5Sclose(space);
     return rc < 0 ? fail_at(obj, "writing attribute", name, "cannot write") : M2_OK;
 }
@@ -329,13 +310,11 @@ int m2_h5_attr_put_strs(hid_t obj, const char *name, const char *values, size_t 
     size_t len = 1;
     for (int i = 0; i < n; i++) {
         size_t l = strnlen(values + (size_t)i * stride, stride);
-        if (l + 1 > len)
-            len = l + 1;
+        if (l + 1 > len) len = l + 1;
     }
     /* Repack at the stored width so each string is NUL-terminated even when it filled its slot. */
     char *packed = calloc(n > 0 ? (size_t)n : 1, len);
-    if (!packed)
-        return m2_fail(M2_EFAIL, "attribute %s: out of memory", name);
+    if (!packed) return m2_fail(M2_EFAIL, "attribute %s: out of memory", name);
     for (int i = 0; i < n; i++)
         memcpy(packed + (size_t)i * len, values + (size_t)i * stride, strnlen(values + (size_t)i * stride, stride));
     hid_t t = fixed_string_type(len);
@@ -367,11 +346,9 @@ int m2_h5_attr_put_f32(hid_t obj, const char *name, float v) { return put_scalar
 static int attr_open(hid_t obj, const char *name, hid_t *attr, hid_t *ftype, int64_t *count)
 {
     m2_h5_quiet();
-    if (!m2_h5_attr_exists(obj, name))
-        return fail_at(obj, "attribute", name, "missing");
+    if (!m2_h5_attr_exists(obj, name)) return fail_at(obj, "attribute", name, "missing");
     *attr = H5Aopen(obj, name, H5P_DEFAULT);
-    if (*attr < 0)
-        return fail_at(obj, "attribute", name, "cannot open");
+    if (*attr < 0) return fail_at(obj, "attribute", name, "cannot open");
     hid_t space = H5Aget_space(*attr);
     int rank = H5Sget_simple_extent_ndims(space);
     *count = H5Sget_simple_extent_npoints(space);
@@ -389,8 +366,7 @@ int m2_h5_attr_get_vec(hid_t obj, const char *name, m2_h5_type type, int64_t cap
 {
     hid_t a, ft;
     int64_t count;
-    if (attr_open(obj, name, &a, &ft, &count))
-        return M2_EFAIL;
+    if (attr_open(obj, name, &a, &ft, &count)) return M2_EFAIL;
     const char *why = class_mismatch(ft, type);
     char buf[96];
     if (!why && count > cap) {
@@ -400,10 +376,8 @@ int m2_h5_attr_get_vec(hid_t obj, const char *name, m2_h5_type type, int64_t cap
     herr_t rc = why ? -1 : H5Aread(a, mem_type(type), values);
     H5Tclose(ft);
     H5Aclose(a);
-    if (rc < 0)
-        return fail_at(obj, "attribute", name, why ? why : "cannot read");
-    if (n)
-        *n = count;
+    if (rc < 0) return fail_at(obj, "attribute", name, why ? why : "cannot read");
+    if (n) *n = count;
     return M2_OK;
 }
 
@@ -411,10 +385,8 @@ static int get_scalar(hid_t obj, const char *name, m2_h5_type type, void *out)
 {
     int64_t n = 0;
     unsigned char tmp[8];
-    if (m2_h5_attr_get_vec(obj, name, type, 1, tmp, &n))
-        return M2_EFAIL;
-    if (n != 1)
-        return fail_at(obj, "attribute", name, "expected one value");
+    if (m2_h5_attr_get_vec(obj, name, type, 1, tmp, &n)) return M2_EFAIL;
+    if (n != 1) return fail_at(obj, "attribute", name, "expected one value");
     memcpy(out, tmp, m2_h5_type_size(type));
     return M2_OK;
 }
@@ -428,15 +400,13 @@ int m2_h5_attr_get_f32(hid_t obj, const char *name, float *v) { return get_scala
 static int read_strings(hid_t obj, const char *name, hid_t a, hid_t ft, int64_t count, char *out, size_t stride)
 {
     const char *why = NULL;
-    if (H5Tget_class(ft) != H5T_STRING)
-        return fail_at(obj, "attribute", name, "not a string");
+    if (H5Tget_class(ft) != H5T_STRING) return fail_at(obj, "attribute", name, "not a string");
     if (H5Tis_variable_str(ft) > 0) {
         char **ptrs = calloc((size_t)count + 1, sizeof *ptrs);
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, H5T_VARIABLE);
         H5Tset_cset(mt, H5Tget_cset(ft)); /* h5py writes UTF-8; HDF5 converts no character sets */
-        if (!ptrs || H5Aread(a, mt, ptrs) < 0)
-            why = "cannot read";
+        if (!ptrs || H5Aread(a, mt, ptrs) < 0) why = "cannot read";
         for (int64_t i = 0; i < count && !why; i++) {
             const char *s = ptrs[i] ? ptrs[i] : "";
             if (strlen(s) >= stride)
@@ -444,8 +414,7 @@ static int read_strings(hid_t obj, const char *name, hid_t a, hid_t ft, int64_t 
             else
                 memcpy(out + i * stride, s, strlen(s) + 1);
         }
-        for (int64_t i = 0; ptrs && i < count; i++)
-            H5free_memory(ptrs[i]);
+        for (int64_t i = 0; ptrs && i < count; i++) H5free_memory(ptrs[i]);
         free(ptrs);
         H5Tclose(mt);
     } else {
@@ -453,8 +422,7 @@ static int read_strings(hid_t obj, const char *name, hid_t a, hid_t ft, int64_t 
         char *buf = calloc((size_t)count + 1, size + 1);
         hid_t mt = fixed_string_type(size + 1);
         H5Tset_cset(mt, H5Tget_cset(ft));
-        if (!buf || H5Aread(a, mt, buf) < 0)
-            why = "cannot read";
+        if (!buf || H5Aread(a, mt, buf) < 0) why = "cannot read";
         for (int64_t i = 0; i < count && !why; i++) {
             const char *s = buf + i * (size + 1);
             if (strlen(s) >= stride)
@@ -472,10 +440,8 @@ int m2_h5_attr_get_str(hid_t obj, const char *name, char *out, size_t cap)
 {
     hid_t a, ft;
     int64_t count;
-    if (cap)
-        out[0] = '\0';
-    if (attr_open(obj, name, &a, &ft, &count))
-        return M2_EFAIL;
+    if (cap) out[0] = '\0';
+    if (attr_open(obj, name, &a, &ft, &count)) return M2_EFAIL;
     int rc = count == 1 ? read_strings(obj, name, a, ft, 1, out, cap)
                         : fail_at(obj, "attribute", name, "expected one string");
     H5Tclose(ft);
@@ -487,8 +453,7 @@ int m2_h5_attr_get_strs(hid_t obj, const char *name, char *out, size_t stride, i
 {
     hid_t a, ft;
     int64_t count;
-    if (attr_open(obj, name, &a, &ft, &count))
-        return M2_EFAIL;
+    if (attr_open(obj, name, &a, &ft, &count)) return M2_EFAIL;
     int rc;
     if (count > cap) {
         char why[96];
@@ -498,8 +463,7 @@ int m2_h5_attr_get_strs(hid_t obj, const char *name, char *out, size_t stride, i
         rc = read_strings(obj, name, a, ft, count, out, stride);
     H5Tclose(ft);
     H5Aclose(a);
-    if (rc == M2_OK && n)
-        *n = (int)count;
+    if (rc == M2_OK && n) *n = (int)count;
     return rc;
 }
 
@@ -508,19 +472,16 @@ int m2_h5_attr_get_strs(hid_t obj, const char *name, char *out, size_t stride, i
 int m2_h5_exists(hid_t loc, const char *path)
 {
     char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return 0;
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
     /* H5Lexists requires every intermediate link to exist, so test prefix by prefix. */
-    for (char *p = buf + (buf[0] == '/'); ; p++) {
+    for (char *p = buf + (buf[0] == '/');; p++) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
             htri_t e = H5Lexists(loc, buf, H5P_DEFAULT);
             H5Eclear2(H5E_DEFAULT);
-            if (e <= 0)
-                return 0;
-            if (saved == '\0')
-                return 1;
+            if (e <= 0) return 0;
+            if (saved == '\0') return 1;
             *p = saved;
         }
     }
@@ -530,19 +491,16 @@ int m2_h5_exists(hid_t loc, const char *path)
 static int make_parents(hid_t loc, const char *path)
 {
     char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return fail_at(loc, "dataset", path, "path too long");
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return fail_at(loc, "dataset", path, "path too long");
     for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
+        if (*p != '/') continue;
         *p = '\0';
         if (!m2_h5_exists(loc, buf)) {
             hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
             H5Pset_obj_track_times(gcpl, 0);
             hid_t g = H5Gcreate2(loc, buf, H5P_DEFAULT, gcpl, H5P_DEFAULT);
             H5Pclose(gcpl);
-            if (g < 0)
-                return fail_at(loc, "group", buf, "cannot create");
+            if (g < 0) return fail_at(loc, "group", buf, "cannot create");
             H5Gclose(g);
         }
         *p = '/';
@@ -550,14 +508,12 @@ static int make_parents(hid_t loc, const char *path)
     return M2_OK;
 }
 
-int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims,
-                const void *data, int compress)
+int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, const void *data,
+                int compress)
 {
     m2_h5_quiet();
-    if (rank < 1 || rank > M2_H5_MAX_RANK)
-        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
-    if (make_parents(loc, path))
-        return M2_EFAIL;
+    if (rank < 1 || rank > M2_H5_MAX_RANK) return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (make_parents(loc, path)) return M2_EFAIL;
     hsize_t d[M2_H5_MAX_RANK], chunk[M2_H5_MAX_RANK];
     size_t n = 1;
     for (int i = 0; i < rank; i++) {
@@ -575,8 +531,7 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
         }
         size_t rows = (256u << 10) / (m2_h5_type_size(type) * row);
         chunk[0] = rows < 1 ? 1 : rows;
-        if (d[0] > 0 && chunk[0] > d[0])
-            chunk[0] = d[0];
+        if (d[0] > 0 && chunk[0] > d[0]) chunk[0] = d[0];
         H5Pset_chunk(dcpl, rank, chunk);
         H5Pset_shuffle(dcpl);
         H5Pset_deflate(dcpl, 4);
@@ -584,10 +539,8 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
     hid_t space = H5Screate_simple(rank, d, NULL);
     hid_t ds = H5Dcreate2(loc, path, file_type(type), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     herr_t rc = ds < 0 ? -1 : 0;
-    if (rc == 0 && n > 0 && data)
-        rc = H5Dwrite(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-    if (ds >= 0)
-        H5Dclose(ds);
+    if (rc == 0 && n > 0 && data) rc = H5Dwrite(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (ds >= 0) H5Dclose(ds);
     H5Sclose(space);
     H5Pclose(dcpl);
     return rc < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
@@ -598,18 +551,15 @@ static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
     size_t len = 0;
     for (int i = 0; i < rank && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? "," : "[", (long long)dims[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
+    if (len < cap) snprintf(buf + len, cap - len, "]");
 }
 
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims)
 {
     m2_h5_quiet();
-    if (!m2_h5_exists(loc, path))
-        return fail_at(loc, "dataset", path, "missing");
+    if (!m2_h5_exists(loc, path)) return fail_at(loc, "dataset", path, "missing");
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (ds < 0)
-        return fail_at(loc, "dataset", path, "cannot open (not a dataset?)");
+    if (ds < 0) return fail_at(loc, "dataset", path, "cannot open (not a dataset?)");
     hid_t space = H5Dget_space(ds), ft = H5Dget_type(ds);
     int r = H5Sget_simple_extent_ndims(space);
     hsize_t d[H5S_MAX_RANK];
@@ -619,24 +569,20 @@ int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims)
     H5Sclose(space);
     H5Dclose(ds);
     char why[96];
-    if (cls != H5T_FLOAT && cls != H5T_INTEGER)
-        return fail_at(loc, "dataset", path, "not a numeric array");
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) return fail_at(loc, "dataset", path, "not a numeric array");
     if (r != rank) {
         snprintf(why, sizeof why, "has %d dimensions, expected %d", r, rank);
         return fail_at(loc, "dataset", path, why);
     }
-    for (int i = 0; i < rank; i++)
-        dims[i] = (int64_t)d[i];
+    for (int i = 0; i < rank; i++) dims[i] = (int64_t)d[i];
     return M2_OK;
 }
 
 int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, void *data)
 {
     int64_t got[M2_H5_MAX_RANK];
-    if (rank < 1 || rank > M2_H5_MAX_RANK)
-        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
-    if (m2_h5_shape(loc, path, rank, got))
-        return M2_EFAIL;
+    if (rank < 1 || rank > M2_H5_MAX_RANK) return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (m2_h5_shape(loc, path, rank, got)) return M2_EFAIL;
     for (int i = 0; i < rank; i++)
         if (got[i] != dims[i]) {
             char a[64], b[64], why[160];
@@ -650,12 +596,10 @@ int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int
     const char *why = class_mismatch(ft, type);
     H5Tclose(ft);
     size_t n = 1;
-    for (int i = 0; i < rank; i++)
-        n *= (size_t)dims[i];
+    for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
     herr_t rc = why ? -1 : n == 0 ? 0 : H5Dread(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
     H5Dclose(ds);
-    if (rc < 0)
-        return fail_at(loc, "dataset", path, why ? why : "cannot read (file damaged?)");
+    if (rc < 0) return fail_at(loc, "dataset", path, why ? why : "cannot read (file damaged?)");
     return M2_OK;
 }
 
@@ -663,19 +607,15 @@ int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int
 {
     *data = NULL;
     int64_t got[M2_H5_MAX_RANK];
-    if (rank < 1 || rank > M2_H5_MAX_RANK)
-        return fail_at(loc, "dataset", path, "rank must be 1 to 3");
-    if (m2_h5_shape(loc, path, rank, got))
-        return M2_EFAIL;
+    if (rank < 1 || rank > M2_H5_MAX_RANK) return fail_at(loc, "dataset", path, "rank must be 1 to 3");
+    if (m2_h5_shape(loc, path, rank, got)) return M2_EFAIL;
     size_t n = 1;
     for (int i = 0; i < rank; i++) {
-        if (dims[i] < 0)
-            dims[i] = got[i];
+        if (dims[i] < 0) dims[i] = got[i];
         n *= (size_t)dims[i];
     }
     void *buf = malloc(n ? n * m2_h5_type_size(type) : 1);
-    if (!buf)
-        return fail_at(loc, "dataset", path, "out of memory");
+    if (!buf) return fail_at(loc, "dataset", path, "out of memory");
     if (m2_h5_read(loc, path, type, rank, dims, buf)) {
         free(buf);
         return M2_EFAIL;
@@ -698,12 +638,12 @@ int m2_h5_write_strs(hid_t loc, const char *path, const char *values, size_t str
     m2_h5_quiet();
     hid_t type = fixed_string_type(stride);
     hsize_t dim = (hsize_t)n;
-    hid_t space = H5Screate_simple(1, &dim, NULL), lcpl = string_dataset_parents(), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t space = H5Screate_simple(1, &dim, NULL), lcpl = string_dataset_parents(),
+          dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(dcpl, 0);
     hid_t d = H5Dcreate2(loc, path, type, space, lcpl, dcpl, H5P_DEFAULT);
     herr_t st = d < 0 ? -1 : H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
-    if (d >= 0)
-        H5Dclose(d);
+    if (d >= 0) H5Dclose(d);
     H5Pclose(dcpl);
     H5Pclose(lcpl);
     H5Sclose(space);
@@ -715,8 +655,7 @@ int m2_h5_read_strs(hid_t loc, const char *path, char *out, size_t stride, int64
 {
     m2_h5_quiet();
     hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (d < 0)
-        return fail_at(loc, "dataset", path, "missing");
+    if (d < 0) return fail_at(loc, "dataset", path, "missing");
     hid_t space = H5Dget_space(d);
     hssize_t count = H5Sget_simple_extent_npoints(space);
     H5Sclose(space);

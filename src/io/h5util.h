@@ -38,9 +38,9 @@ int m2_h5_open_read(const char *path, const char *schema, int max_version, hid_t
 
 /* A file being written under a temporary name in the destination's folder. */
 typedef struct {
-    hid_t file;                    /* write into this */
-    char path[4096];               /* final name */
-    char tmp[4096];                /* temporary name: "<dir>/.<base>.tmp.<pid>" */
+    hid_t file;      /* write into this */
+    char path[4096]; /* final name */
+    char tmp[4096];  /* temporary name: "<dir>/.<base>.tmp.<pid>" */
 } m2_h5_writer;
 
 /* Creates the temporary file and writes the root attributes schema, schema_version and created_utc
@@ -100,8 +100,8 @@ int m2_h5_attr_exists(hid_t obj, const char *name);
 /* Writes a rank-1, 2 or 3 array at `path` (intermediate groups are created). With compress != 0 the
  * dataset is chunked with shuffle + deflate (for raw arrays kept for audits); otherwise it is contiguous and
  * uncompressed, so readers can load it in one call. */
-int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims,
-                const void *data, int compress);
+int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, const void *data,
+                int compress);
 
 /* The shape of the dataset at `path`: fails if it is missing, is not numeric, or its rank is not `rank`. */
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims);

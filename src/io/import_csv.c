@@ -27,15 +27,15 @@ static int64_t days_from_civil(int64_t y, int m, int d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;                                   /* [0, 399] */
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;  /* [0, 365], March-based */
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* [0, 146096] */
+    int64_t yoe = y - era * 400;                                  /* [0, 399] */
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1; /* [0, 365], March-based */
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;          /* [0, 146096] */
     return era * 146097 + doe - 719468;
 }
 
 static int days_in_month(int y, int m)
 {
-    static const int dm[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+    static const int dm[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     return m == 2 && leap ? 29 : dm[m - 1];
 }
@@ -45,8 +45,7 @@ static int digits(const char **p, int n, int *out)
 {
     int v = 0;
     for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)(*p)[i]))
-            return -1;
+        if (!isdigit((unsigned char)(*p)[i])) return -1;
         v = v * 10 + ((*p)[i] - '0');
     }
     *p += n;
@@ -57,22 +56,15 @@ static int digits(const char **p, int n, int *out)
 static int parse_offset(const char *p, int64_t *offset_s)
 {
     *offset_s = 0;
-    if (*p == '\0')
-        return 0;
-    if (*p == 'Z' || *p == 'z')
-        return p[1] == '\0' ? 0 : -1;
-    if (*p != '+' && *p != '-')
-        return -1;
+    if (*p == '\0') return 0;
+    if (*p == 'Z' || *p == 'z') return p[1] == '\0' ? 0 : -1;
+    if (*p != '+' && *p != '-') return -1;
     int sign = *p == '-' ? -1 : 1, hh, mm = 0;
     p++;
-    if (digits(&p, 2, &hh))
-        return -1;
-    if (*p == ':')
-        p++;
-    if (*p && digits(&p, 2, &mm))
-        return -1;
-    if (*p || hh > 23 || mm > 59)
-        return -1;
+    if (digits(&p, 2, &hh)) return -1;
+    if (*p == ':') p++;
+    if (*p && digits(&p, 2, &mm)) return -1;
+    if (*p || hh > 23 || mm > 59) return -1;
     *offset_s = sign * (hh * 3600 + mm * 60);
     return 0;
 }
@@ -84,34 +76,27 @@ int m2_parse_timestamp(const char *text, int64_t *ns)
         errno = 0;
         char *end;
         long long v = strtoll(p, &end, 10);
-        if (errno || *end)
-            return M2_EFAIL;
+        if (errno || *end) return M2_EFAIL;
         *ns = v;
         return M2_OK;
     }
     int y, mo, d, h, mi, s;
-    if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d))
+    if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d)) return M2_EFAIL;
+    if ((*p != 'T' && *p != 't' && *p != ' ') || (p++, digits(&p, 2, &h)) || *p++ != ':' || digits(&p, 2, &mi) ||
+        *p++ != ':' || digits(&p, 2, &s))
         return M2_EFAIL;
-    if ((*p != 'T' && *p != 't' && *p != ' ') || (p++, digits(&p, 2, &h)) || *p++ != ':' ||
-        digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &s))
-        return M2_EFAIL;
-    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59)
-        return M2_EFAIL;
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59) return M2_EFAIL;
     int64_t frac = 0;
     if (*p == '.' || *p == ',') {
         p++;
         int n = 0;
         for (; isdigit((unsigned char)*p); p++, n++)
-            if (n < 9)
-                frac = frac * 10 + (*p - '0');   /* digits beyond nanoseconds are dropped */
-        if (n == 0)
-            return M2_EFAIL;
-        for (int k = n; k < 9; k++)
-            frac *= 10;
+            if (n < 9) frac = frac * 10 + (*p - '0'); /* digits beyond nanoseconds are dropped */
+        if (n == 0) return M2_EFAIL;
+        for (int k = n; k < 9; k++) frac *= 10;
     }
     int64_t offset;
-    if (parse_offset(p, &offset))
-        return M2_EFAIL;
+    if (parse_offset(p, &offset)) return M2_EFAIL;
     int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset;
     *ns = secs * 1000000000LL + frac;
     return M2_OK;
@@ -127,8 +112,7 @@ static int split_fields(char *line, char **f, int cap)
     int n = 0;
     char *p = line;
     for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
+        while (*p == ' ' || *p == '\t') p++;
         char *out = p, *start = p;
         if (*p == '"') {
             p++;
@@ -141,59 +125,49 @@ static int split_fields(char *line, char **f, int cap)
                 } else
                     *out++ = *p;
             }
-            while (*p && *p != ',')
-                p++;
+            while (*p && *p != ',') p++;
         } else {
-            while (*p && *p != ',')
-                p++;
+            while (*p && *p != ',') p++;
             out = p;
         }
         char sep = *p;
         *out = '\0';
-        while (out > start && isspace((unsigned char)out[-1]))
-            *--out = '\0';
-        if (n < cap)
-            f[n] = start;
+        while (out > start && isspace((unsigned char)out[-1])) *--out = '\0';
+        if (n < cap) f[n] = start;
         n++;
-        if (sep != ',')
-            return n;
+        if (sep != ',') return n;
         p++;
     }
 }
 
 enum { C_TS, C_BID, C_ASK, C_BID_SIZE, C_ASK_SIZE, C_PRICE, C_SIZE, C_SIDE, N_COLS };
-static const char *const col_names[N_COLS] = { "ts", "bid", "ask", "bid_size", "ask_size", "price", "size", "side" };
+static const char *const col_names[N_COLS] = {"ts", "bid", "ask", "bid_size", "ask_size", "price", "size", "side"};
 
 typedef struct {
-    int col[N_COLS];               /* field index of each column, -1 if absent */
-    int quotes;                    /* bid,ask present */
-    int needed;                    /* fields a row must have */
+    int col[N_COLS]; /* field index of each column, -1 if absent */
+    int quotes;      /* bid,ask present */
+    int needed;      /* fields a row must have */
 } header;
 
 static int parse_header(char *line, const char *csv, header *h)
 {
     char *f[MAX_FIELDS];
     int n = split_fields(line, f, MAX_FIELDS);
-    if (n > MAX_FIELDS)
-        return m2_fail(M2_EFAIL, "header (%s:1): more than %d columns", csv, MAX_FIELDS);
-    for (int c = 0; c < N_COLS; c++)
-        h->col[c] = -1;
+    if (n > MAX_FIELDS) return m2_fail(M2_EFAIL, "header (%s:1): more than %d columns", csv, MAX_FIELDS);
+    for (int c = 0; c < N_COLS; c++) h->col[c] = -1;
     h->needed = 0;
     for (int i = 0; i < n; i++) {
-        for (char *p = f[i]; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
-        const char *name = f[i] + (strncmp(f[i], "\xef\xbb\xbf", 3) == 0 ? 3 : 0);  /* UTF-8 BOM */
+        for (char *p = f[i]; *p; p++) *p = (char)tolower((unsigned char)*p);
+        const char *name = f[i] + (strncmp(f[i], "\xef\xbb\xbf", 3) == 0 ? 3 : 0); /* UTF-8 BOM */
         for (int c = 0; c < N_COLS; c++)
             if (strcmp(name, col_names[c]) == 0) {
                 if (h->col[c] >= 0)
                     return m2_fail(M2_EFAIL, "header (%s:1): column %s appears twice", csv, col_names[c]);
                 h->col[c] = i;
-                if (i + 1 > h->needed)
-                    h->needed = i + 1;
+                if (i + 1 > h->needed) h->needed = i + 1;
             }
     }
-    if (h->col[C_TS] < 0)
-        return m2_fail(M2_EFAIL, "header (%s:1): no ts column", csv);
+    if (h->col[C_TS] < 0) return m2_fail(M2_EFAIL, "header (%s:1): no ts column", csv);
     h->quotes = h->col[C_BID] >= 0 && h->col[C_ASK] >= 0;
     if (!h->quotes && h->col[C_PRICE] < 0)
         return m2_fail(M2_EFAIL, "header (%s:1): needs bid,ask (quotes) or price (trades) columns", csv);
@@ -205,21 +179,18 @@ static int parse_header(char *line, const char *csv, header *h)
 static int rows_grow(rows *r)
 {
     int64_t cap = r->cap ? 2 * r->cap : 4096;
-    void **arrays[] = { (void **)&r->ts, (void **)&r->bid, (void **)&r->ask, (void **)&r->bsz,
-                        (void **)&r->asz, (void **)&r->tpx, (void **)&r->tsz };
+    void **arrays[] = {(void **)&r->ts,  (void **)&r->bid, (void **)&r->ask, (void **)&r->bsz,
+                       (void **)&r->asz, (void **)&r->tpx, (void **)&r->tsz};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         void *p = realloc(*arrays[i], (size_t)cap * 8);
-        if (!p)
-            return m2_fail(M2_EFAIL, "import: out of memory");
+        if (!p) return m2_fail(M2_EFAIL, "import: out of memory");
         *arrays[i] = p;
     }
     int8_t *s = realloc(r->side, (size_t)cap);
     float *x = r->n_extra ? realloc(r->extra, (size_t)cap * (size_t)r->n_extra * sizeof *x) : NULL;
-    if (!s || (r->n_extra && !x))
-        return m2_fail(M2_EFAIL, "import: out of memory");
+    if (!s || (r->n_extra && !x)) return m2_fail(M2_EFAIL, "import: out of memory");
     r->side = s;
-    if (r->n_extra)
-        r->extra = x;
+    if (r->n_extra) r->extra = x;
     r->cap = cap;
     return M2_OK;
 }
@@ -252,22 +223,18 @@ static const char *number(const char *text, const char *name, double dflt, int e
 
 static int parse_side(const char *t)
 {
-    static const char *const buy[] = { "b", "buy", "1", "+1", "bid" }, *const sell[] = { "s", "sell", "-1", "ask" };
+    static const char *const buy[] = {"b", "buy", "1", "+1", "bid"}, *const sell[] = {"s", "sell", "-1", "ask"};
     for (size_t i = 0; i < sizeof buy / sizeof buy[0]; i++)
-        if (strcasecmp(t, buy[i]) == 0)
-            return 1;
+        if (strcasecmp(t, buy[i]) == 0) return 1;
     for (size_t i = 0; i < sizeof sell / sizeof sell[0]; i++)
-        if (strcasecmp(t, sell[i]) == 0)
-            return -1;
-    if (!*t || strcmp(t, "0") == 0 || strcasecmp(t, "n") == 0 || strcasecmp(t, "none") == 0)
-        return 0;
+        if (strcasecmp(t, sell[i]) == 0) return -1;
+    if (!*t || strcmp(t, "0") == 0 || strcasecmp(t, "n") == 0 || strcasecmp(t, "none") == 0) return 0;
     return 2;
 }
 
 static const char *price(const char *text, const char *name, double *out, char *why)
 {
-    if (number(text, name, 0, 0, out, why))
-        return why;
+    if (number(text, name, 0, 0, out, why)) return why;
     if (*out <= 0) {
         sprintf(why, "non-positive %s", name);
         return why;
@@ -277,8 +244,7 @@ static const char *price(const char *text, const char *name, double *out, char *
 
 static const char *size(const char *text, const char *name, double dflt, double *out, char *why)
 {
-    if (number(text, name, dflt, 1, out, why))
-        return why;
+    if (number(text, name, dflt, 1, out, why)) return why;
     if (*out < 0) {
         sprintf(why, "negative %s", name);
         return why;
@@ -317,20 +283,16 @@ static const char *parse_row(char *line, const header *h, event *e, char *why)
     }
     /* The trade columns: required in a trades file, optional (empty = no trade) on a quotes row. */
     if (c[C_PRICE] >= 0 && (!h->quotes || *f[c[C_PRICE]])) {
-        if (price(f[c[C_PRICE]], "price", &e->tpx, why))
-            return why;
+        if (price(f[c[C_PRICE]], "price", &e->tpx, why)) return why;
         /* A trade of unknown size counts as 1, so its direction still reaches the signed-volume feature. */
-        if (c[C_SIZE] >= 0 && size(f[c[C_SIZE]], "size", 1, &e->tsz, why))
-            return why;
-        if (c[C_SIZE] < 0)
-            e->tsz = 1;
+        if (c[C_SIZE] >= 0 && size(f[c[C_SIZE]], "size", 1, &e->tsz, why)) return why;
+        if (c[C_SIZE] < 0) e->tsz = 1;
         e->has_trade = 1;
         if (c[C_SIDE] >= 0 && (e->side = parse_side(f[c[C_SIDE]])) == 2) {
             snprintf(why, 80, "unknown side \"%.20s\"", f[c[C_SIDE]]);
             return why;
         }
-        if (!h->quotes)
-            e->bid = e->ask = e->tpx;
+        if (!h->quotes) e->bid = e->ask = e->tpx;
     }
     return NULL;
 }
@@ -352,8 +314,7 @@ void m2_import_note_bad(m2_import_report *rep, int64_t line, const char *why, co
 
 int m2_rows_keep(rows *r, const event *e)
 {
-    if (r->n == r->cap && rows_grow(r))
-        return M2_EFAIL;
+    if (r->n == r->cap && rows_grow(r)) return M2_EFAIL;
     int64_t i = r->n++;
     r->ts[i] = e->ts;
     r->bid[i] = e->bid;
@@ -363,8 +324,7 @@ int m2_rows_keep(rows *r, const event *e)
     r->tpx[i] = e->tpx;
     r->tsz[i] = e->tsz;
     r->side[i] = (int8_t)e->side;
-    if (r->n_extra)
-        memcpy(r->extra + i * r->n_extra, e->extra, sizeof(float) * (size_t)r->n_extra);
+    if (r->n_extra) memcpy(r->extra + i * r->n_extra, e->extra, sizeof(float) * (size_t)r->n_extra);
     return M2_OK;
 }
 
@@ -377,16 +337,13 @@ ssize_t m2_gz_line(gzFile in, char **buf, size_t *cap)
         if (*cap - n < 2) {
             size_t c = *cap ? 2 * *cap : 65536;
             char *b = realloc(*buf, c);
-            if (!b)
-                return -1;
+            if (!b) return -1;
             *buf = b;
             *cap = c;
         }
-        if (!gzgets(in, *buf + n, (int)(*cap - n > INT32_MAX ? INT32_MAX : *cap - n)))
-            return n > 0 ? (ssize_t)n : -1;
+        if (!gzgets(in, *buf + n, (int)(*cap - n > INT32_MAX ? INT32_MAX : *cap - n))) return n > 0 ? (ssize_t)n : -1;
         n += strlen(*buf + n);
-        if ((n > 0 && (*buf)[n - 1] == '\n') || gzeof(in))
-            return (ssize_t)n;
+        if ((n > 0 && (*buf)[n - 1] == '\n') || gzeof(in)) return (ssize_t)n;
     }
 }
 
@@ -397,12 +354,11 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
     size_t cap = 0;
     ssize_t len;
     int64_t lineno = 0;
-    header h = { { 0 }, 0, 0 };
+    header h = {{0}, 0, 0};
     int have_header = 0, rc = M2_OK;
     while (rc == M2_OK && (len = m2_gz_line(in, &line, &cap)) >= 0) {
         lineno++;
-        if (strspn(line, " \t\r\n") == (size_t)len)
-            continue;              /* blank lines carry nothing */
+        if (strspn(line, " \t\r\n") == (size_t)len) continue; /* blank lines carry nothing */
         if (!have_header) {
             rc = parse_header(line, csv, &h);
             have_header = 1;
@@ -430,8 +386,7 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
         rc = m2_fail(M2_EFAIL, "import (%s): read error: %s", csv, strerror(errno));
     else if (rc == M2_OK && err != Z_OK && err != Z_STREAM_END)
         rc = m2_fail(M2_EFAIL, "import (%s): gzip data corrupt or truncated: %s", csv, zmsg);
-    if (rc == M2_OK && !have_header)
-        rc = m2_fail(M2_EFAIL, "import (%s): empty file", csv);
+    if (rc == M2_OK && !have_header) rc = m2_fail(M2_EFAIL, "import (%s): empty file", csv);
     return rc;
 }
 
@@ -442,8 +397,7 @@ static void tick_rule(rows *r, const int64_t *sessions, int64_t n_sessions)
         double last_px = NAN;
         int last_side = 0;
         for (int64_t i = sessions[s]; i < sessions[s + 1]; i++) {
-            if (!isfinite(r->tpx[i]))
-                continue;
+            if (!isfinite(r->tpx[i])) continue;
             if (r->side[i] == 0 && isfinite(last_px))
                 r->side[i] = (int8_t)(r->tpx[i] > last_px ? 1 : r->tpx[i] < last_px ? -1 : last_side);
             last_px = r->tpx[i];
@@ -456,12 +410,11 @@ static void tick_rule(rows *r, const int64_t *sessions, int64_t n_sessions)
 static double infer_tick(const rows *r)
 {
     double best = INFINITY;
-    const double *cols[] = { r->bid, r->ask };
+    const double *cols[] = {r->bid, r->ask};
     for (int c = 0; c < 2; c++)
         for (int64_t i = 1; i < r->n; i++) {
             double d = fabs(cols[c][i] - cols[c][i - 1]);
-            if (d > 5e-10 && d < best)
-                best = d;
+            if (d > 5e-10 && d < best) best = d;
         }
     return isfinite(best) ? round(best * 1e9) / 1e9 : 0.01;
 }
@@ -469,16 +422,13 @@ static double infer_tick(const rows *r)
 static int make_sessions(const rows *r, double gap_s, m2_dataset *ds)
 {
     int64_t n = 1;
-    for (int64_t i = 1; i < r->n; i++)
-        n += (double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s;
+    for (int64_t i = 1; i < r->n; i++) n += (double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s;
     ds->sessions = malloc((size_t)(n + 1) * sizeof *ds->sessions);
-    if (!ds->sessions)
-        return m2_fail(M2_EFAIL, "import: out of memory");
+    if (!ds->sessions) return m2_fail(M2_EFAIL, "import: out of memory");
     int64_t k = 0;
     ds->sessions[k++] = 0;
     for (int64_t i = 1; i < r->n; i++)
-        if ((double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s)
-            ds->sessions[k++] = i;
+        if ((double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s) ds->sessions[k++] = i;
     ds->sessions[k] = r->n;
     ds->n_sessions = n;
     return M2_OK;
@@ -510,8 +460,7 @@ static void free_rows(rows *r)
 static int take_rows(rows *r, const char *first, int n_files, const m2_import_opts *o, m2_dataset *ds,
                      m2_import_report *rep)
 {
-    if (make_sessions(r, o->session_gap_s, ds))
-        return M2_EFAIL;
+    if (make_sessions(r, o->session_gap_s, ds)) return M2_EFAIL;
     tick_rule(r, ds->sessions, ds->n_sessions);
     ds->n_rows = rep->rows = r->n;
     ds->ts_ns = r->ts;
@@ -540,11 +489,9 @@ static int take_rows(rows *r, const char *first, int n_files, const m2_import_op
 
 static int read_file(const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep, int name_files)
 {
-    if (m2_lobster_is_message(csv))
-        return m2_lobster_read(csv, o, r, rep);
+    if (m2_lobster_is_message(csv)) return m2_lobster_read(csv, o, r, rep);
     gzFile in = gzopen(csv, "rb");
-    if (!in)
-        return m2_fail(M2_EFAIL, "import (%s): %s", csv, strerror(errno ? errno : ENOMEM));
+    if (!in) return m2_fail(M2_EFAIL, "import (%s): %s", csv, strerror(errno ? errno : ENOMEM));
     gzbuffer(in, 1 << 18);
     int rc = read_rows(in, csv, o, r, rep, name_files);
     gzclose(in);
@@ -556,18 +503,15 @@ int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *
 {
     memset(ds, 0, sizeof *ds);
     memset(rep, 0, sizeof *rep);
-    if (!(o->session_gap_s > 0))
-        return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
+    if (!(o->session_gap_s > 0)) return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
     if (o->tick_size < 0 || !isfinite(o->tick_size))
         return m2_fail(M2_EUSAGE, "--tick-size (%g): must be > 0", o->tick_size);
-    rows r = { .n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0 };
+    rows r = {.n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0};
     int rc = M2_OK;
-    for (int i = 0; rc == M2_OK && i < n; i++)
-        rc = read_file(csv[i], o, &r, rep, n > 1);
+    for (int i = 0; rc == M2_OK && i < n; i++) rc = read_file(csv[i], o, &r, rep, n > 1);
     if (rc == M2_OK && r.n < 2)
         rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv[0], (long long)r.n);
-    if (rc == M2_OK && (rc = take_rows(&r, csv[0], n, o, ds, rep)) == M2_OK)
-        return M2_OK;
+    if (rc == M2_OK && (rc = take_rows(&r, csv[0], n, o, ds, rep)) == M2_OK) return M2_OK;
     free_rows(&r);
     m2_dataset_free(ds);
     return rc;
@@ -580,8 +524,7 @@ int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *d
 
 int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_import_report *rep)
 {
-    if (m2_import_csv_events(csv, o, ds, rep))
-        return M2_EFAIL;
+    if (m2_import_csv_events(csv, o, ds, rep)) return M2_EFAIL;
     if (m2_features_build(ds, &o->feat)) {
         m2_dataset_free(ds);
         return M2_EFAIL;
@@ -592,8 +535,7 @@ int m2_import_csv(const char *csv, const m2_import_opts *o, m2_dataset *ds, m2_i
 void m2_import_report_text(const m2_import_report *rep, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    if (rep->bad == 0)
-        return;
+    if (rep->bad == 0) return;
     size_t n = (size_t)snprintf(buf, cap, "%lld bad row%s skipped:", (long long)rep->bad, rep->bad == 1 ? "" : "s");
     for (int i = 0; i < rep->n_listed && n < cap; i++)
         n += (size_t)snprintf(buf + n, cap - n, "%s line %lld (%s)", i ? "," : "", (long long)rep->bad_line[i],

@@ -19,10 +19,10 @@
 #define M2_IMPORT_MAX_DEPTH 10
 
 typedef struct {
-    const char *instrument;        /* NULL: the CSV's file name without folder and extension */
-    int depth_levels;              /* LOBSTER: depth features from the first k book levels (0: none) */
-    double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
-    double session_gap_s;          /* a gap longer than this starts a new session */
+    const char *instrument; /* NULL: the CSV's file name without folder and extension */
+    int depth_levels;       /* LOBSTER: depth features from the first k book levels (0: none) */
+    double tick_size;       /* 0: inferred as the smallest price change seen (0.01 if none) */
+    double session_gap_s;   /* a gap longer than this starts a new session */
     int strict;
     m2_feature_opts feat;
 } m2_import_opts;
@@ -30,13 +30,13 @@ typedef struct {
 #define M2_IMPORT_LISTED 10
 
 typedef struct {
-    int64_t lines;                 /* data lines read (excluding the header and blank lines) */
-    int64_t rows;                  /* rows kept */
-    int64_t bad;                   /* rows skipped */
-    int n_listed;                  /* the first M2_IMPORT_LISTED bad rows: */
+    int64_t lines; /* data lines read (excluding the header and blank lines) */
+    int64_t rows;  /* rows kept */
+    int64_t bad;   /* rows skipped */
+    int n_listed;  /* the first M2_IMPORT_LISTED bad rows: */
     int64_t bad_line[M2_IMPORT_LISTED];
     char bad_why[M2_IMPORT_LISTED][128];
-    int tick_inferred;             /* 1 if tick_size was inferred */
+    int tick_inferred; /* 1 if tick_size was inferred */
 } m2_import_report;
 
 /* instrument NULL, tick_size 0 (infer), session_gap_s 3600, not strict, default feature options. */

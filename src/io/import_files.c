@@ -34,8 +34,7 @@ static int parse_date(const char *s, size_t n)
         return 0;
     }
     for (int i = 0; i < 8; i++)
-        if (!isdigit((unsigned char)d[i]))
-            return 0;
+        if (!isdigit((unsigned char)d[i])) return 0;
     d[8] = '\0';
     int v = atoi(d), month = v / 100 % 100, day = v % 100;
     return month >= 1 && month <= 12 && day >= 1 && day <= 31 ? v : 0;
@@ -58,23 +57,20 @@ static int lobster_name(const char *b, char instrument[64], int *date)
 int m2_file_name_parse(const char *path, char instrument[64], int *date)
 {
     const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (m2_lobster_is_message(path))
-        return lobster_name(b, instrument, date);
+    if (m2_lobster_is_message(path)) return lobster_name(b, instrument, date);
     size_t n = strlen(b);
-    if (ends_with(b, ".gz"))
-        n -= 3;
-    if (n >= 4 && strncmp(b + n - 4, ".csv", 4) == 0)
-        n -= 4;
+    if (ends_with(b, ".gz")) n -= 3;
+    if (n >= 4 && strncmp(b + n - 4, ".csv", 4) == 0) n -= 4;
     const char *us = NULL;
     for (size_t i = 0; i < n; i++)
-        if (b[i] == '_')
-            us = b + i;
+        if (b[i] == '_') us = b + i;
     *date = us ? parse_date(us + 1, n - (size_t)(us + 1 - b)) : 0;
-    if (*date)
-        n = (size_t)(us - b);
+    if (*date) n = (size_t)(us - b);
     if (n == 0 || n >= 64)
-        return m2_fail(M2_EUSAGE, "import (%s): the instrument part of the file name has %zu characters, "
-                       "need 1..63", path, n);
+        return m2_fail(M2_EUSAGE,
+                       "import (%s): the instrument part of the file name has %zu characters, "
+                       "need 1..63",
+                       path, n);
     memcpy(instrument, b, n);
     instrument[n] = '\0';
     return M2_OK;
@@ -83,18 +79,15 @@ int m2_file_name_parse(const char *path, char instrument[64], int *date)
 static int add_path(m2_file_list *l, int *cap, const char *path)
 {
     const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (strstr(b, "_orderbook_"))
-        return M2_OK;              /* read with its message file */
+    if (strstr(b, "_orderbook_")) return M2_OK; /* read with its message file */
     if (l->n == *cap) {
         int c = *cap ? 2 * *cap : 64;
         char **p = realloc(l->path, sizeof *p * (size_t)c);
-        if (!p)
-            return m2_fail(M2_EFAIL, "import: out of memory for the file list");
+        if (!p) return m2_fail(M2_EFAIL, "import: out of memory for the file list");
         l->path = p;
         *cap = c;
     }
-    if (!(l->path[l->n] = strdup(path)))
-        return m2_fail(M2_EFAIL, "import: out of memory for the file list");
+    if (!(l->path[l->n] = strdup(path))) return m2_fail(M2_EFAIL, "import: out of memory for the file list");
     l->n++;
     return M2_OK;
 }
@@ -102,8 +95,7 @@ static int add_path(m2_file_list *l, int *cap, const char *path)
 static int add_folder(m2_file_list *l, int *cap, const char *dir)
 {
     DIR *d = opendir(dir);
-    if (!d)
-        return m2_fail(M2_EFAIL, "import (%s): cannot open the folder", dir);
+    if (!d) return m2_fail(M2_EFAIL, "import (%s): cannot open the folder", dir);
     int rc = M2_OK, before = l->n;
     char path[4096];
     for (struct dirent *e; rc == M2_OK && (e = readdir(d));)
@@ -120,18 +112,15 @@ static int add_folder(m2_file_list *l, int *cap, const char *dir)
 static int add_input(m2_file_list *l, int *cap, const char *in)
 {
     struct stat st;
-    if (stat(in, &st) == 0)
-        return S_ISDIR(st.st_mode) ? add_folder(l, cap, in) : add_path(l, cap, in);
+    if (stat(in, &st) == 0) return S_ISDIR(st.st_mode) ? add_folder(l, cap, in) : add_path(l, cap, in);
     glob_t g;
     int rc = glob(in, 0, NULL, &g);
     if (rc != 0) {
-        if (rc != GLOB_NOMATCH)
-            globfree(&g);
+        if (rc != GLOB_NOMATCH) globfree(&g);
         return m2_fail(M2_EFAIL, "import (%s): no such file, folder or matching file", in);
     }
     rc = M2_OK;
-    for (size_t i = 0; rc == M2_OK && i < g.gl_pathc; i++)
-        rc = add_path(l, cap, g.gl_pathv[i]);
+    for (size_t i = 0; rc == M2_OK && i < g.gl_pathc; i++) rc = add_path(l, cap, g.gl_pathv[i]);
     globfree(&g);
     return rc;
 }
@@ -146,8 +135,7 @@ static int cmp_entry(const void *a, const void *b)
 {
     const entry *x = a, *y = b;
     int c = strcmp(x->instrument, y->instrument);
-    if (c == 0)
-        c = (x->date > y->date) - (x->date < y->date);
+    if (c == 0) c = (x->date > y->date) - (x->date < y->date);
     return c ? c : strcmp(x->path, y->path);
 }
 
@@ -156,23 +144,24 @@ static int cmp_entry(const void *a, const void *b)
 static int check_days(const entry *e, int n)
 {
     int dated = 0;
-    for (int i = 0; i < n; i++)
-        dated |= e[i].date != 0;
+    for (int i = 0; i < n; i++) dated |= e[i].date != 0;
     for (int i = 0; dated && i < n; i++)
         if (e[i].date == 0)
-            return m2_fail(M2_EUSAGE, "import (%s): file name has no date (NAME_YYYYMMDD.csv[.gz] or "
-                           "NAME_YYYY-MM-DD), but other inputs are daily files", e[i].path);
+            return m2_fail(M2_EUSAGE,
+                           "import (%s): file name has no date (NAME_YYYYMMDD.csv[.gz] or "
+                           "NAME_YYYY-MM-DD), but other inputs are daily files",
+                           e[i].path);
     for (int i = 0; i + 1 < n; i++) {
-        if (strcmp(e[i].instrument, e[i + 1].instrument) != 0)
-            continue;
+        if (strcmp(e[i].instrument, e[i + 1].instrument) != 0) continue;
         const entry *bad = e[i].date == 0 ? &e[i] : e[i + 1].date == 0 ? &e[i + 1] : NULL;
         if (bad)
-            return m2_fail(M2_EUSAGE, "import (%s): file name has no date (NAME_YYYYMMDD.csv[.gz] or "
-                           "NAME_YYYY-MM-DD): instrument %s has several files, so each needs its day", bad->path,
-                           bad->instrument);
+            return m2_fail(M2_EUSAGE,
+                           "import (%s): file name has no date (NAME_YYYYMMDD.csv[.gz] or "
+                           "NAME_YYYY-MM-DD): instrument %s has several files, so each needs its day",
+                           bad->path, bad->instrument);
         if (e[i].date == e[i + 1].date)
-            return m2_fail(M2_EUSAGE, "import (%s): same day %d as %s for instrument %s", e[i + 1].path,
-                           e[i].date, e[i].path, e[i].instrument);
+            return m2_fail(M2_EUSAGE, "import (%s): same day %d as %s for instrument %s", e[i + 1].path, e[i].date,
+                           e[i].path, e[i].instrument);
     }
     return M2_OK;
 }
@@ -190,8 +179,7 @@ static int sort_list(m2_file_list *l, const m2_import_opts *o)
     for (int i = 0; rc == M2_OK && i < l->n; i++) {
         e[i].path = l->path[i];
         rc = m2_file_name_parse(l->path[i], e[i].instrument, &e[i].date);
-        if (o->instrument)
-            snprintf(e[i].instrument, sizeof e[i].instrument, "%s", o->instrument);
+        if (o->instrument) snprintf(e[i].instrument, sizeof e[i].instrument, "%s", o->instrument);
     }
     if (rc == M2_OK) {
         qsort(e, (size_t)l->n, sizeof *e, cmp_entry);
@@ -210,21 +198,16 @@ int m2_file_list_expand(const char *const *inputs, int n, const m2_import_opts *
 {
     memset(list, 0, sizeof *list);
     int cap = 0, rc = M2_OK;
-    for (int i = 0; rc == M2_OK && i < n; i++)
-        rc = add_input(list, &cap, inputs[i]);
-    if (rc == M2_OK && list->n == 0)
-        rc = m2_fail(M2_EUSAGE, "import: no input files");
-    if (rc == M2_OK)
-        rc = sort_list(list, o);
-    if (rc)
-        m2_file_list_free(list);
+    for (int i = 0; rc == M2_OK && i < n; i++) rc = add_input(list, &cap, inputs[i]);
+    if (rc == M2_OK && list->n == 0) rc = m2_fail(M2_EUSAGE, "import: no input files");
+    if (rc == M2_OK) rc = sort_list(list, o);
+    if (rc) m2_file_list_free(list);
     return rc;
 }
 
 void m2_file_list_free(m2_file_list *list)
 {
-    for (int i = 0; list->path && i < list->n; i++)
-        free(list->path[i]);
+    for (int i = 0; list->path && i < list->n; i++) free(list->path[i]);
     free(list->path);
     free(list->instrument);
     free(list->date);
@@ -248,17 +231,14 @@ int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, m2_dat
     memset(rep, 0, sizeof *rep);
     memset(out, 0, sizeof *out);
     int n_inst = 0;
-    for (int i = 0; i < list->n; i++)
-        n_inst += i == 0 || strcmp(list->instrument[i], list->instrument[i - 1]) != 0;
+    for (int i = 0; i < list->n; i++) n_inst += i == 0 || strcmp(list->instrument[i], list->instrument[i - 1]) != 0;
     m2_dataset *ev = calloc((size_t)n_inst, sizeof *ev);
-    if (!ev)
-        return m2_fail(M2_EFAIL, "import (%d instruments): out of memory", n_inst);
+    if (!ev) return m2_fail(M2_EFAIL, "import (%d instruments): out of memory", n_inst);
     int rc = M2_OK, k = 0;
     m2_import_opts one = *o;
     for (int i = 0; rc == M2_OK && i < list->n; k++) {
         int j = i;
-        while (j < list->n && strcmp(list->instrument[j], list->instrument[i]) == 0)
-            j++;
+        while (j < list->n && strcmp(list->instrument[j], list->instrument[i]) == 0) j++;
         m2_import_report r;
         one.instrument = list->instrument[i];
         rc = m2_import_events_files((const char *const *)list->path + i, j - i, &one, &ev[k], &r);
@@ -266,8 +246,7 @@ int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, m2_dat
         i = j;
     }
     if (rc) {
-        for (int i = 0; i < n_inst; i++)
-            m2_dataset_free(&ev[i]);
+        for (int i = 0; i < n_inst; i++) m2_dataset_free(&ev[i]);
         free(ev);
         return rc;
     }

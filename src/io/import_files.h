@@ -11,9 +11,9 @@
 
 typedef struct {
     int n;
-    char **path;                   /* sorted by instrument, then date, then path */
+    char **path; /* sorted by instrument, then date, then path */
     char (*instrument)[64];
-    int *date;                     /* YYYYMMDD, 0 when the name has none */
+    int *date; /* YYYYMMDD, 0 when the name has none */
 } m2_file_list;
 
 /* Expands the inputs; an input that matches nothing is an error naming it. */

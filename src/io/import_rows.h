@@ -15,15 +15,15 @@ typedef struct {
     int64_t *ts;
     double *bid, *ask, *bsz, *asz, *tpx, *tsz;
     int8_t *side;
-    int n_extra;                   /* per-row extra features (depth), 0 for none */
-    float *extra;                  /* [cap, n_extra] */
+    int n_extra;  /* per-row extra features (depth), 0 for none */
+    float *extra; /* [cap, n_extra] */
 } rows;
 
 /* One parsed row before it is accepted. */
 typedef struct {
     int64_t ts;
     double bid, ask, bsz, asz, tpx, tsz;
-    int side;                      /* +1, -1, 0 = none given */
+    int side; /* +1, -1, 0 = none given */
     int has_trade;
     float extra[M2_IMPORT_MAX_DEPTH + 1];
 } event;

@@ -56,7 +56,8 @@ static int read_meta(hid_t f, m2_predictions *p)
     if (rc == M2_OK && m2_h5_attr_exists(f, "horizons")) {
         int64_t n = 0;
         rc = m2_h5_attr_get_vec(f, "horizons", M2_H5_I32, M2_MAX_TARGETS, p->horizons, &n);
-        if (rc == M2_OK && n != p->O) rc = m2_fail(M2_EFAIL, "predictions: %lld horizons for %d targets", (long long)n, p->O);
+        if (rc == M2_OK && n != p->O)
+            rc = m2_fail(M2_EFAIL, "predictions: %lld horizons for %d targets", (long long)n, p->O);
     }
     return rc;
 }

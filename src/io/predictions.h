@@ -12,17 +12,17 @@
 
 #include "io/dataset.h"
 
-#define M2_PREDICTIONS_SCHEMA "mamba2.predictions"
+#define M2_PREDICTIONS_SCHEMA  "mamba2.predictions"
 #define M2_PREDICTIONS_VERSION 1
 
 typedef struct {
     int64_t M;
     int O;
-    int64_t *row;                  /* [M] */
-    float *pred, *target;          /* [M, O] */
-    char split[16], mode[16];      /* "" when unknown */
+    int64_t *row;             /* [M] */
+    float *pred, *target;     /* [M, O] */
+    char split[16], mode[16]; /* "" when unknown */
     char checkpoint[1024];
-    int64_t step;                  /* checkpoint step, -1 when unknown */
+    int64_t step;                     /* checkpoint step, -1 when unknown */
     int32_t horizons[M2_MAX_TARGETS]; /* [O] in events; 0 when unknown */
 } m2_predictions;
 

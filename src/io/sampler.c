@@ -14,7 +14,7 @@ static int has_target(const m2_dataset *ds, int64_t r)
 {
     const float *y = ds->y + r * ds->n_targets;
     for (int k = 0; k < ds->n_targets; k++)
-        if (y[k] == y[k])          /* not NaN */
+        if (y[k] == y[k]) /* not NaN */
             return 1;
     return 0;
 }
@@ -27,15 +27,14 @@ static int add_start(m2_sampler *s, int64_t *cap, int64_t st)
         s->n_starts++;
         return M2_OK;
     }
-    if (s->n_runs + 1 >= *cap) {   /* +1: room for the sentinel */
+    if (s->n_runs + 1 >= *cap) { /* +1: room for the sentinel */
         int64_t c = *cap ? 2 * *cap : 64;
         m2_start_run *r = realloc(s->runs, (size_t)c * sizeof *r);
-        if (!r)
-            return m2_fail(M2_EFAIL, "sampler (%s): out of memory", m2_split_name(s->split));
+        if (!r) return m2_fail(M2_EFAIL, "sampler (%s): out of memory", m2_split_name(s->split));
         s->runs = r;
         *cap = c;
     }
-    s->runs[s->n_runs++] = (m2_start_run){ .first = st, .before = s->n_starts++ };
+    s->runs[s->n_runs++] = (m2_start_run){.first = st, .before = s->n_starts++};
     return M2_OK;
 }
 
@@ -44,16 +43,12 @@ static int add_start(m2_sampler *s, int64_t *cap, int64_t st)
 static int scan_part(m2_sampler *s, int64_t *cap, int64_t sb, int64_t se)
 {
     const m2_dataset *ds = s->ds;
-    if (se - sb < s->T)
-        return M2_OK;
+    if (se - sb < s->T) return M2_OK;
     int64_t missing = 0;
-    for (int64_t r = sb + s->burn_in; r < sb + s->T; r++)
-        missing += !has_target(ds, r);
+    for (int64_t r = sb + s->burn_in; r < sb + s->T; r++) missing += !has_target(ds, r);
     for (int64_t st = sb;; st++) {
-        if (missing == 0 && add_start(s, cap, st))
-            return M2_EFAIL;
-        if (st + s->T >= se)
-            return M2_OK;
+        if (missing == 0 && add_start(s, cap, st)) return M2_EFAIL;
+        if (st + s->T >= se) return M2_OK;
         missing += !has_target(ds, st + s->T) - !has_target(ds, st + s->burn_in);
     }
 }
@@ -61,11 +56,10 @@ static int scan_part(m2_sampler *s, int64_t *cap, int64_t sb, int64_t se)
 int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int burn_in)
 {
     memset(s, 0, sizeof *s);
-    if (split < 0 || split > 2)
-        return m2_fail(M2_EUSAGE, "sampler (split %d): unknown split", split);
+    if (split < 0 || split > 2) return m2_fail(M2_EUSAGE, "sampler (split %d): unknown split", split);
     if (T < 1 || burn_in < 0 || burn_in >= T)
         return m2_fail(M2_EUSAGE, "sampler (seq_len %d, burn_in %d): need 0 <= burn_in < seq_len", T, burn_in);
-    *s = (m2_sampler){ .ds = ds, .split = split, .T = T, .burn_in = burn_in };
+    *s = (m2_sampler){.ds = ds, .split = split, .T = T, .burn_in = burn_in};
     const int I = ds->n_instruments > 0 ? ds->n_instruments : 1;
     s->inst_first = calloc((size_t)I + 1, sizeof *s->inst_first);
     s->active = calloc((size_t)I, sizeof *s->active);
@@ -77,8 +71,7 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
     for (int64_t k = 0; k < ds->n_sessions; k++) {
         int64_t sb, se, before = s->n_starts;
         m2_dataset_session_part(ds, split, k, &sb, &se);
-        if (se - sb > longest)
-            longest = se - sb;
+        if (se - sb > longest) longest = se - sb;
         if (scan_part(s, &cap, sb, se)) {
             m2_sampler_free(s);
             return M2_EFAIL;
@@ -87,8 +80,7 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
     }
     /* Inside a split the instruments follow each other in order (FORMATS.md "Universe"): counts to offsets. */
     for (int i = 0; i < I; i++) {
-        if (s->inst_first[i + 1] > 0)
-            s->active[s->n_active++] = i;
+        if (s->inst_first[i + 1] > 0) s->active[s->n_active++] = i;
         s->inst_first[i + 1] += s->inst_first[i];
     }
     if (s->n_starts == 0) {
@@ -96,7 +88,7 @@ int m2_sampler_init(m2_sampler *s, const m2_dataset *ds, int split, int T, int b
         return m2_fail(M2_EFAIL, "sampler (%s split): no window of %d rows fits (longest session part has %lld rows)",
                        m2_split_name(split), T, (long long)longest);
     }
-    s->runs[s->n_runs] = (m2_start_run){ .first = 0, .before = s->n_starts };   /* sentinel */
+    s->runs[s->n_runs] = (m2_start_run){.first = 0, .before = s->n_starts}; /* sentinel */
     return M2_OK;
 }
 
@@ -118,7 +110,7 @@ void m2_sampler_free(m2_sampler *s)
 
 int64_t m2_sampler_row(const m2_sampler *s, int64_t j)
 {
-    int64_t lo = 0, hi = s->n_runs - 1;   /* the run k with before <= j < runs[k+1].before */
+    int64_t lo = 0, hi = s->n_runs - 1; /* the run k with before <= j < runs[k+1].before */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;
         if (s->runs[mid].before <= j)
@@ -148,11 +140,9 @@ static uint64_t feistel(uint64_t x, int half, uint64_t key)
 static int64_t permute(int64_t i, int64_t n, uint64_t key)
 {
     int bits = 2;
-    while ((1ll << bits) < n)
-        bits += 2;
+    while ((1ll << bits) < n) bits += 2;
     uint64_t x = (uint64_t)i;
-    do
-        x = feistel(x, bits / 2, key);
+    do x = feistel(x, bits / 2, key);
     while (x >= (uint64_t)n);
     return (int64_t)x;
 }
@@ -173,8 +163,7 @@ static int64_t uniform_start(const m2_sampler *s, uint64_t seed, int64_t step, i
 
 int64_t m2_sampler_start(const m2_sampler *s, uint64_t seed, int64_t step, int64_t index)
 {
-    if (s->uniform)
-        return uniform_start(s, seed, step, index);
+    if (s->uniform) return uniform_start(s, seed, step, index);
     /* A batch larger than the number of windows wraps into a fresh permutation per lap. */
     int64_t lap = index / s->n_starts, i = index % s->n_starts;
     uint64_t key = m2_rng_key(seed, M2_RNG_SAMPLER, (uint64_t)step, (uint64_t)lap);

@@ -28,29 +28,29 @@
 #include "base/rng.h"
 
 /* ---- parameters (rates per unit of simulated time) ------------------------------------------------ */
-#define LEVELS (1 << 14)            /* price levels held in memory; the book is recentred near an edge */
-#define ALPHA 1.0                   /* limit orders per side */
-#define MU 0.25                     /* market orders per side */
-#define DELTA 0.04                  /* cancellations per resting lot */
-#define PLACE_MEAN 3.0              /* mean distance of a limit order behind the own best, in ticks */
-#define P_IMPROVE 0.6               /* share of limit orders that improve the quote when the spread allows */
-#define PLACE_MAX 40
-#define LOT 100.0                   /* shares per lot */
-#define INFORMED 0.5                /* share of market orders from informed traders (linear, memory) */
-#define KAPPA_LINEAR 6.0            /* informed buy probability 1/2 + 1/2·tanh(KAPPA · pressure) */
-#define KAPPA_MEMORY 0.5
-#define I_SCALE 6.0                 /* typical |I| for the memory signal */
-#define TICK_SIZE 0.01
-#define START_TICKS 10000           /* 100.00 */
+#define LEVELS         (1 << 14) /* price levels held in memory; the book is recentred near an edge */
+#define ALPHA          1.0       /* limit orders per side */
+#define MU             0.25      /* market orders per side */
+#define DELTA          0.04      /* cancellations per resting lot */
+#define PLACE_MEAN     3.0       /* mean distance of a limit order behind the own best, in ticks */
+#define P_IMPROVE      0.6       /* share of limit orders that improve the quote when the spread allows */
+#define PLACE_MAX      40
+#define LOT            100.0 /* shares per lot */
+#define INFORMED       0.5   /* share of market orders from informed traders (linear, memory) */
+#define KAPPA_LINEAR   6.0   /* informed buy probability 1/2 + 1/2·tanh(KAPPA · pressure) */
+#define KAPPA_MEMORY   0.5
+#define I_SCALE        6.0 /* typical |I| for the memory signal */
+#define TICK_SIZE      0.01
+#define START_TICKS    10000        /* 100.00 */
 #define SESSION_OPEN_S (9.5 * 3600) /* 09:30 UTC */
-#define SESSION_LEN_S (6.5 * 3600)
-#define FIRST_DAY 19724             /* 2024-01-02, days since 1970-01-01 (a Tuesday) */
+#define SESSION_LEN_S  (6.5 * 3600)
+#define FIRST_DAY      19724 /* 2024-01-02, days since 1970-01-01 (a Tuesday) */
 
 typedef struct {
-    int32_t depth[2][LEVELS];       /* lots per level; side 0 = bids, 1 = asks */
-    int32_t tree[2][LEVELS + 1];    /* Fenwick sums of depth */
+    int32_t depth[2][LEVELS];    /* lots per level; side 0 = bids, 1 = asks */
+    int32_t tree[2][LEVELS + 1]; /* Fenwick sums of depth */
     int64_t total[2];
-    int64_t offset;                 /* absolute tick of level 0 */
+    int64_t offset; /* absolute tick of level 0 */
     m2_rng rng;
 } book;
 
@@ -66,8 +66,7 @@ static void fen_add(book *b, int s, int level, int32_t d)
 {
     b->depth[s][level] += d;
     b->total[s] += d;
-    for (int i = level + 1; i <= LEVELS; i += i & -i)
-        b->tree[s][i] += d;
+    for (int i = level + 1; i <= LEVELS; i += i & -i) b->tree[s][i] += d;
 }
 
 /* Level holding the k-th lot (1-based) counted from the lowest price. */
@@ -93,8 +92,7 @@ static void rebuild(book *b)
         for (int l = 0; l < LEVELS; l++) {
             int32_t d = b->depth[s][l];
             b->depth[s][l] = 0;
-            if (d)
-                fen_add(b, s, l, d);
+            if (d) fen_add(b, s, l, d);
         }
     }
 }
@@ -105,10 +103,9 @@ static void recentre(book *b)
 {
     int mid = (best_bid(b) + best_ask(b)) / 2, shift = mid - LEVELS / 2;
     for (int s = 0; s < 2; s++) {
-        int32_t tmp[LEVELS] = { 0 };
+        int32_t tmp[LEVELS] = {0};
         for (int l = 0; l < LEVELS; l++)
-            if (l + shift >= 0 && l + shift < LEVELS)
-                tmp[l] = b->depth[s][l + shift];
+            if (l + shift >= 0 && l + shift < LEVELS) tmp[l] = b->depth[s][l + shift];
         memcpy(b->depth[s], tmp, sizeof tmp);
     }
     b->offset += shift;
@@ -117,7 +114,7 @@ static void recentre(book *b)
 
 static double u01(book *b) { return m2_rng_next_u01(&b->rng); }
 static double expo(book *b) { return -log1p(-u01(b)); }
-static int32_t lots(book *b) { return 1 + (int32_t)floor(expo(b) * 1.2); }  /* mean ≈ 1.8 lots */
+static int32_t lots(book *b) { return 1 + (int32_t)floor(expo(b) * 1.2); } /* mean ≈ 1.8 lots */
 
 /* Distance behind the own best quote (0 = join the best queue). */
 static int placement(book *b)
@@ -136,8 +133,7 @@ static void limit_order(book *b, int s)
         level = s == 0 ? bid + 1 : ask - 1;
     else
         level = s == 0 ? bid - placement(b) : ask + placement(b);
-    if (level < 0 || level >= LEVELS)
-        return;
+    if (level < 0 || level >= LEVELS) return;
     fen_add(b, s, level, lots(b));
 }
 
@@ -147,14 +143,11 @@ static void cancel_lot(book *b)
 {
     int64_t n = b->total[0] + b->total[1];
     int64_t k = 1 + (int64_t)(u01(b) * (double)n);
-    if (k > n)
-        k = n;
+    if (k > n) k = n;
     int s = k > b->total[0];
-    if (s)
-        k -= b->total[0];
+    if (s) k -= b->total[0];
     int level = fen_find(b, s, k), best = s ? best_ask(b) : best_bid(b);
-    if (level != best || b->depth[s][level] > 1)
-        fen_add(b, s, level, -1);
+    if (level != best || b->depth[s][level] > 1) fen_add(b, s, level, -1);
 }
 
 /* Executes a market order of side `side` (+1 buy: takes asks): it takes the whole best queue, so whether the
@@ -195,7 +188,7 @@ static void init_book(book *b, uint64_t seed)
 
 typedef struct {
     int signal;
-    double flow;                    /* I: decayed sum of signed noise-trader trades, per row */
+    double flow; /* I: decayed sum of signed noise-trader trades, per row */
     double decay;
 } traders;
 
@@ -227,7 +220,7 @@ typedef struct {
 
 static top top_of(const book *b)
 {
-    top t = { best_bid(b), best_ask(b), 0, 0 };
+    top t = {best_bid(b), best_ask(b), 0, 0};
     t.bid_lots = b->depth[0][t.bid];
     t.ask_lots = b->depth[1][t.ask];
     return t;
@@ -249,8 +242,7 @@ static int step(book *b, const traders *t, double *clock, fill *f, int *noise)
         cancel_lot(b);
     refill(b);
     int bb = best_bid(b), ba = best_ask(b);
-    if (bb < 64 || ba > LEVELS - 64)
-        recentre(b);
+    if (bb < 64 || ba > LEVELS - 64) recentre(b);
     return traded;
 }
 
@@ -276,8 +268,7 @@ static void store_book(m2_dataset *ds, int64_t i, const book *b, const top *q)
         int best = side ? q->ask : q->bid, dir = side ? 1 : -1, n = 0;
         for (int d = 0; n < L && d <= PLACE_MAX * 4; d++) {
             int lv = best + dir * d;
-            if (lv < 0 || lv >= LEVELS || b->depth[side][lv] == 0)
-                continue;
+            if (lv < 0 || lv >= LEVELS || b->depth[side][lv] == 0) continue;
             row[4 * n + (side ? 0 : 2)] = (double)(b->offset + lv) * TICK_SIZE;
             row[4 * n + (side ? 1 : 3)] = b->depth[side][lv] * LOT;
             n++;
@@ -291,32 +282,30 @@ static int64_t trading_day(int d)
     int64_t day = FIRST_DAY;
     for (int n = 0; n < d;) {
         day++;
-        int weekday = (int)((day + 3) % 7);   /* 0 = Monday; 1970-01-01 was a Thursday */
+        int weekday = (int)((day + 3) % 7); /* 0 = Monday; 1970-01-01 was a Thursday */
         n += weekday < 5;
     }
     return day;
 }
 
 /* Simulates rows [row0, row1) as one session; clock times are rescaled to the session's 6.5 hours. */
-static void run_session(book *b, traders *t, m2_dataset *ds, double *latent, double *when, int64_t row0,
-                        int64_t row1, int day)
+static void run_session(book *b, traders *t, m2_dataset *ds, double *latent, double *when, int64_t row0, int64_t row1,
+                        int day)
 {
     double clock = 0;
     top prev = top_of(b);
     t->flow = 0;
     for (int64_t i = row0; i < row1;) {
-        fill f = { 0, 0, 0 };
+        fill f = {0, 0, 0};
         int noise = 1, traded = step(b, t, &clock, &f, &noise);
         top q = top_of(b);
         if (!traded && memcmp(&q, &prev, sizeof q) == 0)
-            continue;              /* deep-book event: invisible in a top-of-book feed */
+            continue; /* deep-book event: invisible in a top-of-book feed */
         prev = q;
         t->flow = t->decay * t->flow + (traded && noise ? f.side : 0);
         store_row(ds, i, b, &q, &f, traded);
-        if (ds->book)
-            store_book(ds, i, b, &q);
-        if (latent)
-            latent[i] = t->signal == M2_SIGNAL_LINEAR ? imbalance(b) : t->flow;
+        if (ds->book) store_book(ds, i, b, &q);
+        if (latent) latent[i] = t->signal == M2_SIGNAL_LINEAR ? imbalance(b) : t->flow;
         when[i - row0] = clock;
         i++;
     }
@@ -337,13 +326,12 @@ void m2_synth_defaults(m2_synth_opts *o)
     m2_feature_opts_defaults(&o->feat);
 }
 
-static const char *const signal_names[] = { "none", "linear", "memory" };
+static const char *const signal_names[] = {"none", "linear", "memory"};
 
 int m2_signal_from_name(const char *name)
 {
     for (int i = 0; i < 3; i++)
-        if (strcmp(name, signal_names[i]) == 0)
-            return i;
+        if (strcmp(name, signal_names[i]) == 0) return i;
     return -1;
 }
 
@@ -361,8 +349,8 @@ static int alloc_raw(m2_dataset *ds, int64_t n)
     ds->trade_sz = malloc(d);
     ds->side = malloc((size_t)n);
     ds->sessions = malloc((size_t)(ds->n_sessions + 1) * sizeof *ds->sessions);
-    if (!ds->ts_ns || !ds->bid_px || !ds->ask_px || !ds->bid_sz || !ds->ask_sz || !ds->trade_px ||
-        !ds->trade_sz || !ds->side || !ds->sessions)
+    if (!ds->ts_ns || !ds->bid_px || !ds->ask_px || !ds->bid_sz || !ds->ask_sz || !ds->trade_px || !ds->trade_sz ||
+        !ds->side || !ds->sessions)
         return m2_fail(M2_EFAIL, "synth: out of memory for %lld ticks", (long long)n);
     return M2_OK;
 }
@@ -370,15 +358,12 @@ static int alloc_raw(m2_dataset *ds, int64_t n)
 int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
 {
     memset(ds, 0, sizeof *ds);
-    if (latent)
-        *latent = NULL;
+    if (latent) *latent = NULL;
     if (o->sessions < 1 || o->ticks < 2 * (int64_t)o->sessions)
         return m2_fail(M2_EUSAGE, "--ticks (%lld): need at least 2 per session (%d sessions)", (long long)o->ticks,
                        o->sessions);
-    if (o->signal < 0 || o->signal > 2)
-        return m2_fail(M2_EUSAGE, "--signal (%d): unknown", o->signal);
-    if (o->levels < 0 || o->levels > 10)
-        return m2_fail(M2_EUSAGE, "--levels (%d): must be in [0, 10]", o->levels);
+    if (o->signal < 0 || o->signal > 2) return m2_fail(M2_EUSAGE, "--signal (%d): unknown", o->signal);
+    if (o->levels < 0 || o->levels > 10) return m2_fail(M2_EUSAGE, "--levels (%d): must be in [0, 10]", o->levels);
     ds->n_rows = o->ticks;
     ds->n_sessions = o->sessions;
     book *b = malloc(sizeof *b);
@@ -398,7 +383,7 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
         return m2_fail(M2_EFAIL, "synth: out of memory for %lld ticks", (long long)o->ticks);
     }
     init_book(b, o->seed);
-    traders t = { o->signal, 0, exp(-1.0 / M2_SYNTH_MEMORY_TAU) };
+    traders t = {o->signal, 0, exp(-1.0 / M2_SYNTH_MEMORY_TAU)};
     int64_t row = 0;
     for (int s = 0; s < o->sessions; s++) {
         int64_t n = o->ticks / o->sessions + (s < o->ticks % o->sessions);
@@ -407,7 +392,7 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
         row += n;
     }
     ds->sessions[o->sessions] = row;
-    for (int64_t i = 0; ds->book && i < row; i++)   /* the depth features (features.h), as LOBSTER import makes */
+    for (int64_t i = 0; ds->book && i < row; i++) /* the depth features (features.h), as LOBSTER import makes */
         m2_depth_imbalance(ds->book + i * 4 * o->levels, o->levels, ds->extra + i * ds->n_extra);
     free(b);
     free(when);
@@ -415,15 +400,13 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
     snprintf(ds->instrument, sizeof ds->instrument, "SYNTH");
     snprintf(ds->source, sizeof ds->source, "synth signal=%s seed=%llu", m2_signal_name(o->signal),
              (unsigned long long)o->seed);
-    if (latent)
-        *latent = lat;
+    if (latent) *latent = lat;
     return M2_OK;
 }
 
 int m2_synth_dataset(const m2_synth_opts *o, m2_dataset *ds, double **latent)
 {
-    if (m2_synth_events(o, ds, latent))
-        return M2_EFAIL;
+    if (m2_synth_events(o, ds, latent)) return M2_EFAIL;
     if (m2_features_build(ds, &o->feat)) {
         m2_dataset_free(ds);
         if (latent) {

@@ -10,24 +10,24 @@
 
 /* What the informed traders act on (the planted target structure). */
 typedef enum {
-    M2_SIGNAL_NONE = 0,            /* no informed traders: only the book's own mechanics */
-    M2_SIGNAL_LINEAR = 1,          /* current L1 queue imbalance: a linear model on current features can learn it */
-    M2_SIGNAL_MEMORY = 2,          /* exponentially decaying integral of past noise-trader order flow */
+    M2_SIGNAL_NONE = 0,   /* no informed traders: only the book's own mechanics */
+    M2_SIGNAL_LINEAR = 1, /* current L1 queue imbalance: a linear model on current features can learn it */
+    M2_SIGNAL_MEMORY = 2, /* exponentially decaying integral of past noise-trader order flow */
 } m2_signal;
 
 typedef struct {
-    int64_t ticks;                 /* rows (events that change the top of the book or trade) */
+    int64_t ticks; /* rows (events that change the top of the book or trade) */
     int sessions;
     uint64_t seed;
-    int signal;                    /* m2_signal */
-    int levels;                    /* book levels kept per row (ds->book) and depth features (0: none), <= 10 */
+    int signal; /* m2_signal */
+    int levels; /* book levels kept per row (ds->book) and depth features (0: none), <= 10 */
     m2_feature_opts feat;
 } m2_synth_opts;
 
 /* ticks 200000, sessions 10, seed 1, signal memory, default feature options. */
 void m2_synth_defaults(m2_synth_opts *o);
 
-int m2_signal_from_name(const char *name);   /* -1 if unknown */
+int m2_signal_from_name(const char *name); /* -1 if unknown */
 const char *m2_signal_name(int signal);
 
 /* Simulates the raw events: fills ds's raw arrays, n_rows, sessions, tick_size, instrument and source.

@@ -20,8 +20,7 @@ int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events)
     m2_synth_opts one = *o;
     /* Instrument 0 keeps the seed, so a universe of one is the single-instrument simulation. */
     one.seed = k == 0 ? o->seed : m2_mix64(o->seed ^ ((uint64_t)k << 32));
-    if (m2_synth_events(&one, events, NULL))
-        return M2_EFAIL;
+    if (m2_synth_events(&one, events, NULL)) return M2_EFAIL;
     snprintf(events->instrument, sizeof events->instrument, "SYN%03d", k);
     return M2_OK;
 }
@@ -29,20 +28,17 @@ int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events)
 int m2_synth_universe(const m2_synth_opts *o, int K, m2_dataset *out)
 {
     m2_dataset *ev = calloc((size_t)K, sizeof *ev);
-    if (!ev)
-        return m2_fail(M2_EFAIL, "synth (%d instruments): out of memory", K);
+    if (!ev) return m2_fail(M2_EFAIL, "synth (%d instruments): out of memory", K);
     int rc = M2_OK;
-    for (int k = 0; rc == M2_OK && k < K; k++)
-        rc = m2_synth_instrument(o, k, &ev[k]);
+    for (int k = 0; rc == M2_OK && k < K; k++) rc = m2_synth_instrument(o, k, &ev[k]);
     if (rc == M2_OK)
         rc = m2_universe_build(ev, K, &o->feat, out);
     else
-        for (int k = 0; k < K; k++)
-            m2_dataset_free(&ev[k]);
+        for (int k = 0; k < K; k++) m2_dataset_free(&ev[k]);
     free(ev);
     if (rc == M2_OK)
-        snprintf(out->source, sizeof out->source, "synth signal=%s seed=%llu instruments=%d",
-                 m2_signal_name(o->signal), (unsigned long long)o->seed, K);
+        snprintf(out->source, sizeof out->source, "synth signal=%s seed=%llu instruments=%d", m2_signal_name(o->signal),
+                 (unsigned long long)o->seed, K);
     return rc;
 }
 
@@ -68,12 +64,10 @@ static int write_day(const m2_dataset *ds, int64_t s, const char *dir)
              tm.tm_mday);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     gzFile g = gzopen(tmp, "wb6");
-    if (!g)
-        return m2_fail(M2_EFAIL, "synth (%s): cannot create: %s", tmp, strerror(errno));
+    if (!g) return m2_fail(M2_EFAIL, "synth (%s): cannot create: %s", tmp, strerror(errno));
     gzbuffer(g, 1 << 18);
     gzputs(g, "ts,bid,ask,bid_size,ask_size,price,size,side\n");
-    for (int64_t i = ds->sessions[s]; i < ds->sessions[s + 1]; i++)
-        put_row(g, ds, i);
+    for (int64_t i = ds->sessions[s]; i < ds->sessions[s + 1]; i++) put_row(g, ds, i);
     if (gzclose(g) != Z_OK || rename(tmp, path) != 0) {
         unlink(tmp);
         return m2_fail(M2_EFAIL, "synth (%s): cannot write: %s", path, strerror(errno));
@@ -106,7 +100,7 @@ static int write_lobster_day(const m2_dataset *ds, int64_t s, const char *dir)
     struct tm tm;
     gmtime_r(&day, &tm);
     char path[2][4096], tmp[2][4200];
-    const char *kind[2] = { "message", "orderbook" };
+    const char *kind[2] = {"message", "orderbook"};
     FILE *f[2];
     for (int k = 0; k < 2; k++) {
         snprintf(path[k], sizeof path[k], "%s/%s_%04d-%02d-%02d_34200000_57600000_%s_%d.csv", dir, ds->instrument,
@@ -120,8 +114,7 @@ static int write_lobster_day(const m2_dataset *ds, int64_t s, const char *dir)
     for (int k = 0; k < 2; k++)
         if (f[k] && (fclose(f[k]) != 0 || rc != M2_OK || rename(tmp[k], path[k]) != 0)) {
             unlink(tmp[k]);
-            if (rc == M2_OK)
-                rc = m2_fail(M2_EFAIL, "synth (%s): cannot write: %s", path[k], strerror(errno));
+            if (rc == M2_OK) rc = m2_fail(M2_EFAIL, "synth (%s): cannot write: %s", path[k], strerror(errno));
         }
     return rc;
 }
@@ -142,15 +135,12 @@ static int write_days(const m2_synth_opts *o, int K, const char *dir, int64_t *r
         return m2_fail(M2_EFAIL, "synth (%s): cannot create the folder: %s", dir, strerror(errno));
     for (int k = 0; k < K; k++) {
         m2_dataset ev;
-        if (m2_synth_instrument(o, k, &ev))
-            return M2_EFAIL;
+        if (m2_synth_instrument(o, k, &ev)) return M2_EFAIL;
         int rc = M2_OK;
-        for (int64_t s = 0; rc == M2_OK && s < ev.n_sessions; s++)
-            rc = write_one(&ev, s, dir);
+        for (int64_t s = 0; rc == M2_OK && s < ev.n_sessions; s++) rc = write_one(&ev, s, dir);
         *rows += ev.n_rows;
         m2_dataset_free(&ev);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     return M2_OK;
 }

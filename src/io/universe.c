@@ -36,8 +36,7 @@ static int64_t lower_bound(const int64_t *ts, int64_t n, int64_t t)
  * session); else the time of row r itself. */
 static int64_t place_cut(const int64_t *ts, int64_t N, int64_t r, double tol)
 {
-    if (r >= N)
-        return INT64_MAX;
+    if (r >= N) return INT64_MAX;
     int64_t lo = (ts[r] >= 0 ? ts[r] / DAY_NS : -((-ts[r] + DAY_NS - 1) / DAY_NS)) * DAY_NS, hi = lo + DAY_NS;
     int64_t rl = lower_bound(ts, N, lo), rh = lower_bound(ts, N, hi);
     int64_t best = r - rl <= rh - r ? lo : hi, moved = r - rl <= rh - r ? r - rl : rh - r;
@@ -47,20 +46,16 @@ static int64_t place_cut(const int64_t *ts, int64_t N, int64_t r, double tol)
 int m2_universe_cuts(const m2_dataset *events, int n, const double f[3], int64_t cut_ns[2])
 {
     int64_t N = 0;
-    for (int i = 0; i < n; i++)
-        N += events[i].n_rows;
-    if (N < 1)
-        return m2_fail(M2_EFAIL, "universe: no events");
+    for (int i = 0; i < n; i++) N += events[i].n_rows;
+    if (N < 1) return m2_fail(M2_EFAIL, "universe: no events");
     int64_t *ts = malloc(sizeof *ts * (size_t)N);
-    if (!ts)
-        return m2_fail(M2_EFAIL, "universe (%lld rows): out of memory for the pooled times", (long long)N);
+    if (!ts) return m2_fail(M2_EFAIL, "universe (%lld rows): out of memory for the pooled times", (long long)N);
     for (int i = 0, at = 0; i < n; at += (int)events[i].n_rows, i++)
         memcpy(ts + at, events[i].ts_ns, sizeof *ts * (size_t)events[i].n_rows);
     qsort(ts, (size_t)N, sizeof *ts, cmp_i64);
-    double nr = (double)N, q[2] = { f[0], f[0] + f[1] };
-    double tol[2] = { 0.25 * nr * (f[0] < f[1] ? f[0] : f[1]), 0.25 * nr * (f[1] < f[2] ? f[1] : f[2]) };
-    for (int k = 0; k < 2; k++)
-        cut_ns[k] = place_cut(ts, N, (int64_t)(nr * q[k] + 0.5), tol[k]);
+    double nr = (double)N, q[2] = {f[0], f[0] + f[1]};
+    double tol[2] = {0.25 * nr * (f[0] < f[1] ? f[0] : f[1]), 0.25 * nr * (f[1] < f[2] ? f[1] : f[2])};
+    for (int k = 0; k < 2; k++) cut_ns[k] = place_cut(ts, N, (int64_t)(nr * q[k] + 0.5), tol[k]);
     free(ts);
     return M2_OK;
 }
@@ -70,21 +65,23 @@ static int build_one(m2_dataset *ds, const m2_feature_opts *o, const int64_t cut
 {
     int64_t c1 = lower_bound(ds->ts_ns, ds->n_rows, cut_ns[0]), c2 = lower_bound(ds->ts_ns, ds->n_rows, cut_ns[1]);
     if (c1 == 0)
-        return m2_fail(M2_EFAIL, "universe (instrument %s): no rows before the train cut: its events all lie in the "
-                       "val or test period of the universe", ds->instrument);
+        return m2_fail(M2_EFAIL,
+                       "universe (instrument %s): no rows before the train cut: its events all lie in the "
+                       "val or test period of the universe",
+                       ds->instrument);
     if (m2_features_split_at(ds, c1, c2) || m2_features_compute(ds, o) || m2_features_normalise(ds, o->clip))
         return M2_EFAIL;
     return M2_OK;
 }
 
 typedef struct {
-    size_t offset, size;           /* of the pointer inside m2_dataset; element size */
+    size_t offset, size; /* of the pointer inside m2_dataset; element size */
 } column;
 
 static const column columns[] = {
-    { offsetof(m2_dataset, ts_ns), 8 },    { offsetof(m2_dataset, bid_px), 8 },  { offsetof(m2_dataset, ask_px), 8 },
-    { offsetof(m2_dataset, bid_sz), 8 },   { offsetof(m2_dataset, ask_sz), 8 },  { offsetof(m2_dataset, trade_px), 8 },
-    { offsetof(m2_dataset, trade_sz), 8 }, { offsetof(m2_dataset, side), 1 },
+    {offsetof(m2_dataset, ts_ns), 8},    {offsetof(m2_dataset, bid_px), 8}, {offsetof(m2_dataset, ask_px), 8},
+    {offsetof(m2_dataset, bid_sz), 8},   {offsetof(m2_dataset, ask_sz), 8}, {offsetof(m2_dataset, trade_px), 8},
+    {offsetof(m2_dataset, trade_sz), 8}, {offsetof(m2_dataset, side), 1},
 };
 enum { N_COLUMNS = sizeof columns / sizeof columns[0] };
 
@@ -100,10 +97,8 @@ static int alloc_out(m2_dataset *out, const m2_dataset *in, int n, int64_t rows,
     out->y = malloc(sizeof(float) * (size_t)rows * (size_t)out->n_targets);
     out->sessions = malloc(sizeof(int64_t) * (size_t)(sessions + 1));
     int ok = out->X && out->y && out->sessions;
-    for (int c = 0; c < N_COLUMNS; c++)
-        ok = ok && (*slot(out, c) = malloc(columns[c].size * (size_t)rows)) != NULL;
-    if (!ok)
-        return m2_fail(M2_EFAIL, "universe (%lld rows): out of memory", (long long)rows);
+    for (int c = 0; c < N_COLUMNS; c++) ok = ok && (*slot(out, c) = malloc(columns[c].size * (size_t)rows)) != NULL;
+    if (!ok) return m2_fail(M2_EFAIL, "universe (%lld rows): out of memory", (long long)rows);
     return m2_dataset_alloc_universe(out, n);
 }
 
@@ -115,8 +110,8 @@ static void place(m2_dataset *out, const m2_dataset *in, int i, int k, int64_t *
     memcpy(out->X + *at * F, in->X + b * F, sizeof(float) * (size_t)(e - b) * (size_t)F);
     memcpy(out->y + *at * O, in->y + b * O, sizeof(float) * (size_t)(e - b) * (size_t)O);
     for (int c = 0; c < N_COLUMNS; c++)
-        memcpy((char *)*slot(out, c) + (size_t)*at * columns[c].size, (char *)*slot(in, c) + (size_t)b * columns[c].size,
-               columns[c].size * (size_t)(e - b));
+        memcpy((char *)*slot(out, c) + (size_t)*at * columns[c].size,
+               (char *)*slot(in, c) + (size_t)b * columns[c].size, columns[c].size * (size_t)(e - b));
     for (int64_t s = 0; s < in->n_sessions; s++) {
         int64_t sb, se;
         m2_dataset_session_part(in, k, s, &sb, &se);
@@ -147,7 +142,7 @@ static void describe(m2_dataset *out, const m2_dataset *in, int n, const int64_t
         out->std[j] = n == 1 ? in[0].std[j] : 1.0;
     }
     snprintf(out->instrument, sizeof out->instrument, "%s", n == 1 ? in[0].instrument : "universe");
-    memcpy(out->source, in[0].source, sizeof out->source);   /* the caller may say more */
+    memcpy(out->source, in[0].source, sizeof out->source); /* the caller may say more */
     out->tick_size = in[0].tick_size;
     memcpy(out->cut_ns, cut_ns, sizeof out->cut_ns);
 }
@@ -155,20 +150,18 @@ static void describe(m2_dataset *out, const m2_dataset *in, int n, const int64_t
 int m2_universe_build(m2_dataset *events, int n, const m2_feature_opts *o, m2_dataset *out)
 {
     memset(out, 0, sizeof *out);
-    int64_t cut_ns[2] = { 0, 0 }, rows = 0, sessions = 0;
+    int64_t cut_ns[2] = {0, 0}, rows = 0, sessions = 0;
     int rc = m2_universe_cuts(events, n, o->split, cut_ns);
     for (int i = 0; rc == M2_OK && i < n; i++) {
         rc = build_one(&events[i], o, cut_ns);
         rows += events[i].n_rows;
         sessions += events[i].n_sessions;
     }
-    if (rc == M2_OK)
-        rc = alloc_out(out, events, n, rows, sessions);
+    if (rc == M2_OK) rc = alloc_out(out, events, n, rows, sessions);
     int64_t at = 0, ns = 0;
     for (int k = 0; rc == M2_OK && k < 3; k++) {
         out->split[k][0] = at;
-        for (int i = 0; i < n; i++)
-            place(out, &events[i], i, k, &at, &ns);
+        for (int i = 0; i < n; i++) place(out, &events[i], i, k, &at, &ns);
         out->split[k][1] = at;
     }
     if (rc == M2_OK) {
@@ -177,9 +170,7 @@ int m2_universe_build(m2_dataset *events, int n, const m2_feature_opts *o, m2_da
         describe(out, events, n, cut_ns);
         rc = m2_dataset_check(out, "universe");
     }
-    for (int i = 0; i < n; i++)
-        m2_dataset_free(&events[i]);
-    if (rc)
-        m2_dataset_free(out);
+    for (int i = 0; i < n; i++) m2_dataset_free(&events[i]);
+    if (rc) m2_dataset_free(out);
     return rc;
 }

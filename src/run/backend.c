@@ -67,8 +67,10 @@ static int choose_dist(m2_backend *be, const m2_config *cfg, const m2_dist *pg)
         return m2_fail(M2_EUSAGE, "dist.backend (none): %d ranks need collectives; use auto, mpi or nccl", pg->world);
     if (!be->api) {
         if (strcmp(want, "nccl") == 0)
-            return m2_fail(M2_EUSAGE, "dist.backend (nccl): NCCL works on GPU buffers but the model runs on the CPU "
-                           "(model.device = %s%s%s)", cfg->model.device, be->note[0] ? ": " : "", be->note);
+            return m2_fail(M2_EUSAGE,
+                           "dist.backend (nccl): NCCL works on GPU buffers but the model runs on the CPU "
+                           "(model.device = %s%s%s)",
+                           cfg->model.device, be->note[0] ? ": " : "", be->note);
         snprintf(be->dist, sizeof be->dist, "%s", strcmp(want, "none") == 0 ? "none" : "mpi");
         return M2_OK;
     }
@@ -84,7 +86,7 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
 {
     memset(be, 0, sizeof *be);
     be->device = -1;
-    int rc = m2_cpu_check_env();   /* an unknown MAMBA2_CPU is refused, not silently read as scalar */
+    int rc = m2_cpu_check_env(); /* an unknown MAMBA2_CPU is refused, not silently read as scalar */
     if (rc) return rc;
     be->ops = m2_ops_cpu();
     if (pg) pg->device = -1;
@@ -96,8 +98,7 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
 
     be->device = pg ? pg->local_rank : 0;
     if ((rc = api->init(be->device)))
-        return m2_fail_context(rc, "model.device (%s, rank %d, device %d)", api->name, pg ? pg->rank : 0,
-                               be->device);
+        return m2_fail_context(rc, "model.device (%s, rank %d, device %d)", api->name, pg ? pg->rank : 0, be->device);
     if (!(be->ops = api->ops())) return m2_fail_context(M2_EFAIL, "model.device (%s)", api->name);
     if (api->set_precision) {
         if ((rc = api->set_precision(cfg->model.precision)))
@@ -113,7 +114,9 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
 void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
 {
     static const char *dist_what[][2] = {
-        {"mpi", "ZeRO-1"}, {"nccl", "ZeRO-1"}, {"none", "one rank"},
+        {"mpi", "ZeRO-1"},
+        {"nccl", "ZeRO-1"},
+        {"none", "one rank"},
     };
     const char *how = "";
     for (size_t i = 0; i < sizeof dist_what / sizeof dist_what[0]; i++)

@@ -31,11 +31,11 @@
 
 /* What a device backend offers. */
 typedef struct {
-    const char *name;                                  /* "cuda" */
-    int (*available)(char *why, size_t cap);           /* usable devices (> 0), or 0 with the reason */
-    int (*init)(int device);                           /* selects the device and creates the backend on it */
-    const m2_ops *(*ops)(void);                        /* the backend's ops (after init); NULL with a message */
-    void (*device_name)(char *buf, size_t cap);        /* the selected device's name (after init) */
+    const char *name;                           /* "cuda" */
+    int (*available)(char *why, size_t cap);    /* usable devices (> 0), or 0 with the reason */
+    int (*init)(int device);                    /* selects the device and creates the backend on it */
+    const m2_ops *(*ops)(void);                 /* the backend's ops (after init); NULL with a message */
+    void (*device_name)(char *buf, size_t cap); /* the selected device's name (after init) */
     /* Sets the operand precision of the device's matrix products (model.precision: "bf16", "tf32" or "fp32");
      * M2_EUSAGE for another name. NULL: the device has one precision (the key is then not looked at). */
     int (*set_precision)(const char *name);
@@ -45,13 +45,13 @@ typedef struct {
 
 typedef struct {
     const m2_ops *ops;
-    const m2_device_api *api;  /* the device's API; NULL on the CPU */
-    int device;                /* this rank's device; -1 on the CPU */
-    char dist[16];             /* the data-parallel collectives: "mpi", "nccl" or "none" */
-    char device_name[256];     /* the device's name ("" on the CPU) */
-    char precision[8];         /* the device's matrix-product operands (model.precision; "" on the CPU: fp32) */
-    double peak_flops;         /* the device's bf16 dense peak (core/flops.h), 0 when unknown */
-    char note[320];            /* why model.device = auto chose the CPU ("" otherwise) */
+    const m2_device_api *api; /* the device's API; NULL on the CPU */
+    int device;               /* this rank's device; -1 on the CPU */
+    char dist[16];            /* the data-parallel collectives: "mpi", "nccl" or "none" */
+    char device_name[256];    /* the device's name ("" on the CPU) */
+    char precision[8];        /* the device's matrix-product operands (model.precision; "" on the CPU: fp32) */
+    double peak_flops;        /* the device's bf16 dense peak (core/flops.h), 0 when unknown */
+    char note[320];           /* why model.device = auto chose the CPU ("" otherwise) */
 } m2_backend;
 
 /* Chooses and initialises the backend by the rules above. pg: the ranks (collective over them when model.device is

@@ -30,7 +30,7 @@ int64_t m2_bt_part_end(const m2_dataset *ds, const int64_t *row, int64_t M, int6
 }
 
 typedef struct {
-    double *pnl;                 /* per period */
+    double *pnl; /* per period */
     int64_t periods;
     double gross, cost, turnover, hits, trades, cum, peak, max_dd;
 } tally;
@@ -95,12 +95,18 @@ int m2_backtest(const m2_dataset *ds, const int64_t *row, const float *pred, con
     m /= (double)(t.periods > 0 ? t.periods : 1);
     for (int64_t p = 0; p < t.periods; p++) v += (t.pnl[p] - m) * (t.pnl[p] - m);
     double sd = t.periods > 1 ? sqrt(v / (double)(t.periods - 1)) : NAN, days = (double)(parts > 0 ? parts : 1);
-    *out = (m2_bt_stats){.sessions = parts, .periods = t.periods, .periods_per_day = blocks,
-                         .net_bp_day = (t.gross - t.cost) / days, .gross_bp_day = t.gross / days,
-                         .cost_bp_day = t.cost / days, .sharpe = sd > 0 ? m / sd * sqrt(252.0 * blocks) : NAN,
+    *out = (m2_bt_stats){.sessions = parts,
+                         .periods = t.periods,
+                         .periods_per_day = blocks,
+                         .net_bp_day = (t.gross - t.cost) / days,
+                         .gross_bp_day = t.gross / days,
+                         .cost_bp_day = t.cost / days,
+                         .sharpe = sd > 0 ? m / sd * sqrt(252.0 * blocks) : NAN,
                          .sharpe_t = sd > 0 ? m / sd * sqrt((double)t.periods) : NAN,
-                         .turnover_day = t.turnover / days, .hit_rate = t.trades > 0 ? t.hits / t.trades : NAN,
-                         .max_dd_bp = t.max_dd, .total_net_bp = t.gross - t.cost};
+                         .turnover_day = t.turnover / days,
+                         .hit_rate = t.trades > 0 ? t.hits / t.trades : NAN,
+                         .max_dd_bp = t.max_dd,
+                         .total_net_bp = t.gross - t.cost};
     free(t.pnl);
     return M2_OK;
 }

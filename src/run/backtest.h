@@ -20,13 +20,13 @@
 #include "io/dataset.h"
 
 #define M2_BT_MIN_DAYS 20
-#define M2_BT_BLOCKS 13 /* about 30 minutes of a 6.5-hour session */
-#define M2_DECILES 10
+#define M2_BT_BLOCKS   13 /* about 30 minutes of a 6.5-hour session */
+#define M2_DECILES     10
 
 typedef struct {
     int64_t sessions, periods;
     int periods_per_day;
-    double net_bp_day, gross_bp_day, cost_bp_day;  /* per session */
+    double net_bp_day, gross_bp_day, cost_bp_day; /* per session */
     double sharpe, sharpe_t, turnover_day, hit_rate, max_dd_bp, total_net_bp;
 } m2_bt_stats;
 

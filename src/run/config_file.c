@@ -15,10 +15,10 @@
 typedef struct {
     m2_config *cfg;
     const char *origin;
-    const char *text;   /* string source */
-    FILE *file;         /* file source */
+    const char *text; /* string source */
+    FILE *file;       /* file source */
     int line;
-    int section_line;   /* line of the last [section] header, to name it when the section is unknown */
+    int section_line; /* line of the last [section] header, to name it when the section is unknown */
     int status;
 } parse_state;
 
@@ -45,8 +45,10 @@ static char *read_line(char *buf, int size, void *stream)
     /* inih reads a line into a buffer of INI_MAX_LINE bytes fixed when the library was built (200 in Debian's
      * libinih) and would take the rest of a longer one as a line of its own: refuse it, naming the way around. */
     if (cut) {
-        st->status = m2_fail(M2_EUSAGE, "%s:%d: line longer than %d bytes, the most the INI reader takes (give that key "
-                             "with --set SECTION.KEY=VALUE instead)", st->origin, st->line, size - 1);
+        st->status = m2_fail(M2_EUSAGE,
+                             "%s:%d: line longer than %d bytes, the most the INI reader takes (give that key "
+                             "with --set SECTION.KEY=VALUE instead)",
+                             st->origin, st->line, size - 1);
         return NULL;
     }
     /* inih notes a syntax error but carries on, handing later keys to the wrong section; stop at the first. */
@@ -57,7 +59,8 @@ static char *read_line(char *buf, int size, void *stream)
     if (*p == '[') st->section_line = st->line;
     int blank = *p == '\0' || *p == '\n' || *p == '\r' || *p == ';' || *p == '#';
     if (!blank && ((*p == '[' && !strchr(p, ']')) || (*p != '[' && !strchr(p, '=') && !strchr(p, ':')))) {
-        st->status = m2_fail(M2_EUSAGE, "%s:%d: syntax error (expected [section] or key = value)", st->origin, st->line);
+        st->status = m2_fail(M2_EUSAGE, "%s:%d: syntax error (expected [section] or key = value)", st->origin,
+                             st->line);
         return NULL;
     }
     return buf;
@@ -98,4 +101,3 @@ int m2_config_load_string(m2_config *cfg, const char *text, const char *origin)
     parse_state st = {.cfg = cfg, .origin = origin, .text = text};
     return run_parser(&st);
 }
-

@@ -68,9 +68,9 @@ typedef struct {
     const m2_layout *lay;
     const m2_ops *ops;
     m2_model *model;
-    m2_real *params;               /* backend memory */
-    m2_real *X, *P;                /* host staging [max_T, F], [max_T, O]: the model's scalar type */
-    m2_real *dX, *dP;              /* backend memory, same shapes */
+    m2_real *params;  /* backend memory */
+    m2_real *X, *P;   /* host staging [max_T, F], [max_T, O]: the model's scalar type */
+    m2_real *dX, *dP; /* backend memory, same shapes */
 } runner;
 
 static int runner_init(runner *r, const m2_ops *ops, const m2_layout *lay, const m2_real *params, int max_T)
@@ -153,8 +153,8 @@ static void plan(const m2_dataset *ds, int split, int mode, int64_t seg_len, int
 
 /* The runner for the split's chunked parts, with the largest cap the backend can hold (see above); *cap is the
  * one chosen. No runner (r->model NULL) when no part is chunked. */
-static int open_runner(runner *r, const m2_ops *ops, const m2_layout *lay, const m2_real *params,
-                       const m2_dataset *ds, int split, int mode, int64_t seg_len, int keep_from, int64_t *cap)
+static int open_runner(runner *r, const m2_ops *ops, const m2_layout *lay, const m2_real *params, const m2_dataset *ds,
+                       int split, int mode, int64_t seg_len, int keep_from, int64_t *cap)
 {
     const int device = ops->lanes == NULL; /* ops.h: only a device backend has no lanes */
     int64_t M, max_T, longest;
@@ -249,7 +249,8 @@ static int alloc_rows(m2_eval_rows *out, int64_t M, int O)
     out->row = malloc(sizeof(int64_t) * (size_t)(M > 0 ? M : 1));
     out->pred = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * (size_t)O);
     out->target = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * (size_t)O);
-    if (!out->row || !out->pred || !out->target) return m2_fail(M2_EFAIL, "eval: cannot allocate %lld rows", (long long)M);
+    if (!out->row || !out->pred || !out->target)
+        return m2_fail(M2_EFAIL, "eval: cannot allocate %lld rows", (long long)M);
     return M2_OK;
 }
 
@@ -358,8 +359,8 @@ int m2_eval_metrics(const m2_eval_rows *rows, const float *ridge_pred, m2_eval_r
 
 static void table_line(FILE *f, int32_t horizon, const char *who, const m2_metrics *m)
 {
-    fprintf(f, "%8d  %-6s %10lld %10.4f %10.4f %9.4f %9.4f %9.4f %9.4f\n", (int)horizon, who, (long long)m->n,
-            m->mse, m->mse_zero, m->r2, m->ic, m->rank_ic, m->dir_acc);
+    fprintf(f, "%8d  %-6s %10lld %10.4f %10.4f %9.4f %9.4f %9.4f %9.4f\n", (int)horizon, who, (long long)m->n, m->mse,
+            m->mse_zero, m->r2, m->ic, m->rank_ic, m->dir_acc);
 }
 
 void m2_eval_print_table(FILE *f, const m2_eval_report *rep)
@@ -374,14 +375,18 @@ void m2_eval_print_table(FILE *f, const m2_eval_report *rep)
         table_line(f, rep->horizons[o], "mamba2", &rep->model[o]);
         table_line(f, rep->horizons[o], "ridge", &rep->ridge[o]);
     }
-    fprintf(f, "ridge: current tick's features + intercept, fit on the train split, lambda %g x rows; "
-               "zero predictor: zero_mse; n: rows with a finite target\n", rep->ridge_lambda);
+    fprintf(f,
+            "ridge: current tick's features + intercept, fit on the train split, lambda %g x rows; "
+            "zero predictor: zero_mse; n: rows with a finite target\n",
+            rep->ridge_lambda);
 }
 
 static void json_num(FILE *f, double v)
 {
-    if (isfinite(v)) fprintf(f, "%.9g", v);
-    else fputs("null", f);
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -389,9 +394,12 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
 }

@@ -43,8 +43,8 @@ const char *m2_eval_mode_name(int mode);
 typedef struct {
     int64_t M;
     int O;
-    int64_t *row;                  /* [M] dataset rows */
-    float *pred, *target;          /* [M, O] */
+    int64_t *row;         /* [M] dataset rows */
+    float *pred, *target; /* [M, O] */
 } m2_eval_rows;
 
 /* Runs the model (params in the flat layout of lay, host memory) over `split` of ds in `mode`
@@ -64,17 +64,17 @@ int m2_eval_ridge(const m2_dataset *ds, const m2_eval_rows *rows, m2_ridge *fit,
 typedef struct m2_eval_report {
     char split[16], mode[16];
     char checkpoint[1024], data[1024];
-    char backend[320];             /* where the model ran, e.g. "cuda (NVIDIA H200)", "cpu" ("": not said) */
-    int64_t step;                  /* checkpoint step */
-    int seq_len, burn_in;          /* window mode's window */
-    int64_t rows;                  /* M */
+    char backend[320];                  /* where the model ran, e.g. "cuda (NVIDIA H200)", "cpu" ("": not said) */
+    int64_t step;                       /* checkpoint step */
+    int seq_len, burn_in;               /* window mode's window */
+    int64_t rows;                       /* M */
     int64_t ridge_rows[M2_MAX_TARGETS]; /* train rows each ridge fit used */
     double ridge_lambda;
     int O;
     int32_t horizons[M2_MAX_TARGETS];
     m2_metrics model[M2_MAX_TARGETS], ridge[M2_MAX_TARGETS];
-    char instrument[64];           /* the rows are this instrument's only ("": all) */
-    int n_instruments;             /* > 0: per_instrument[i] holds instrument inst_name[i]'s metrics (rows 0: none) */
+    char instrument[64]; /* the rows are this instrument's only ("": all) */
+    int n_instruments;   /* > 0: per_instrument[i] holds instrument inst_name[i]'s metrics (rows 0: none) */
     const char (*inst_name)[64];
     const struct m2_eval_report *per_instrument;
     /* more members of the JSON object (run/research.h), written after "horizons" when set */

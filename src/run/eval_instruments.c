@@ -7,7 +7,7 @@
 
 int m2_eval_instrument_of_row(const m2_dataset *ds, int64_t r)
 {
-    int64_t lo = 0, hi = ds->n_sessions - 1;   /* the session s with sessions[s] <= r */
+    int64_t lo = 0, hi = ds->n_sessions - 1; /* the session s with sessions[s] <= r */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;
         if (ds->sessions[mid] <= r)
@@ -43,8 +43,11 @@ void m2_eval_instrument_range(const m2_dataset *ds, const m2_eval_rows *rows, in
 
 m2_eval_rows m2_eval_rows_view(const m2_eval_rows *rows, int64_t begin, int64_t end)
 {
-    return (m2_eval_rows){ .M = end - begin, .O = rows->O, .row = rows->row + begin,
-                           .pred = rows->pred + begin * rows->O, .target = rows->target + begin * rows->O };
+    return (m2_eval_rows){.M = end - begin,
+                          .O = rows->O,
+                          .row = rows->row + begin,
+                          .pred = rows->pred + begin * rows->O,
+                          .target = rows->target + begin * rows->O};
 }
 
 int m2_eval_by_instrument(const m2_dataset *ds, const m2_eval_rows *rows, const float *ridge_pred,
@@ -55,11 +58,9 @@ int m2_eval_by_instrument(const m2_dataset *ds, const m2_eval_rows *rows, const 
         m2_eval_instrument_range(ds, rows, i, &b, &e);
         out[i] = *pooled;
         out[i].rows = 0;
-        if (e <= b)
-            continue;
+        if (e <= b) continue;
         m2_eval_rows view = m2_eval_rows_view(rows, b, e);
-        if (m2_eval_metrics(&view, ridge_pred + b * rows->O, &out[i]))
-            return M2_EFAIL;
+        if (m2_eval_metrics(&view, ridge_pred + b * rows->O, &out[i])) return M2_EFAIL;
     }
     return M2_OK;
 }

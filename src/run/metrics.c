@@ -97,8 +97,8 @@ static int metrics_of_kept(double *p, double *y, int64_t n, int all_pred_finite,
 
 int m2_metrics_compute(const float *pred, const float *target, int64_t M, int ld, int col, m2_metrics *out)
 {
-    *out = (m2_metrics){.n = 0, .n_dir = 0, .mse = NAN, .mse_zero = NAN, .r2 = NAN, .ic = NAN, .rank_ic = NAN,
-                        .dir_acc = NAN};
+    *out = (m2_metrics){
+        .n = 0, .n_dir = 0, .mse = NAN, .mse_zero = NAN, .r2 = NAN, .ic = NAN, .rank_ic = NAN, .dir_acc = NAN};
     int64_t n = 0;
     for (int64_t i = 0; i < M; i++) n += isfinite(target[i * ld + col]) != 0;
     out->n = n;

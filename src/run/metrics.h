@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t n;        /* rows with a finite target */
-    int64_t n_dir;    /* of those, rows with a nonzero target */
+    int64_t n;     /* rows with a finite target */
+    int64_t n_dir; /* of those, rows with a nonzero target */
     double mse, mse_zero, r2, ic, rank_ic, dir_acc;
 } m2_metrics;
 

@@ -12,8 +12,10 @@ enum { MAX_POINTS = 2000 }; /* the PnL curve is thinned to this many points: the
 
 static void num(FILE *g, double v)
 {
-    if (isfinite(v)) fprintf(g, " %.6g", v);
-    else fputs(" NaN", g);
+    if (isfinite(v))
+        fprintf(g, " %.6g", v);
+    else
+        fputs(" NaN", g);
 }
 
 static void data_blocks(FILE *g, const m2_research *r, const float *cum, int64_t M)
@@ -58,7 +60,8 @@ static void script(FILE *g, const char *out, const m2_research *r, const float *
     fputs("set title 'IC by horizon (95% HAC interval)'\nset xlabel 'horizon (ticks)'\n", g);
     fprintf(g, "set xrange [-0.5:%d.5]\nset xzeroaxis\n", r->O - 1);
     fputs("plot $ic u ($1-0.08):3:4:xtic(2) w yerrorbars pt 7 t 'mamba2', $ic u ($1+0.08):5:6 w yerrorbars pt 5 "
-          "t 'ridge', 0 w l lc 'black' notitle\n", g);
+          "t 'ridge', 0 w l lc 'black' notitle\n",
+          g);
     fprintf(g, "set title 'mean forward return by prediction decile, h=%d (bp)'\nset xlabel 'decile'\n", H);
     fputs("set xrange [0.4:10.6]\nset style fill solid 0.7\nset boxwidth 0.38\nset xtics 1\n", g);
     fputs("plot $dec u ($1-0.2):2 w boxes t 'mamba2', $dec u ($1+0.2):3 w boxes t 'ridge'\n", g);
@@ -77,8 +80,10 @@ int m2_plot_write(const char *png, const m2_research *r, const float *cum, int64
     int status = pclose(g);
     if (status != 0) {
         unlink(tmp);
-        return m2_fail(M2_EFAIL, "--plot (%s): gnuplot failed (exit status %d; is gnuplot installed? "
-                       "launch/setup.sh installs gnuplot-nox)", png, status);
+        return m2_fail(M2_EFAIL,
+                       "--plot (%s): gnuplot failed (exit status %d; is gnuplot installed? "
+                       "launch/setup.sh installs gnuplot-nox)",
+                       png, status);
     }
     if (rename(tmp, png) != 0) {
         int e = errno;

@@ -24,8 +24,9 @@ int m2_research_compute(const m2_dataset *ds, const m2_eval_rows *rows, const fl
         for (int w = 0; w < 2 && !rc; w++) {
             float *c = cum ? cum + ((size_t)w * O + o) * (size_t)M : NULL;
             rc = m2_metrics_compute(pred[w], rows->target, M, O, o, &out->metrics[w][o]);
-            if (!rc) rc = m2_backtest(ds, rows->row, pred[w], rows->target, half_spread_bp, M, O, o, H, scale[w][o],
-                                      &out->bt[w][o], c);
+            if (!rc)
+                rc = m2_backtest(ds, rows->row, pred[w], rows->target, half_spread_bp, M, O, o, H, scale[w][o],
+                                 &out->bt[w][o], c);
             if (!rc) rc = m2_bt_deciles(pred[w], rows->target, M, O, o, out->deciles[w][o]);
         }
     }
@@ -58,8 +59,11 @@ static int64_t cut_blocks(const m2_dataset *ds, const m2_eval_rows *rows, block 
 int m2_control_shuffle(const m2_dataset *ds, const m2_eval_rows *rows, float *out)
 {
     int64_t n = cut_blocks(ds, rows, NULL);
-    if (n < 2) return m2_fail(M2_EUSAGE, "--control shuffle: the split has %lld rows in %lld block(s), too few to "
-                              "move targets between blocks", (long long)rows->M, (long long)n);
+    if (n < 2)
+        return m2_fail(M2_EUSAGE,
+                       "--control shuffle: the split has %lld rows in %lld block(s), too few to "
+                       "move targets between blocks",
+                       (long long)rows->M, (long long)n);
     block *bl = malloc(sizeof(block) * (size_t)n);
     if (!bl) return m2_fail(M2_EFAIL, "--control: out of memory");
     cut_blocks(ds, rows, bl);
@@ -80,8 +84,10 @@ static const char *who_name[2] = {"mamba2", "ridge"};
 
 static void print_significance(FILE *f, const m2_research *r, const m2_research *c)
 {
-    fprintf(f, "significance: IC standard error by HAC (truncated kernel, lag = horizon: overlapping targets; "
-               "docs/MODEL.md §11)%s\n", c ? "; control: targets block-shuffled" : "");
+    fprintf(f,
+            "significance: IC standard error by HAC (truncated kernel, lag = horizon: overlapping targets; "
+            "docs/MODEL.md §11)%s\n",
+            c ? "; control: targets block-shuffled" : "");
     fprintf(f, "%8s  %-6s %9s %8s %8s %8s %8s %8s%s\n", "horizon", "model", "ic", "se", "t", "diff", "diff_se",
             "diff_t", c ? "  ctrl_ic   ctrl_t" : "");
     for (int o = 0; o < r->O; o++)
@@ -89,8 +95,10 @@ static void print_significance(FILE *f, const m2_research *r, const m2_research 
             const m2_ic_pair *p = &r->ic[o];
             const m2_ic_stat *s = w ? &p->b : &p->a;
             fprintf(f, "%8d  %-6s %9.4f %8.4f %8.2f", (int)r->horizons[o], who_name[w], s->ic, s->se, s->t);
-            if (w == 0) fprintf(f, " %8.4f %8.4f %8.2f", p->diff, p->diff_se, p->diff_t);
-            else fprintf(f, " %8s %8s %8s", "", "", "");
+            if (w == 0)
+                fprintf(f, " %8.4f %8.4f %8.2f", p->diff, p->diff_se, p->diff_t);
+            else
+                fprintf(f, " %8s %8s %8s", "", "", "");
             if (c) fprintf(f, " %8.4f %8.2f", w ? c->ic[o].b.ic : c->ic[o].a.ic, w ? c->ic[o].b.t : c->ic[o].a.t);
             fputc('\n', f);
         }
@@ -99,8 +107,10 @@ static void print_significance(FILE *f, const m2_research *r, const m2_research 
 static void print_trading(FILE *f, const m2_research *r, const m2_research *c)
 {
     const m2_bt_stats *b0 = &r->bt[0][0];
-    fprintf(f, "trading: position clip(pred / sd(pred on val), -1, 1) held horizon ticks, %s; Sharpe annualised "
-               "from %s%s\n", r->costs ? "net of half the quoted spread" : "no quotes in the data: NO COSTS",
+    fprintf(f,
+            "trading: position clip(pred / sd(pred on val), -1, 1) held horizon ticks, %s; Sharpe annualised "
+            "from %s%s\n",
+            r->costs ? "net of half the quoted spread" : "no quotes in the data: NO COSTS",
             b0->periods_per_day > 1 ? "13 blocks per session" : "daily (session) PnL",
             c ? "; control: targets block-shuffled" : "");
     fprintf(f, "%8s  %-6s %10s %10s %10s %8s %7s %10s %7s %10s%s\n", "horizon", "model", "net_bp/d", "gross_bp/d",
@@ -139,8 +149,10 @@ void m2_research_print(FILE *f, const m2_research *r, const m2_research *control
 
 static void num(FILE *f, const char *name, double v)
 {
-    if (isfinite(v)) fprintf(f, "\"%s\":%.9g", name, v);
-    else fprintf(f, "\"%s\":null", name);
+    if (isfinite(v))
+        fprintf(f, "\"%s\":%.9g", name, v);
+    else
+        fprintf(f, "\"%s\":null", name);
 }
 
 static void json_ic(FILE *f, const m2_ic_stat *s)
@@ -159,9 +171,9 @@ static void json_bt(FILE *f, const m2_bt_stats *b)
     const struct {
         const char *name;
         double v;
-    } kv[] = {{"net_bp_day", b->net_bp_day},     {"gross_bp_day", b->gross_bp_day}, {"cost_bp_day", b->cost_bp_day},
-              {"sharpe", b->sharpe},             {"sharpe_t", b->sharpe_t},         {"turnover_day", b->turnover_day},
-              {"hit_rate", b->hit_rate},         {"max_dd_bp", b->max_dd_bp},       {"total_net_bp", b->total_net_bp}};
+    } kv[] = {{"net_bp_day", b->net_bp_day}, {"gross_bp_day", b->gross_bp_day}, {"cost_bp_day", b->cost_bp_day},
+              {"sharpe", b->sharpe},         {"sharpe_t", b->sharpe_t},         {"turnover_day", b->turnover_day},
+              {"hit_rate", b->hit_rate},     {"max_dd_bp", b->max_dd_bp},       {"total_net_bp", b->total_net_bp}};
     fprintf(f, "{\"sessions\":%lld,\"periods\":%lld", (long long)b->sessions, (long long)b->periods);
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
         fputc(',', f);
@@ -183,8 +195,10 @@ static void json_who(FILE *f, const m2_research *r, int o, int w)
     fputs(",\"deciles\":[", f);
     for (int d = 0; d < M2_DECILES; d++) {
         double v = r->deciles[w][o][d];
-        if (isfinite(v)) fprintf(f, "%s%.9g", d ? "," : "", v);
-        else fprintf(f, "%snull", d ? "," : "");
+        if (isfinite(v))
+            fprintf(f, "%s%.9g", d ? "," : "", v);
+        else
+            fprintf(f, "%snull", d ? "," : "");
     }
     fputs("]}", f);
 }

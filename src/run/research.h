@@ -19,10 +19,10 @@ enum { M2_WHO_MODEL = 0, M2_WHO_RIDGE = 1 };
 typedef struct {
     int O;
     int32_t horizons[M2_MAX_TARGETS];
-    int costs;                                     /* 1: net of half the quoted spread; 0: the data has no quotes */
-    double scale[2][M2_MAX_TARGETS];               /* position scale per predictor (val split) */
+    int costs;                       /* 1: net of half the quoted spread; 0: the data has no quotes */
+    double scale[2][M2_MAX_TARGETS]; /* position scale per predictor (val split) */
     m2_metrics metrics[2][M2_MAX_TARGETS];
-    m2_ic_pair ic[M2_MAX_TARGETS];                 /* a = model, b = ridge */
+    m2_ic_pair ic[M2_MAX_TARGETS]; /* a = model, b = ridge */
     m2_bt_stats bt[2][M2_MAX_TARGETS];
     double deciles[2][M2_MAX_TARGETS][M2_DECILES];
 } m2_research;

@@ -12,18 +12,18 @@
 #include "run/ridge.h"
 
 typedef struct {
-    const m2_ops *ops;             /* the model's backend (NULL: the CPU) */
+    const m2_ops *ops; /* the model's backend (NULL: the CPU) */
     const m2_layout *lay;
-    const float *params;           /* host */
+    const float *params; /* host */
     const m2_dataset *ds;
-    const char *data_path;         /* for the /raw quotes */
-    int split;                     /* the evaluated split (its rows are rows) */
+    const char *data_path; /* for the /raw quotes */
+    int split;             /* the evaluated split (its rows are rows) */
     const m2_eval_rows *rows;
-    const float *ridge_pred;       /* [M, O] */
+    const float *ridge_pred; /* [M, O] */
     const m2_ridge *fit;
-    int control;                   /* 1: --control shuffle */
-    const char *plot;              /* --plot OUT.png or NULL */
-    const char *title;             /* the plot's title line */
+    int control;       /* 1: --control shuffle */
+    const char *plot;  /* --plot OUT.png or NULL */
+    const char *title; /* the plot's title line */
 } m2_research_job;
 
 /* Computes r (and *control when job->control), prints the tables to f and writes the plot. */

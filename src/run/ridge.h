@@ -22,8 +22,8 @@
 typedef struct {
     int F, O;
     double lambda;
-    double *w;        /* [O, F+1]: per horizon F feature weights, then the intercept */
-    int64_t *n_fit;   /* [O] rows used per horizon */
+    double *w;      /* [O, F+1]: per horizon F feature weights, then the intercept */
+    int64_t *n_fit; /* [O] rows used per horizon */
 } m2_ridge;
 
 /* Fits on rows [0, n_rows) of X [n_rows, F] and y [n_rows, O] (row-major). A horizon with no finite target

@@ -74,10 +74,14 @@ int m2_selection_exhausted(const m2_selection *s, int patience) { return patienc
 
 static void json_member(FILE *f, const char *name, int32_t horizon, double v)
 {
-    if (horizon > 0) fprintf(f, ", \"%s@%d\": ", name, (int)horizon);
-    else fprintf(f, ", \"%s\": ", name);
-    if (isfinite(v)) fprintf(f, "%.10g", v);
-    else fputs("null", f);
+    if (horizon > 0)
+        fprintf(f, ", \"%s@%d\": ", name, (int)horizon);
+    else
+        fprintf(f, ", \"%s\": ", name);
+    if (isfinite(v))
+        fprintf(f, "%.10g", v);
+    else
+        fputs("null", f);
 }
 
 void m2_val_write_json(FILE *f, const m2_val_result *v, const m2_selection *s)
@@ -98,7 +102,7 @@ void m2_val_write_json(FILE *f, const m2_val_result *v, const m2_selection *s)
 void m2_val_status(char *buf, size_t cap, const m2_val_result *v, int horizon, const m2_selection *s)
 {
     int n = snprintf(buf, cap, " | val %.4f", v->loss);
-    if (horizon > 0 && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " ic@%d %.4f", horizon,
-                                                                 m2_select_score(v, horizon));
+    if (horizon > 0 && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " ic@%d %.4f", horizon, m2_select_score(v, horizon));
     if (n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " | best @%lld", (long long)s->best_step);
 }

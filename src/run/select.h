@@ -16,7 +16,7 @@
 /* One validation pass. loss: MSE pooled over every finite target of every horizon (the training loss's
  * definition); per horizon the metrics of run/metrics.h. */
 typedef struct {
-    int64_t rows;                       /* val rows evaluated */
+    int64_t rows; /* val rows evaluated */
     double loss;
     int O;
     int32_t horizons[M2_MAX_TARGETS];

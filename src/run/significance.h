@@ -18,12 +18,12 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t n;                 /* rows used */
-    double ic, se, t;          /* IC, its standard error, ic / se */
+    int64_t n;        /* rows used */
+    double ic, se, t; /* IC, its standard error, ic / se */
 } m2_ic_stat;
 
 typedef struct {
-    m2_ic_stat a, b;           /* each predictor on the common rows */
+    m2_ic_stat a, b;              /* each predictor on the common rows */
     double diff, diff_se, diff_t; /* a − b, its standard error (paired: the HAC of ψ_a − ψ_b), diff / diff_se */
 } m2_ic_pair;
 

@@ -56,22 +56,22 @@ static double now_s(void)
 typedef struct {
     const m2_config *cfg;
     m2_dist *pg;
-    m2_backend be;                    /* where the model runs, how the step communicates (run/backend.h) */
+    m2_backend be; /* where the model runs, how the step communicates (run/backend.h) */
     m2_dataset ds;
     m2_sampler train_windows, val_windows;
     m2_layout lay;
     m2_model *model;
-    m2_zero *dp;                      /* the data-parallel ZeRO-1 step for this backend (dist/zero.h) */
-    float *params, *grads;            /* backend: padded flat buffers (m2_zero_padded_len), zero tail */
-    float *X, *Y, *pred;              /* backend: one micro-batch [B,T,F], [B,T,O]; predictions [B,T,O] */
+    m2_zero *dp;           /* the data-parallel ZeRO-1 step for this backend (dist/zero.h) */
+    float *params, *grads; /* backend: padded flat buffers (m2_zero_padded_len), zero tail */
+    float *X, *Y, *pred;   /* backend: one micro-batch [B,T,F], [B,T,O]; predictions [B,T,O] */
     float *host_X, *host_Y, *host_pred, *host_params; /* host copies of the above ([n] for params) */
-    int accum;                        /* micro-batches per rank per step */
+    int accum;                                        /* micro-batches per rank per step */
     int64_t step, tokens_seen;
     uint64_t data_seed;
-    double flops_per_token;           /* model FLOPs of one training token (core/flops.h), for MFU */
+    double flops_per_token; /* model FLOPs of one training token (core/flops.h), for MFU */
     FILE *metrics;
-    m2_selection sel;                 /* best validation so far (run/select.h): ckpt_best.h5, early stopping */
-    int stopped_together;             /* the loop ended with an error every rank met at the same step */
+    m2_selection sel;     /* best validation so far (run/select.h): ckpt_best.h5, early stopping */
+    int stopped_together; /* the loop ended with an error every rank met at the same step */
 } trainer;
 
 /* ---- setup ---------------------------------------------------------------------------------------- */
@@ -107,10 +107,13 @@ static int make_run_dir(const char *dir)
 static int check_same_shape(const m2_checkpoint *ck, const m2_layout *lay, const char *path)
 {
     const m2_dims *a = &ck->lay.d, *b = &lay->d;
-    const struct { const char *key; int ck, cfg; } keys[] = {
-        {"model.d_model", a->D, b->D},    {"model.n_layers", a->L, b->L}, {"model.expand", a->E, b->E},
-        {"model.headdim", a->P, b->P},    {"model.d_state", a->N, b->N},  {"model.ngroups", a->G, b->G},
-        {"model.d_conv", a->K, b->K},     {"features (F)", a->F, b->F},   {"targets (O)", a->O, b->O},
+    const struct {
+        const char *key;
+        int ck, cfg;
+    } keys[] = {
+        {"model.d_model", a->D, b->D}, {"model.n_layers", a->L, b->L}, {"model.expand", a->E, b->E},
+        {"model.headdim", a->P, b->P}, {"model.d_state", a->N, b->N},  {"model.ngroups", a->G, b->G},
+        {"model.d_conv", a->K, b->K},  {"features (F)", a->F, b->F},   {"targets (O)", a->O, b->O},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (keys[i].ck != keys[i].cfg)
@@ -163,9 +166,10 @@ static int setup_local(trainer *t)
         (rc = m2_sampler_set_mode(&t->train_windows, cfg->data.sampling)))
         return rc;
     if (t->train_windows.n_starts < cfg->train.global_batch)
-        return m2_fail(M2_EUSAGE, "data.path (%s): the train split has %" PRId64 " windows of %d ticks, fewer than "
-                       "train.global_batch %d", cfg->data.path, t->train_windows.n_starts, cfg->train.seq_len,
-                       cfg->train.global_batch);
+        return m2_fail(M2_EUSAGE,
+                       "data.path (%s): the train split has %" PRId64 " windows of %d ticks, fewer than "
+                       "train.global_batch %d",
+                       cfg->data.path, t->train_windows.n_starts, cfg->train.seq_len, cfg->train.global_batch);
     if ((rc = m2_sampler_init(&t->val_windows, &t->ds, M2_SPLIT_VAL, cfg->train.seq_len, cfg->train.burn_in)))
         return rc;
     if ((rc = m2_select_check(cfg->train.select_by, &t->ds))) return rc;
@@ -272,7 +276,7 @@ static void load_micro_batch(trainer *t, const m2_sampler *s, uint64_t seed, int
 
 typedef struct {
     double loss, grad_norm, seconds;
-    double data_s;                 /* of which waiting for windows (copied from the mapped file) */
+    double data_s; /* of which waiting for windows (copied from the mapped file) */
     int skipped;
 } step_result;
 
@@ -306,7 +310,7 @@ static int train_step(trainer *t, step_result *out)
     /* Test hook (train.nan_from_step): rank 0's loss turns NaN, which must make every rank skip the update. */
     if (cfg->train.nan_from_step >= 0 && t->step >= cfg->train.nan_from_step && t->pg->rank == 0) sse = NAN;
     int rc = m2_zero_step(t->dp, t->params, t->grads, sse, count, (float)lr, (float)cfg->train.weight_decay,
-                        (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
+                          (float)cfg->train.grad_clip, &out->loss, &out->grad_norm, &out->skipped);
     out->seconds = now_s() - t0;
     return rc;
 }
@@ -346,8 +350,10 @@ static int check_replicas(trainer *t)
     int rc = m2_dist_allreduce_max_i64(t->pg, range, 2);
     if (rc) return rc;
     if (range[0] != -range[1])
-        return m2_fail(M2_EFAIL, "training (step %" PRId64 ", rank %d): the ranks hold different parameters after the "
-                       "all-gather", t->step + 1, t->pg->rank);
+        return m2_fail(M2_EFAIL,
+                       "training (step %" PRId64 ", rank %d): the ranks hold different parameters after the "
+                       "all-gather",
+                       t->step + 1, t->pg->rank);
     return M2_OK;
 }
 
@@ -411,8 +417,10 @@ static int save_checkpoint(trainer *t, const char *name)
 static void format_duration(double s, char *buf, size_t cap)
 {
     long total = (long)(s + 0.5);
-    if (total >= 3600) snprintf(buf, cap, "%ldh%02ldm", total / 3600, total % 3600 / 60);
-    else snprintf(buf, cap, "%ldm%02lds", total / 60, total % 60);
+    if (total >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", total / 3600, total % 3600 / 60);
+    else
+        snprintf(buf, cap, "%ldm%02lds", total / 60, total % 60);
 }
 
 static void log_step(trainer *t, const step_result *r, const m2_val_result *val, double lr, double elapsed,
@@ -453,7 +461,8 @@ static void print_plan(const trainer *t)
     size_t b, e;
     m2_zero_shard(t->dp, 0, &b, &e);
     printf("model: D=%d L=%d Di=%d H=%d P=%d N=%d G=%d K=%d Q=%d F=%d O=%d | %zu parameters (%.2f MB fp32)\n", d->D,
-           d->L, d->Di, d->H, d->P, d->N, d->G, d->K, d->Q, d->F, d->O, t->lay.n_params, 4e-6 * (double)t->lay.n_params);
+           d->L, d->Di, d->H, d->P, d->N, d->G, d->K, d->Q, d->F, d->O, t->lay.n_params,
+           4e-6 * (double)t->lay.n_params);
     printf("memory: activations %zu bytes/token/layer saved for the backward; Adam state %.2f MB on each rank "
            "(ZeRO-1 shard of %zu of %zu parameters)\n",
            m2_model_activation_bytes_per_token(t->model), 1e-6 * (double)m2_zero_state_bytes(t->dp), e - b,
@@ -485,8 +494,10 @@ static int loop(trainer *t)
         if (r.skipped) {
             if (++bad_in_row >= cfg->train.max_bad_steps) {
                 t->stopped_together = 1; /* every rank skipped the same steps: all stop here, none is stuck */
-                return m2_fail(M2_EFAIL, "training (step %" PRId64 "): loss or gradients not finite for %d steps in a "
-                               "row (train.max_bad_steps); lower train.lr or check the data", t->step + 1, bad_in_row);
+                return m2_fail(M2_EFAIL,
+                               "training (step %" PRId64 "): loss or gradients not finite for %d steps in a "
+                               "row (train.max_bad_steps); lower train.lr or check the data",
+                               t->step + 1, bad_in_row);
             }
         } else {
             bad_in_row = 0;
@@ -514,8 +525,8 @@ static int loop(trainer *t)
             if ((rc = save_checkpoint(t, NULL))) return rc;
         if (patience_out && t->pg->rank == 0 && !stop)
             printf("early stopping (train.patience): no better %s for %d evaluations, best at step %" PRId64
-                   " (ckpt_best.h5); checkpointed at step %" PRId64 "\n", cfg->train.select_by, t->sel.since,
-                   t->sel.best_step, t->step);
+                   " (ckpt_best.h5); checkpointed at step %" PRId64 "\n",
+                   cfg->train.select_by, t->sel.since, t->sel.best_step, t->step);
         if (stop || patience_out) {
             if (t->pg->rank == 0 && stop)
                 printf("stopping early (%s): checkpointed at step %" PRId64 "\n",

@@ -29,13 +29,13 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
 /* The model's dimensions (internal: the public API names only features, targets and streams). */
 const m2_dims *m2_stream_dims(const m2_stream *s);
 
-#define M2S_VEC 16          /* fp32 lanes per vector: rows are padded to this */
-#define M2S_MAX_NV 8        /* vectors per panel (accumulator registers of the GEMV) */
+#define M2S_VEC    16 /* fp32 lanes per vector: rows are padded to this */
+#define M2S_MAX_NV 8  /* vectors per panel (accumulator registers of the GEMV) */
 
 typedef struct {
-    int M, K;               /* logical shape of W */
-    int n_panels, nv_base, n_extra;  /* panels 0..n_extra-1 hold nv_base+1 vectors, the rest nv_base */
-    size_t offset;          /* first element in the matrix buffer (elements, fp32 or bf16) */
+    int M, K;                       /* logical shape of W */
+    int n_panels, nv_base, n_extra; /* panels 0..n_extra-1 hold nv_base+1 vectors, the rest nv_base */
+    size_t offset;                  /* first element in the matrix buffer (elements, fp32 or bf16) */
 } m2s_mat;
 
 /* Rows r0 .. r0 + 16 nv of panel p. */
@@ -55,10 +55,10 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
  * and reached through that level's table, which m2_stream_open picks from m2_cpu_active(). Only those sources
  * (M2_ISA_SUFFIX defined) see the kernels' own names, renamed to the level's copy. */
 #ifdef M2_ISA_SUFFIX
-#define m2s_gemm M2_ISA_FN(m2s_gemm)
-#define m2s_rmsnorm M2_ISA_FN(m2s_rmsnorm)
-#define m2s_conv_silu M2_ISA_FN(m2s_conv_silu)
-#define m2s_ssm M2_ISA_FN(m2s_ssm)
+#define m2s_gemm       M2_ISA_FN(m2s_gemm)
+#define m2s_rmsnorm    M2_ISA_FN(m2s_rmsnorm)
+#define m2s_conv_silu  M2_ISA_FN(m2s_conv_silu)
+#define m2s_ssm        M2_ISA_FN(m2s_ssm)
 #define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
 
 /* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
@@ -92,8 +92,8 @@ typedef struct {
     void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
     void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                       int ldc, const float *restrict xnew, float *restrict out);
-    void (*ssm)(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S,
-                const float *xbc, const float *dt_raw, float *y, float *scratch);
+    void (*ssm)(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
+                const float *dt_raw, float *y, float *scratch);
     void (*gated_norm)(float *y, const float *restrict z, const float *restrict w, int Di, int G);
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);

@@ -49,9 +49,9 @@ M2_STREAM_API const char *m2_last_error(void);
 typedef struct m2_stream m2_stream;
 
 typedef struct {
-    int max_streams;   /* independent states allocated (instruments); step_batch advances up to this many */
-    int bf16;          /* store the matrices as bf16 (half the bytes per tick; converted to fp32 as they are read) */
-    float clip;        /* m2_stream_standardize clips z-scores to +-clip (the dataset's clip); 0: no clip */
+    int max_streams; /* independent states allocated (instruments); step_batch advances up to this many */
+    int bf16;        /* store the matrices as bf16 (half the bytes per tick; converted to fp32 as they are read) */
+    float clip;      /* m2_stream_standardize clips z-scores to +-clip (the dataset's clip); 0: no clip */
 } m2_stream_options;
 
 /* max_streams 1, fp32 weights, clip 5. */

@@ -17,18 +17,18 @@ typedef struct {
 
 struct m2_stream {
     m2_dims d;
-    const m2s_kernels *k;            /* the kernels of the instruction-set level chosen at open */
+    const m2s_kernels *k; /* the kernels of the instruction-set level chosen at open */
     int bf16, max_streams;
     float clip;
     /* packed read-only weights */
-    void *mats;                      /* every matrix, in the order a tick reads them */
+    void *mats; /* every matrix, in the order a tick reads them */
     size_t mat_bytes;
-    float *vecs;                     /* biases, norm weights, conv weights, A = -exp(A_log), D */
+    float *vecs; /* biases, norm weights, conv weights, A = -exp(A_log), D */
     size_t vec_bytes;
     m2s_mat embed, head;
     const float *embed_b, *normf_w, *head_b;
     m2s_layer *layers;
-    double *mean, *inv_std;          /* [F] feature statistics for m2_stream_standardize */
+    double *mean, *inv_std; /* [F] feature statistics for m2_stream_standardize */
     /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers */
     float *state;
     size_t state_stride, layer_stride, ring_floats;
@@ -36,8 +36,8 @@ struct m2_stream {
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
-    float *scratch;                  /* m2s_ssm's per-head values (one stream at a time) */
-    int *all;                        /* 0..max_streams-1, for step_batch(streams = NULL) */
+    float *scratch; /* m2s_ssm's per-head values (one stream at a time) */
+    int *all;       /* 0..max_streams-1, for step_batch(streams = NULL) */
 };
 
 /* One table per level (stream_kernels.c, compiled per level by cmake/isa.cmake). */
@@ -45,8 +45,9 @@ extern const m2s_kernels m2s_kernels_scalar, m2s_kernels_avx2, m2s_kernels_avx51
 
 const m2s_kernels *m2s_kernels_for(m2_cpu_level level)
 {
-    return level >= M2_CPU_AVX512 ? &m2s_kernels_avx512 : level == M2_CPU_AVX2 ? &m2s_kernels_avx2
-                                                                               : &m2s_kernels_scalar;
+    return level >= M2_CPU_AVX512 ? &m2s_kernels_avx512
+           : level == M2_CPU_AVX2 ? &m2s_kernels_avx2
+                                  : &m2s_kernels_scalar;
 }
 
 static size_t pad16(size_t n) { return (n + M2S_VEC - 1) / M2S_VEC * M2S_VEC; }
@@ -97,7 +98,8 @@ static const float *take_copy(float **cur, const float *src, size_t n)
 
 static size_t vec_floats(const m2_dims *d)
 {
-    size_t per_layer = pad16(d->D) + 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc) + pad16(d->Di);
+    size_t per_layer = pad16(d->D) + 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc) +
+                       pad16(d->Di);
     return 2 * pad16(d->D) + (size_t)d->L * per_layer + pad16(d->D) + pad16(d->O);
 }
 
@@ -112,8 +114,8 @@ static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
         const m2_layer_offsets *o = &lay->layer;
         m2s_layer *L = &s->layers[l];
         L->norm_w = take_copy(&cur, pl + o->norm_w, (size_t)d->D);
-        v = take(&cur, (size_t)(d->K > 4 ? d->K : 4) * Ccp);   /* rows K..3 stay zero (m2s_conv_silu) */
-        for (int c = 0; c < d->Cc; c++)   /* [Cc,1,K] -> [K][Ccp]: one tap of every channel is contiguous */
+        v = take(&cur, (size_t)(d->K > 4 ? d->K : 4) * Ccp); /* rows K..3 stay zero (m2s_conv_silu) */
+        for (int c = 0; c < d->Cc; c++) /* [Cc,1,K] -> [K][Ccp]: one tap of every channel is contiguous */
             for (int k = 0; k < d->K; k++) v[(size_t)k * Ccp + c] = pl[o->conv_w + (size_t)c * d->K + k];
         L->conv_wT = v;
         L->conv_b = take_copy(&cur, pl + o->conv_b, (size_t)d->Cc);
@@ -146,7 +148,7 @@ static int alloc_buffers(m2_stream *s)
     s->mat_bytes = mat_elems * (s->bf16 ? 2 : 4);
     s->vec_bytes = vec_floats(d) * sizeof(float);
     s->ring_floats = (size_t)(d->K - 1) * s->Ccp;
-    s->layer_stride = s->ring_floats + (size_t)d->H * d->N * pad16(d->P);   /* m2s_ssm's rows are whole vectors */
+    s->layer_stride = s->ring_floats + (size_t)d->H * d->N * pad16(d->P); /* m2s_ssm's rows are whole vectors */
     s->state_stride = (size_t)d->L * s->layer_stride;
     s->mats = m2s_alloc_pages(s->mat_bytes);
     s->vecs = alloc64(s->vec_bytes);
@@ -157,7 +159,7 @@ static int alloc_buffers(m2_stream *s)
     s->inv_std = calloc((size_t)d->F, sizeof *s->inv_std);
     s->h = alloc64(S * s->Dp * sizeof(float));
     s->u = alloc64(S * s->Dp * sizeof(float));
-    s->zx = alloc64((S * s->Winp + M2S_VEC) * sizeof(float));   /* slack: m2s_ssm reads dt_raw by whole vectors */
+    s->zx = alloc64((S * s->Winp + M2S_VEC) * sizeof(float)); /* slack: m2s_ssm reads dt_raw by whole vectors */
     s->xbc = alloc64(S * s->Ccp * sizeof(float));
     s->y = alloc64(S * s->Dip * sizeof(float));
     s->out = alloc64(S * s->Dp * sizeof(float));
@@ -255,16 +257,15 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
     const m2_dims *d = &s->d;
     const m2s_layer *L = &s->layers[l];
-    for (int i = 0; i < n; i++)
-        s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
+    for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
     s->k->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp);
     for (int i = 0; i < n; i++) {
         float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
-        const float *zx = s->zx + (size_t)i * s->Winp;   /* z | x B C | dt_raw */
+        const float *zx = s->zx + (size_t)i * s->Winp; /* z | x B C | dt_raw */
         float *xbc = s->xbc + (size_t)i * s->Ccp, *y = s->y + (size_t)i * s->Dip;
         s->k->conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
         s->k->ssm(d, L->A, L->dt_bias, L->Dskip, st + s->ring_floats, xbc, zx + 2 * d->Di + 2 * d->G * d->N, y,
-                s->scratch);
+                  s->scratch);
         s->k->gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
     }
     s->k->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp);
@@ -286,8 +287,7 @@ static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pre
     for (int l = 0; l < d->L; l++) layer_tick(s, l, n, ids);
     if (d->K > 1)
         for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
-    for (int i = 0; i < n; i++)
-        s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
+    for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
     s->k->gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];

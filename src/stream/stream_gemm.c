@@ -14,7 +14,7 @@
 
 #if M2S_SIMD
 
-enum { MAX_ACC = 24 };   /* accumulator registers of the largest tile (AVX-512: 6 streams x 4 vectors) */
+enum { MAX_ACC = 24 }; /* accumulator registers of the largest tile (AVX-512: 6 streams x 4 vectors) */
 
 /* The NV logical vectors of one k-row (at element `at`) as NV * M2S_VR fp32 hardware vectors, wv[v VR + r] =
  * lanes [r VW, (r+1) VW) of vector v. bf16 pairs (layout: stream_pack.c): the low halves of the 32-bit words
@@ -44,15 +44,14 @@ static inline __attribute__((always_inline)) void load_row(const void *P, size_t
  * are w elements apart. U independent accumulator sets over interleaved k (summed at the end) keep at least
  * 8 FMA chains in flight when NS * NV is small. All bounds are compile-time constants at every call site,
  * so the loops unroll and acc lives in registers. */
-static inline __attribute__((always_inline)) void tile(const void *P, int w, int K, const float *x, int ldx,
-                                                       float *y, int ldy, const int NS, const int NV, const int U,
-                                                       const int BF)
+static inline __attribute__((always_inline)) void tile(const void *P, int w, int K, const float *x, int ldx, float *y,
+                                                       int ldy, const int NS, const int NV, const int U, const int BF)
 {
     /* A fixed-size array (a VLA would live on the stack): only the first U NS NV VR entries are used, all with
      * constant indices once the loops are unrolled, so GCC keeps them in registers. */
     m2v acc[MAX_ACC];
-    const int NH = NV * M2S_VR;   /* hardware vectors per stream */
-#define ACC(u, s, h) acc[((u) * NS + (s)) * NH + (h)]
+    const int NH = NV * M2S_VR; /* hardware vectors per stream */
+#define ACC(u, s, h) acc[((u)*NS + (s)) * NH + (h)]
 #pragma GCC unroll 32
     for (int i = 0; i < U * NS * NH; i++) acc[i] = v_zero();
     int k = 0;
@@ -92,10 +91,12 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
 #undef ACC
 }
 
-#define TILE_CASE(NS, NV, U)                                                                                           \
-    case (NS) * 16 + (NV):                                                                                             \
-        if (bf16) tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 1);                                                         \
-        else tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 0);                                                              \
+#define TILE_CASE(NS, NV, U)                             \
+    case (NS)*16 + (NV):                                 \
+        if (bf16)                                        \
+            tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 1); \
+        else                                             \
+            tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 0); \
         break
 
 #if M2S_VW == 16
@@ -108,11 +109,21 @@ static void gemv_block(const void *P, int w, int K, const float *x, float *y, in
 {
     const int ldx = 0, ldy = 0;
     switch (16 + nv) {
-        TILE_CASE(1, 1, 4); TILE_CASE(1, 2, 4); TILE_CASE(1, 3, 3); TILE_CASE(1, 4, 2);
-        TILE_CASE(1, 5, 2); TILE_CASE(1, 6, 2); TILE_CASE(1, 7, 1); TILE_CASE(1, 8, 1);
+        TILE_CASE(1, 1, 4);
+        TILE_CASE(1, 2, 4);
+        TILE_CASE(1, 3, 3);
+        TILE_CASE(1, 4, 2);
+        TILE_CASE(1, 5, 2);
+        TILE_CASE(1, 6, 2);
+        TILE_CASE(1, 7, 1);
+        TILE_CASE(1, 8, 1);
     }
 }
-#define TILES(NS) TILE_CASE(NS, 1, 1); TILE_CASE(NS, 2, 1); TILE_CASE(NS, 3, 1); TILE_CASE(NS, 4, 1)
+#define TILES(NS)        \
+    TILE_CASE(NS, 1, 1); \
+    TILE_CASE(NS, 2, 1); \
+    TILE_CASE(NS, 3, 1); \
+    TILE_CASE(NS, 4, 1)
 #else
 /* AVX2 (16 registers of 8 lanes). GEMV: column blocks of up to 4 vectors (8 accumulators; the block's rows are
  * 4 x 64 bytes apart, two to four sequential streams the prefetcher follows). GEMM: tiles of up to 6 streams x
@@ -123,10 +134,15 @@ static void gemv_block(const void *P, int w, int K, const float *x, float *y, in
 {
     const int ldx = 0, ldy = 0;
     switch (16 + nv) {
-        TILE_CASE(1, 1, 4); TILE_CASE(1, 2, 2); TILE_CASE(1, 3, 1); TILE_CASE(1, 4, 1);
+        TILE_CASE(1, 1, 4);
+        TILE_CASE(1, 2, 2);
+        TILE_CASE(1, 3, 1);
+        TILE_CASE(1, 4, 1);
     }
 }
-#define TILES(NS) TILE_CASE(NS, 1, 1); TILE_CASE(NS, 2, 1)
+#define TILES(NS)        \
+    TILE_CASE(NS, 1, 1); \
+    TILE_CASE(NS, 2, 1)
 #endif
 
 static void gemm_block(const void *P, int w, int K, const float *x, int ldx, float *y, int ldy, int ns, int nv,
@@ -134,9 +150,19 @@ static void gemm_block(const void *P, int w, int K, const float *x, int ldx, flo
 {
     switch (ns * 16 + nv) {
 #if M2S_VW == 16
-        TILES(1); TILES(2); TILES(3); TILES(4); TILES(5); TILES(6);
+        TILES(1);
+        TILES(2);
+        TILES(3);
+        TILES(4);
+        TILES(5);
+        TILES(6);
 #else
-        TILES(1); TILES(2); TILES(3); TILE_CASE(4, 1, 1); TILE_CASE(5, 1, 1); TILE_CASE(6, 1, 1);
+        TILES(1);
+        TILES(2);
+        TILES(3);
+        TILE_CASE(4, 1, 1);
+        TILE_CASE(5, 1, 1);
+        TILE_CASE(6, 1, 1);
 #endif
     }
 }
@@ -164,8 +190,7 @@ static void gemm_panel(const void *P, int nv, int K, int n, const float *x, int 
         const void *Pv = (const char *)P + (size_t)v0 * M2S_VEC * esz;
         for (int s0 = 0; s0 < n; s0 += tns) {
             int nsb = n - s0 < tns ? n - s0 : tns;
-            gemm_block(Pv, w, K, x + (size_t)s0 * ldx, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC, ldy, nsb, nvb,
-                       bf16);
+            gemm_block(Pv, w, K, x + (size_t)s0 * ldx, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC, ldy, nsb, nvb, bf16);
         }
     }
 }
@@ -236,7 +261,9 @@ void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *
         int nv, r0;
         m2s_panel(m, p, &nv, &r0);
         const void *P = (const char *)mats + (m->offset + (size_t)r0 * m->K) * esz;
-        if (n == 1) gemv_panel(P, nv, m->K, x, y + r0, bf16);
-        else gemm_panel(P, nv, m->K, n, x, ldx, y + r0, ldy, bf16);
+        if (n == 1)
+            gemv_panel(P, nv, m->K, x, y + r0, bf16);
+        else
+            gemm_panel(P, nv, m->K, n, x, ldx, y + r0, ldy, bf16);
     }
 }

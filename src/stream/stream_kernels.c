@@ -113,8 +113,8 @@ static void ssm_head(float *restrict S, const float *restrict B, const float *re
  * lanes from x on), so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
  * masked. */
 static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, const float *B, const float *C,
-                                                           const float *x, int rem, float dt, float a, float Dh,
-                                                           int N, float *y, const int NH)
+                                                           const float *x, int rem, float dt, float a, float Dh, int N,
+                                                           float *y, const int NH)
 {
     m2vm mk[NH];
     m2v av = v_set1(a), dxv[NH], y0[NH], y1[NH];

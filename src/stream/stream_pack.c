@@ -48,8 +48,10 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16)
                 int r = r0 + j;
                 float v = r < m->M ? W[(size_t)r * m->K + k] : 0.0f;
                 size_t at = base + panel_at(k, j, nv, bf16);
-                if (bf16) ((uint16_t *)mats)[at] = to_bf16(v);
-                else ((float *)mats)[at] = v;
+                if (bf16)
+                    ((uint16_t *)mats)[at] = to_bf16(v);
+                else
+                    ((float *)mats)[at] = v;
             }
     }
 }

@@ -11,7 +11,7 @@
 #if M2_ISA_LEVEL == 2 /* AVX-512 */
 #include <immintrin.h>
 #define M2S_SIMD 1
-#define M2S_VW 16
+#define M2S_VW   16
 typedef __m512 m2v;
 typedef __m512i m2vi;
 typedef __mmask16 m2vm;
@@ -56,8 +56,8 @@ static inline m2v v_recip(m2v d)
 
 #elif M2_ISA_LEVEL == 1 /* AVX2 + FMA */
 #include <immintrin.h>
-#define M2S_SIMD 1
-#define M2S_VW 8
+#define M2S_SIMD   1
+#define M2S_VW     8
 typedef __m256 m2v;
 typedef __m256i m2vi;
 typedef __m256i m2vm;
@@ -115,7 +115,7 @@ static inline m2v v_recip(m2v d)
 #endif
 
 #if M2S_SIMD
-#define M2S_VR (M2S_VEC / M2S_VW)   /* hardware vectors per logical vector of the packed layout */
+#define M2S_VR (M2S_VEC / M2S_VW) /* hardware vectors per logical vector of the packed layout */
 
 /* e^x (see M2S_EXP_LO above) */
 static inline m2v v_exp(m2v x)

@@ -1,7 +1,7 @@
 /* Timing helpers shared by mamba2_stream and bench_stream: latency percentiles, the monotonic clock, CPU
  * pinning, and the weight-streaming floor (how long one core takes just to read the model's weight bytes,
  * which every tick must do at least once). */
-#define _GNU_SOURCE   /* sched_getcpu, CPU_SET */
+#define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #include "stream/engine.h"
 #include "stream/timing.h"
 
@@ -27,7 +27,7 @@ static int cmp_double(const void *a, const void *b)
 static double rank(const double *sorted, size_t n, double q)
 {
     size_t i = (size_t)(q * (double)n + 0.5);
-    if (i > 0) i--;               /* nearest rank: the ceil(q n)-th smallest */
+    if (i > 0) i--; /* nearest rank: the ceil(q n)-th smallest */
     return sorted[i < n ? i : n - 1];
 }
 
@@ -54,7 +54,7 @@ void *m2s_alloc_pages(size_t bytes)
     void *p = aligned_alloc(align, bytes);
     if (!p) return NULL;
 #if defined(MADV_HUGEPAGE)
-    if (big) (void)madvise(p, bytes, MADV_HUGEPAGE);   /* advice only: failure leaves 4 KiB pages */
+    if (big) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure leaves 4 KiB pages */
 #endif
     memset(p, 0, bytes);
     return p;
@@ -80,16 +80,16 @@ int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
     bytes = (bytes + 4095) / 4096 * 4096;
     size_t total = cold ? (bytes > arena_bytes / 4 ? 4 * bytes : arena_bytes) : bytes;
     size_t slices = total / bytes;
-    char *buf = m2s_alloc_pages(total);   /* the engine's page policy (m2s_alloc_pages) */
+    char *buf = m2s_alloc_pages(total); /* the engine's page policy (m2s_alloc_pages) */
     double *t = malloc((size_t)reps * sizeof *t);
     if (!buf || !t) {
         free(buf);
         free(t);
         return -1;
     }
-    for (size_t i = 0; i < total; i += 4096) buf[i] = 1;   /* private pages (not the shared zero page) */
+    for (size_t i = 0; i < total; i += 4096) buf[i] = 1; /* private pages (not the shared zero page) */
     volatile uint64_t sink = 0;
-    sink |= read_once(buf, bytes);                                  /* warm the hot buffer */
+    sink |= read_once(buf, bytes); /* warm the hot buffer */
     for (int r = 0; r < reps; r++) {
         const char *b = buf + (cold ? (size_t)(r + 1) % slices * bytes : 0);
         double t0 = m2_now_ns();

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 typedef struct {
-    double p50, p99, p999, max, mean;   /* ns */
+    double p50, p99, p999, max, mean; /* ns */
 } m2_latency;
 
 /* Sorts ns[0..n) in place and fills the percentiles (nearest rank). */

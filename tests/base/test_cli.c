@@ -27,7 +27,7 @@ static void test_integers(void **state)
     assert_int_equal(v, 17);
     assert_int_equal(m2_parse_i64("--n", "-5", -5, 1000, &v), M2_OK);
     assert_int_equal(v, -5);
-    expect_i64_error(" 17", "--n ( 17): not an integer");   /* strtoll would skip the blank */
+    expect_i64_error(" 17", "--n ( 17): not an integer"); /* strtoll would skip the blank */
     expect_i64_error("17 ", "not an integer");
     expect_i64_error("1e3", "not an integer");
     expect_i64_error("", "not an integer");
@@ -66,7 +66,8 @@ static void test_getopt_error_line(void **state)
     assert_int_equal(m2_cli_next(4, argv, opts, "prog --help"), 'o');
     assert_string_equal(optarg, "f");
     assert_int_equal(m2_cli_next(4, argv, opts, "prog --help"), M2_CLI_BAD);
-    assert_non_null(strstr(m2_last_error(), "command line (--bogus): unknown option or missing value (see prog --help)"));
+    assert_non_null(
+        strstr(m2_last_error(), "command line (--bogus): unknown option or missing value (see prog --help)"));
     char *argv2[] = {"prog", "--out", NULL};
     optind = 1;
     assert_int_equal(m2_cli_next(2, argv2, opts, "prog --help"), M2_CLI_BAD); /* missing value */

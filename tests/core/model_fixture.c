@@ -102,8 +102,8 @@ double m2_fixture_backward(m2_fixture *f)
     memset(f->grads, 0, f->lay.n_params * sizeof *f->grads);
     double sse = 0;
     int64_t count = 0;
-    assert_int_equal(m2_model_forward_backward(f->model, f->params, f->grads, f->X, f->Y, f->B, f->T, f->burn_in,
-                                               &sse, &count, f->pred, NULL, NULL),
+    assert_int_equal(m2_model_forward_backward(f->model, f->params, f->grads, f->X, f->Y, f->B, f->T, f->burn_in, &sse,
+                                               &count, f->pred, NULL, NULL),
                      0);
     return sse;
 }

@@ -78,8 +78,7 @@ static void zero_grads(const m2_ssd_shape *s, const ssd_oracle_grad *gr)
 }
 
 /* Reverse mode through the recurrence of one (b, h); states[t] = S_t. */
-static void backward_bh(const view *v, const double *dy, const double *states, double *dS,
-                        const ssd_oracle_grad *gr)
+static void backward_bh(const view *v, const double *dy, const double *states, double *dS, const ssd_oracle_grad *gr)
 {
     const m2_ssd_shape *s = v->s;
     const int P = s->P, N = s->N, HP = s->H * s->P, h = v->h;

@@ -45,7 +45,7 @@ static double max_abs(const m2_real *a, size_t n)
 static void test_levels_match_scalar(void **state)
 {
     const m2_dims d = isa_dims();
-    const int B = 3, T = 37;   /* T: two full chunks of 16 and a tail */
+    const int B = 3, T = 37; /* T: two full chunks of 16 and a tail */
     m2_fixture ref;
     m2_cpu_set_cap(M2_CPU_SCALAR);
     assert_string_equal(m2_ops_cpu_isa(), "scalar");

@@ -36,8 +36,8 @@ static void test_gradients_accumulate(void **state)
     memcpy(once, f.grads, n * sizeof *once);
     double sse = 0;
     int64_t count = 0;
-    assert_int_equal(m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, f.B, f.T, f.burn_in, &sse,
-                                               &count, NULL, NULL, NULL),
+    assert_int_equal(m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, f.B, f.T, f.burn_in, &sse, &count,
+                                               NULL, NULL, NULL),
                      0);
     /* the second call added to the first (the sums per sequence round differently than one doubling) */
     double scale = 0;
@@ -81,8 +81,8 @@ static void buckets_in_order_and_final(int threads)
     assert_non_null(log.snap);
     double sse = 0;
     int64_t count = 0;
-    assert_int_equal(m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, f.B, f.T, f.burn_in, &sse,
-                                               &count, NULL, on_ready, &log),
+    assert_int_equal(m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, f.B, f.T, f.burn_in, &sse, &count,
+                                               NULL, on_ready, &log),
                      0);
     assert_int_equal(log.calls, d.L + 2);
     assert_memory_equal(log.snap, f.grads, n * sizeof *f.grads);
@@ -108,8 +108,8 @@ static result run_threads(m2_fixture *f, int threads)
     r.pred = malloc((size_t)f->B * f->T * f->lay.d.O * sizeof *r.pred);
     assert_non_null(r.grads);
     assert_non_null(r.pred);
-    assert_int_equal(m2_model_forward_backward(f->model, f->params, r.grads, f->X, f->Y, f->B, f->T, f->burn_in,
-                                               &r.sse, &r.count, r.pred, NULL, NULL),
+    assert_int_equal(m2_model_forward_backward(f->model, f->params, r.grads, f->X, f->Y, f->B, f->T, f->burn_in, &r.sse,
+                                               &r.count, r.pred, NULL, NULL),
                      0);
     m2_ops_cpu_set_threads(1);
     return r;
@@ -203,9 +203,9 @@ static void test_sizes_outside_the_model_are_refused(void **state)
     int64_t count;
     assert_int_equal(m2_model_forward(f.model, f.params, f.X, 3, 9, f.pred), M2_EUSAGE);
     assert_non_null(strstr(m2_last_error(), "3 x 9"));
-    assert_int_equal(m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, 2, 10, 0, &sse, &count, NULL,
-                                               NULL, NULL),
-                     M2_EUSAGE);
+    assert_int_equal(
+        m2_model_forward_backward(f.model, f.params, f.grads, f.X, f.Y, 2, 10, 0, &sse, &count, NULL, NULL, NULL),
+        M2_EUSAGE);
     /* a shorter window than the maximum is fine */
     assert_int_equal(m2_model_forward(f.model, f.params, f.X, 1, 5, f.pred), 0);
     m2_model *m;
@@ -269,9 +269,9 @@ static void test_inference_model(void **state)
         assert_memory_equal(p1, p2, ny * sizeof *p1);
         double sse;
         int64_t count;
-        assert_int_equal(m2_model_forward_backward(infer, f.params, f.grads, f.X, f.Y, f.B, f.T, 0, &sse, &count, NULL,
-                                                   NULL, NULL),
-                         M2_EUSAGE);
+        assert_int_equal(
+            m2_model_forward_backward(infer, f.params, f.grads, f.X, f.Y, f.B, f.T, 0, &sse, &count, NULL, NULL, NULL),
+            M2_EUSAGE);
         assert_non_null(strstr(m2_last_error(), "inference"));
         free(p1), free(p2);
         m2_model_free(train);
@@ -283,14 +283,10 @@ static void test_inference_model(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gradients_accumulate),
-        cmocka_unit_test(test_buckets_in_order_and_final),
-        cmocka_unit_test(test_buckets_with_lanes),
-        cmocka_unit_test(test_lanes_match_one_thread),
-        cmocka_unit_test(test_whole_batch_path),
-        cmocka_unit_test(test_sizes_outside_the_model_are_refused),
-        cmocka_unit_test(test_activation_bytes),
-        cmocka_unit_test(test_inference_model),
+        cmocka_unit_test(test_gradients_accumulate), cmocka_unit_test(test_buckets_in_order_and_final),
+        cmocka_unit_test(test_buckets_with_lanes),   cmocka_unit_test(test_lanes_match_one_thread),
+        cmocka_unit_test(test_whole_batch_path),     cmocka_unit_test(test_sizes_outside_the_model_are_refused),
+        cmocka_unit_test(test_activation_bytes),     cmocka_unit_test(test_inference_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

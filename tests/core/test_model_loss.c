@@ -61,8 +61,8 @@ static run_result run(m2_fixture *f)
     run_result r = {0};
     r.grads = calloc(f->lay.n_params, sizeof *r.grads);
     assert_non_null(r.grads);
-    assert_int_equal(m2_model_forward_backward(f->model, f->params, r.grads, f->X, f->Y, f->B, f->T, f->burn_in,
-                                               &r.sse, &r.count, f->pred, NULL, NULL),
+    assert_int_equal(m2_model_forward_backward(f->model, f->params, r.grads, f->X, f->Y, f->B, f->T, f->burn_in, &r.sse,
+                                               &r.count, f->pred, NULL, NULL),
                      0);
     return r;
 }

@@ -146,9 +146,8 @@ static void test_matches_numpy_reference(void **state)
     assert_non_null(pred);
     double sse = 0;
     int64_t count = 0;
-    assert_int_equal(m2_model_forward_backward(m, params, grads, X, Y, r.B, r.T, r.burn_in, &sse, &count, pred,
-                                               NULL, NULL),
-                     0);
+    assert_int_equal(
+        m2_model_forward_backward(m, params, grads, X, Y, r.B, r.T, r.burn_in, &sse, &count, pred, NULL, NULL), 0);
 
     assert_int_equal(count, count_ref);
     printf("  sse: model %.10g, reference %.10g\n", sse, sse_ref);

@@ -151,8 +151,8 @@ struct op_case {
     const char *in_name[MAX_IN];
     m2_real *in[MAX_IN];
     size_t in_n[MAX_IN];
-    int diff[MAX_IN];              /* checked by finite differences */
-    int adds[MAX_IN];              /* the backward ADDS this gradient (the others are overwritten) */
+    int diff[MAX_IN];                /* checked by finite differences */
+    int adds[MAX_IN];                /* the backward ADDS this gradient (the others are overwritten) */
     int in_w[MAX_IN], in_ld[MAX_IN]; /* a strided input: row width and stride (0: contiguous) */
     size_t out_n;
     void (*fwd)(const op_case *c, m2_real *const *din, m2_real *dout_buf);
@@ -264,7 +264,8 @@ static void check_thread_independence(const op_case *c)
         m2_real *gs[MAX_IN] = {0};
         backward_into_zeros(c, r, gs);
         for (int i = 0; i < c->n_in; i++) {
-            if (threads == 1) first[i] = gs[i];
+            if (threads == 1)
+                first[i] = gs[i];
             else {
                 assert_memory_equal(gs[i], first[i], c->in_n[i] * sizeof *gs[i]);
                 free(gs[i]);
@@ -309,12 +310,18 @@ static void check_accumulation(const op_case *c)
             const int padding = c->in_ld[i] && (int)(j % (size_t)c->in_ld[i]) >= c->in_w[i];
             const double got = (double)res[1][i][j], g0 = (double)res[0][i][j];
             int ok;
-            if (padding) ok = got == 0.5;
-            else if (c->adds[i]) ok = fabs(got - (0.5 + g0)) <= 4 * eps * fabs(0.5 + g0);
-            else ok = got == g0;
+            if (padding)
+                ok = got == 0.5;
+            else if (c->adds[i])
+                ok = fabs(got - (0.5 + g0)) <= 4 * eps * fabs(0.5 + g0);
+            else
+                ok = got == g0;
             if (!ok)
                 fail_msg("%s: d%s[%zu] %s: %.9g from 0.5, %.9g from 0", c->name, c->in_name[i], j,
-                         padding ? "is padding, must stay" : c->adds[i] ? "must ADD" : "must overwrite", got, g0);
+                         padding      ? "is padding, must stay"
+                         : c->adds[i] ? "must ADD"
+                                      : "must overwrite",
+                         got, g0);
         }
         free(res[0][i]);
         free(res[1][i]);
@@ -352,8 +359,16 @@ static void rms_naive(const op_case *c, double *out)
 }
 static void test_rmsnorm(void **state)
 {
-    op_case c = {.name = "rmsnorm", .n_in = 2, .in_name = {"x", "w"}, .rows = 70, .n = 6, .fwd = rms_fwd,
-                 .bwd = rms_bwd, .naive = rms_naive, .diff = {1, 1}, .adds = {1, 1}};
+    op_case c = {.name = "rmsnorm",
+                 .n_in = 2,
+                 .in_name = {"x", "w"},
+                 .rows = 70,
+                 .n = 6,
+                 .fwd = rms_fwd,
+                 .bwd = rms_bwd,
+                 .naive = rms_naive,
+                 .diff = {1, 1},
+                 .adds = {1, 1}};
     c.in_n[0] = (size_t)c.rows * c.n, c.in_n[1] = (size_t)c.n, c.out_n = c.in_n[0];
     c.in[0] = rnd(c.in_n[0], -2, 2, 10), c.in[1] = rnd(c.in_n[1], 0.5, 1.5, 11);
     run_case(&c);
@@ -384,8 +399,18 @@ static void conv_naive(const op_case *c, double *out)
 static void test_conv_silu(void **state)
 {
     /* T = 70 crosses the CPU's 64-tick work blocks; ld = C + 3 */
-    op_case c = {.name = "conv_silu", .n_in = 3, .in_name = {"x", "w", "b"}, .B = 2, .T = 70, .C = 5, .K = 4,
-                 .fwd = conv_fwd, .bwd = conv_bwd, .naive = conv_naive, .diff = {1, 1, 1}, .adds = {0, 1, 1}};
+    op_case c = {.name = "conv_silu",
+                 .n_in = 3,
+                 .in_name = {"x", "w", "b"},
+                 .B = 2,
+                 .T = 70,
+                 .C = 5,
+                 .K = 4,
+                 .fwd = conv_fwd,
+                 .bwd = conv_bwd,
+                 .naive = conv_naive,
+                 .diff = {1, 1, 1},
+                 .adds = {0, 1, 1}};
     c.ld = c.C + 3;
     c.in_w[0] = c.C, c.in_ld[0] = c.ld;
     c.in_n[0] = (size_t)c.B * c.T * c.ld, c.in_n[1] = (size_t)c.C * c.K, c.in_n[2] = (size_t)c.C;
@@ -413,8 +438,16 @@ static void dt_naive(const op_case *c, double *out)
 }
 static void test_dt(void **state)
 {
-    op_case c = {.name = "dt", .n_in = 2, .in_name = {"dt_raw", "dt_bias"}, .rows = 67, .n = 3, .fwd = dt_fwd,
-                 .bwd = dt_bwd, .naive = dt_naive, .diff = {1, 1}, .adds = {0, 1}};
+    op_case c = {.name = "dt",
+                 .n_in = 2,
+                 .in_name = {"dt_raw", "dt_bias"},
+                 .rows = 67,
+                 .n = 3,
+                 .fwd = dt_fwd,
+                 .bwd = dt_bwd,
+                 .naive = dt_naive,
+                 .diff = {1, 1},
+                 .adds = {0, 1}};
     c.ld = 5;
     c.in_w[0] = c.n, c.in_ld[0] = c.ld;
     c.in_n[0] = (size_t)c.rows * c.ld, c.in_n[1] = (size_t)c.n, c.out_n = (size_t)c.rows * c.n;
@@ -436,8 +469,15 @@ static void a_naive(const op_case *c, double *out)
 }
 static void test_a(void **state)
 {
-    op_case c = {.name = "A", .n_in = 1, .in_name = {"A_log"}, .n = 5, .fwd = a_fwd, .bwd = a_bwd,
-                 .naive = a_naive, .diff = {1}, .adds = {1}};
+    op_case c = {.name = "A",
+                 .n_in = 1,
+                 .in_name = {"A_log"},
+                 .n = 5,
+                 .fwd = a_fwd,
+                 .bwd = a_bwd,
+                 .naive = a_naive,
+                 .diff = {1},
+                 .adds = {1}};
     c.in_n[0] = c.out_n = 5;
     c.in[0] = rnd(5, 0, 2.8, 17);
     run_case(&c);
@@ -470,8 +510,16 @@ static void gn_naive(const op_case *c, double *out)
 static void test_gated_norm(void **state)
 {
     for (int G = 1; G <= 2; G++) {
-        op_case c = {.name = G == 1 ? "gated_norm G=1" : "gated_norm G=2", .n_in = 3, .in_name = {"y", "z", "w"},
-                     .rows = 66, .n = 8, .G = G, .fwd = gn_fwd, .bwd = gn_bwd, .naive = gn_naive, .diff = {1, 1, 1},
+        op_case c = {.name = G == 1 ? "gated_norm G=1" : "gated_norm G=2",
+                     .n_in = 3,
+                     .in_name = {"y", "z", "w"},
+                     .rows = 66,
+                     .n = 8,
+                     .G = G,
+                     .fwd = gn_fwd,
+                     .bwd = gn_bwd,
+                     .naive = gn_naive,
+                     .diff = {1, 1, 1},
                      .adds = {0, 0, 1}};
         c.ld = 11;
         c.in_w[1] = c.n, c.in_ld[1] = c.ld;
@@ -521,8 +569,8 @@ static void test_adamw(void **state)
     /* the same update applied as three shards of the flat buffer gives the same bits */
     const size_t cut[] = {0, 333, 334, N};
     for (int s = 0; s < 3; s++)
-        m2_adamw(p2 + cut[s], g + cut[s], m2 + cut[s], v2 + cut[s], mask + cut[s], cut[s + 1] - cut[s], lr, b1, b2,
-                 eps, wd, step);
+        m2_adamw(p2 + cut[s], g + cut[s], m2 + cut[s], v2 + cut[s], mask + cut[s], cut[s + 1] - cut[s], lr, b1, b2, eps,
+                 wd, step);
     assert_memory_equal(p2, got, sizeof got);
     ops->free(ops, dp), ops->free(ops, dg), ops->free(ops, dm), ops->free(ops, dv), ops->free(ops, dmask);
 }

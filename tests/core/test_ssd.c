@@ -36,12 +36,12 @@
 #include "ssd_oracle.h"
 
 #ifdef MAMBA2_FP64
-#define EPS DBL_EPSILON
-#define TINY DBL_MIN
+#define EPS   DBL_EPSILON
+#define TINY  DBL_MIN
 #define BUILD "fp64"
 #else
-#define EPS FLT_EPSILON
-#define TINY FLT_MIN
+#define EPS   FLT_EPSILON
+#define TINY  FLT_MIN
 #define BUILD "fp32"
 #endif
 
@@ -59,7 +59,10 @@ typedef struct {
     double *xbc64, *dt64, *A64, *D64, *dy64;
 } problem;
 
-static double uni(uint64_t key, uint64_t *ctr, double lo, double hi) { return lo + (hi - lo) * m2_rng_u01(key, (*ctr)++); }
+static double uni(uint64_t key, uint64_t *ctr, double lo, double hi)
+{
+    return lo + (hi - lo) * m2_rng_u01(key, (*ctr)++);
+}
 static double loguni(uint64_t key, uint64_t *ctr, double lo, double hi) { return exp(uni(key, ctr, log(lo), log(hi))); }
 
 /* dt and A per regime. DT_EXTREME: head 0 dt = 100 with A = -16 (decay exp(-1600)), head 1 dt = 1e-6
@@ -78,8 +81,10 @@ static void draw_dt_A(problem *pb, int regime, uint64_t key, uint64_t *ctr)
             double dt = loguni(key, ctr, 1e-3, 0.5);
             if (regime == DT_EXTREME) {
                 const int kind = h % 4;
-                dt = kind == 0 ? 100.0 : kind == 1 ? 1e-6 : kind == 2 ? loguni(key, ctr, 1e-6, 100.0)
-                                                                      : loguni(key, ctr, 1e-3, 1.0);
+                dt = kind == 0   ? 100.0
+                     : kind == 1 ? 1e-6
+                     : kind == 2 ? loguni(key, ctr, 1e-6, 100.0)
+                                 : loguni(key, ctr, 1e-3, 1.0);
             }
             pb->dt[r * H + h] = (m2_real)dt;
         }
@@ -130,8 +135,12 @@ static void free_problem(problem *pb)
 
 static ssd_oracle_in oracle_in(const problem *pb)
 {
-    ssd_oracle_in in = {.x = pb->xbc64 + pb->ox, .dt = pb->dt64, .A = pb->A64, .Bm = pb->xbc64 + pb->ob,
-                        .Cm = pb->xbc64 + pb->oc, .D = pb->D64};
+    ssd_oracle_in in = {.x = pb->xbc64 + pb->ox,
+                        .dt = pb->dt64,
+                        .A = pb->A64,
+                        .Bm = pb->xbc64 + pb->ob,
+                        .Cm = pb->xbc64 + pb->oc,
+                        .D = pb->D64};
     return in;
 }
 
@@ -180,7 +189,8 @@ typedef struct {
 
 static ssd_oracle_grad grad_view(const problem *pb, double *dxbc, double *ddt, double *dA, double *dD)
 {
-    ssd_oracle_grad g = {.dx = dxbc + pb->ox, .ddt = ddt, .dA = dA, .dBm = dxbc + pb->ob, .dCm = dxbc + pb->oc, .dD = dD};
+    ssd_oracle_grad g = {
+        .dx = dxbc + pb->ox, .ddt = ddt, .dA = dA, .dBm = dxbc + pb->ob, .dCm = dxbc + pb->oc, .dD = dD};
     return g;
 }
 
@@ -215,8 +225,8 @@ static void free_reference(reference *r)
 /* Compares n elements (rows × cols with row strides) and returns the worst |err|/(eps·mag); fails the test on
  * a non-finite value or an element beyond K·eps·mag + K·tiny (+ eps·|offset|: the rounding of the one addition
  * onto a preset value `offset`, for dA and dD). */
-static double compare(const char *what, const m2_real *got, const double *ref, const double *mag, size_t rows,
-                      int cols, size_t ld, double offset, double K)
+static double compare(const char *what, const m2_real *got, const double *ref, const double *mag, size_t rows, int cols,
+                      size_t ld, double offset, double K)
 {
     double worst = 0;
     for (size_t r = 0; r < rows; r++)
@@ -271,7 +281,8 @@ static void check_backward(const problem *pb, const chunked *c, const reference 
     print_message("  %-28s grads worst %.3g eps*mag (bound %.0f)\n", name, w, K);
     /* The padding columns of the strided gradient buffer are not the SSD's to write. */
     for (size_t r = 0; r < pb->rows; r++)
-        for (int j = pb->oc + s->G * s->N; j < pb->Cc; j++) assert_true(c->dxbc[r * pb->Cc + j] == (m2_real)PAD_SENTINEL);
+        for (int j = pb->oc + s->G * s->N; j < pb->Cc; j++)
+            assert_true(c->dxbc[r * pb->Cc + j] == (m2_real)PAD_SENTINEL);
 }
 
 /* Q ∈ {1, 8, 64} × T ∈ {100, 77, 40} (none a multiple of 8 or 64; 40 < 64 gives a single, partial chunk)
@@ -428,8 +439,7 @@ static void test_oracle_backward_matches_fd(void **state)
         /* Every element of xBC that is x, B or C (the padding has zero gradient and is skipped). */
         for (size_t r = 0; r < pb.rows; r++) {
             const size_t o = r * pb.Cc;
-            fd_check(&pb, &in, pb.xbc64 + o, (size_t)pb.oc + pb.s.G * pb.s.N, ref.dxbc + o, ref.dxbc_mag + o, "xBC",
-                     y);
+            fd_check(&pb, &in, pb.xbc64 + o, (size_t)pb.oc + pb.s.G * pb.s.N, ref.dxbc + o, ref.dxbc_mag + o, "xBC", y);
         }
         fd_check(&pb, &in, pb.dt64, pb.rows * pb.s.H, ref.ddt, ref.ddt_mag, "dt", y);
         fd_check(&pb, &in, pb.A64, pb.s.H, ref.dA, ref.dA_mag, "A", y);
@@ -444,12 +454,9 @@ static void test_oracle_backward_matches_fd(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decay_exp_accuracy),
-        cmocka_unit_test(test_forward_matches_oracle),
-        cmocka_unit_test(test_backward_matches_oracle),
-        cmocka_unit_test(test_forward_without_saved),
-        cmocka_unit_test(test_long_window_extreme_dt),
-        cmocka_unit_test(test_deterministic_across_threads),
+        cmocka_unit_test(test_decay_exp_accuracy),         cmocka_unit_test(test_forward_matches_oracle),
+        cmocka_unit_test(test_backward_matches_oracle),    cmocka_unit_test(test_forward_without_saved),
+        cmocka_unit_test(test_long_window_extreme_dt),     cmocka_unit_test(test_deterministic_across_threads),
 #ifdef MAMBA2_FP64
         cmocka_unit_test(test_oracle_backward_matches_fd),
 #endif

@@ -136,8 +136,8 @@ static void reference_free(reference *ref)
 }
 
 /* Leaves the clipped, scaled gradient in ref->gsum; returns the global norm before clipping. */
-static double reference_step(reference *ref, int kind, int s, int R, int64_t count, const unsigned char *mask,
-                             float lr, float wd, float clip)
+static double reference_step(reference *ref, int kind, int s, int R, int64_t count, const unsigned char *mask, float lr,
+                             float wd, float clip)
 {
     memset(ref->gsum, 0, ref->n * sizeof(float));
     for (int r = 0; r < R; r++) {
@@ -177,9 +177,12 @@ static void start_buckets(m2_zero *z, const float *grads, size_t n, int order)
     const int nb = (int)(sizeof cuts / sizeof *cuts) - 1;
     for (int k = 0; k < nb; k++) {
         int b = k;
-        if (order == 1) b = nb - 1 - k;          /* backward order: the tail first */
-        else if (order == 2) b = (3 * k + 2) % nb; /* a shuffle (3 is coprime with 7) */
-        else if (order == 3 && k % 2) continue;   /* every other bucket left to m2_zero_step as a gap */
+        if (order == 1)
+            b = nb - 1 - k; /* backward order: the tail first */
+        else if (order == 2)
+            b = (3 * k + 2) % nb; /* a shuffle (3 is coprime with 7) */
+        else if (order == 3 && k % 2)
+            continue; /* every other bucket left to m2_zero_step as a gap */
         if (cuts[b + 1] > cuts[b]) M2_ASSERT_ALL(m2_zero_bucket_ready(z, grads, cuts[b], cuts[b + 1]) == M2_OK);
     }
 }
@@ -251,26 +254,17 @@ static void run_against_reference(size_t n, int kind, float clip, int bucket_ord
 /* Exactly representable gradients: every summation order gives the same bits, no clipping, so sharded AdamW must
  * equal unsharded AdamW bitwise (AdamW is elementwise; the shard offset changes nothing). n prime, buckets that cut
  * across shard boundaries, in backward order. */
-static void test_adam_on_shards_is_exact(void **state)
-{
-    run_against_reference(1009, EXACT, 0.0f, 1, 0.0, 4);
-}
+static void test_adam_on_shards_is_exact(void **state) { run_against_reference(1009, EXACT, 0.0f, 1, 0.0, 4); }
 
 /* Non-representable gradients with clipping that binds: parameters within tol of the reference after 5 steps.
  * Per step, the summed gradient differs by <= 3(R-1)*2^-24 relative (no cancellation, see grad_value); Adam's update
  * lr*m/sqrt(v) changes by at most ~2x that relative error times lr = 1e-2, i.e. ~2e-8; rounding the parameter
  * (|p| < 2) adds <= 1.2e-7. 5 steps: <= 7e-7, so tol = 1e-6. A wrong shard offset, mask
  * or scaling moves parameters by ~lr = 1e-2. */
-static void test_adam_on_shards_clipped(void **state)
-{
-    run_against_reference(4099, NOISY, 1.0f, -1, 1e-6, 5);
-}
+static void test_adam_on_shards_clipped(void **state) { run_against_reference(4099, NOISY, 1.0f, -1, 1e-6, 5); }
 
 /* A buffer smaller than R*64 (ranks with empty shards) still steps, through the same path. */
-static void test_tiny_buffer(void **state)
-{
-    run_against_reference(37, EXACT, 0.0f, 2, 0.0, 3);
-}
+static void test_tiny_buffer(void **state) { run_against_reference(37, EXACT, 0.0f, 2, 0.0, 3); }
 
 /* Bucketed non-blocking reduce-scatter, in any bucket order and with gaps, equals MPI_Allreduce of the gradients.
  * Both are sums of the same R fp32 values in some order; each is within (R-1)*2^-24*sum|g| of the exact sum, so
@@ -407,8 +401,8 @@ static void test_moments_reshard(void **state)
 
     float *m_again = calloc(n, sizeof(float)), *v_again = calloc(n, sizeof(float));
     M2_ASSERT_ALL(m2_zero_gather_moments(y, m_again, v_again) == M2_OK);
-    M2_ASSERT_ALL(!root || (memcmp(m_again, m_full, n * sizeof(float)) == 0 &&
-                            memcmp(v_again, v_full, n * sizeof(float)) == 0));
+    M2_ASSERT_ALL(!root ||
+                  (memcmp(m_again, m_full, n * sizeof(float)) == 0 && memcmp(v_again, v_full, n * sizeof(float)) == 0));
     m2_zero_free(y);
     m2_dist_finalize(&sub);
     MPI_Comm_free(&half);

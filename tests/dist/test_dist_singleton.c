@@ -156,10 +156,8 @@ int main(int argc, char **argv)
 {
     if (m2_dist_init(&argc, &argv, &pg)) return m2_report("test_dist_singleton", M2_EFAIL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_world_of_one),
-        cmocka_unit_test(test_collectives_are_identities),
-        cmocka_unit_test(test_rank_table),
-        cmocka_unit_test(test_step_equals_plain_adamw),
+        cmocka_unit_test(test_world_of_one),  cmocka_unit_test(test_collectives_are_identities),
+        cmocka_unit_test(test_rank_table),    cmocka_unit_test(test_step_equals_plain_adamw),
         cmocka_unit_test(test_bucket_misuse),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -42,7 +42,7 @@ static void check_cover(size_t n, int R)
     for (int r = 0; r < R; r++) {
         size_t b, e;
         m2_zero_shard(z, r, &b, &e);
-        assert_int_equal(b, expect_begin);                            /* contiguous, in rank order */
+        assert_int_equal(b, expect_begin); /* contiguous, in rank order */
         assert_true(e >= b && e - b <= S);
         assert_int_equal(b, (size_t)r * S < n ? (size_t)r * S : n); /* starts at its padded slot */
         for (size_t i = b; i < e; i++) seen[i]++;

@@ -52,9 +52,9 @@ static run_out gpu_run(const m2_fixture *f, m2_model *gm)
     assert_true(grads && pred);
     g->memset0(g, grads, n * sizeof(float));
     run_out r;
-    assert_int_equal(m2_model_forward_backward(gm, params, grads, X, Y, f->B, f->T, f->burn_in, &r.sse, &r.count,
-                                               pred, NULL, NULL),
-                     0);
+    assert_int_equal(
+        m2_model_forward_backward(gm, params, grads, X, Y, f->B, f->T, f->burn_in, &r.sse, &r.count, pred, NULL, NULL),
+        0);
     r.pred = m2_host_from(g, pred, ny);
     r.grads = m2_host_from(g, grads, n);
     r.dX = m2_host_from(g, m2_model_input_grad(gm), nx);

@@ -75,10 +75,7 @@ static void test_collectives(void **state)
 }
 
 /* Started by mpirun/srun (their environment says so), or alone. */
-static int launched(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
-}
+static int launched(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE"); }
 
 int main(int argc, char **argv)
 {

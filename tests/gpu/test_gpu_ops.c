@@ -94,7 +94,9 @@ static void gemm_case(int ta, int tb, int m, int n, int k, m2_cuda_gemm_precisio
     gpu->gemm(gpu, ta, tb, m, n, k, 0.7f, A.d, lda, B.d, ldb, 0.3f, C.d, ldc);
     char what[96];
     snprintf(what, sizeof what, "gemm %c%c %dx%dx%d %s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
-             prec == M2_CUDA_GEMM_BF16 ? "bf16" : prec == M2_CUDA_GEMM_TF32 ? "tf32" : "fp32");
+             prec == M2_CUDA_GEMM_BF16   ? "bf16"
+             : prec == M2_CUDA_GEMM_TF32 ? "tf32"
+                                         : "fp32");
     pair_expect(what, C, tol);
     pair_free(&A);
     pair_free(&B);
@@ -117,7 +119,8 @@ static void test_gemm(void **state)
 static void test_bias_add(void **state)
 {
     const int rows = 1000, n = 19, ld = 23;
-    pair Y = pair_uniform((size_t)rows * ld, -1, 1, 20), b = pair_uniform(n, -1, 1, 21), db = pair_uniform(n, -1, 1, 22);
+    pair Y = pair_uniform((size_t)rows * ld, -1, 1, 20), b = pair_uniform(n, -1, 1, 21),
+         db = pair_uniform(n, -1, 1, 22);
     pair x = pair_uniform((size_t)rows * ld, -1, 1, 23);
     cpu->bias_add(cpu, Y.h, ld, b.h, rows, n);
     gpu->bias_add(gpu, Y.d, ld, b.d, rows, n);
@@ -342,9 +345,9 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memory),    cmocka_unit_test(test_gemm),       cmocka_unit_test(test_bias_add),
-        cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_conv),       cmocka_unit_test(test_dt_and_a),
-        cmocka_unit_test(test_gated_norm), cmocka_unit_test(test_mse),       cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_memory),        cmocka_unit_test(test_gemm), cmocka_unit_test(test_bias_add),
+        cmocka_unit_test(test_rmsnorm),       cmocka_unit_test(test_conv), cmocka_unit_test(test_dt_and_a),
+        cmocka_unit_test(test_gated_norm),    cmocka_unit_test(test_mse),  cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_deterministic),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

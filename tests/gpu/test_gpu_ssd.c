@@ -244,8 +244,8 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
 
 /* Compares one backend's results with the oracle (and its padding columns with the sentinel): y and the
  * gradients of x, B, C to tol, ddt and dA to tol_decay, dD to 1e-4 (see the top of the file). */
-static void check_results(const char *name, const problem *p, const results *r, const oracle_out *o,
-                          const float *dA0, const float *dD0, double tol, double tol_decay)
+static void check_results(const char *name, const problem *p, const results *r, const oracle_out *o, const float *dA0,
+                          const float *dD0, double tol, double tol_decay)
 {
     const shape s = p->sh;
     const size_t ny = (size_t)p->rows * p->HP, nbc = (size_t)p->rows * p->GN, ndt = (size_t)p->rows * s.H;
@@ -253,14 +253,14 @@ static void check_results(const char *name, const problem *p, const results *r, 
     assert_non_null(ref);
     assert_non_null(got);
     char what[96];
-#define CMP(label, n, GOT, REF, tol)                                                                                 \
-    do {                                                                                                             \
-        for (size_t i_ = 0; i_ < (n); i_++) {                                                                        \
-            got[i_] = (GOT);                                                                                         \
-            ref[i_] = (float)(REF);                                                                                  \
-        }                                                                                                            \
-        snprintf(what, sizeof what, "%s %s", name, label);                                                          \
-        m2_expect_close(what, got, ref, (n), tol);                                                                   \
+#define CMP(label, n, GOT, REF, tol)                       \
+    do {                                                   \
+        for (size_t i_ = 0; i_ < (n); i_++) {              \
+            got[i_] = (GOT);                               \
+            ref[i_] = (float)(REF);                        \
+        }                                                  \
+        snprintf(what, sizeof what, "%s %s", name, label); \
+        m2_expect_close(what, got, ref, (n), tol);         \
     } while (0)
     CMP("y", ny, r->y[i_], o->y[i_], tol);
     CMP("dx", ny, r->dxbc[(i_ / p->HP) * p->ld + i_ % p->HP], o->dx[i_], tol);
@@ -312,7 +312,8 @@ static void run_case(shape sh)
     problem p = problem_make(sh, SEED + (uint64_t)sh.T);
     oracle_out o;
     oracle(&p, &o);
-    float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9), *dD0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 10);
+    float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9),
+          *dD0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 10);
     results rg[NPREC];
     for (int k = 0; k < NPREC; k++) {
         const precision_case *pc = &PRECISIONS[k];

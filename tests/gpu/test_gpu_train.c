@@ -114,8 +114,8 @@ static double trainer_step(trainer *tr, size_t n, int step)
     double sse = 0;
     int64_t count = 0;
     o->memset0(o, tr->grads, n * sizeof(float));
-    assert_int_equal(m2_model_forward_backward(tr->model, tr->params, tr->grads, tr->X[step % POOL],
-                                               tr->Y[step % POOL], B, T, BURN, &sse, &count, NULL, NULL, NULL),
+    assert_int_equal(m2_model_forward_backward(tr->model, tr->params, tr->grads, tr->X[step % POOL], tr->Y[step % POOL],
+                                               B, T, BURN, &sse, &count, NULL, NULL, NULL),
                      0);
     assert_true(count > 0);
     o->to_host(o, tr->host_grads, tr->grads, n * sizeof(float));
@@ -173,7 +173,8 @@ static void train_compare(m2_cuda_gemm_precision prec, double tol)
             last[1] += lg / 5;
         }
         if (s % 5 == 0 || s == steps - 1) printf("  %4d   %.6f     %.6f     %.2e\n", s + 1, lc, lg, rel);
-        if (!(rel <= tol)) fail_msg("step %d: gpu loss %.6g vs cpu %.6g (rel %.2e above %.1e)", s + 1, lg, lc, rel, tol);
+        if (!(rel <= tol))
+            fail_msg("step %d: gpu loss %.6g vs cpu %.6g (rel %.2e above %.1e)", s + 1, lg, lc, rel, tol);
     }
     printf("  worst step gap %.2e (tol %.1e); loss %.4f -> %.4f (cpu), %.4f -> %.4f (gpu)\n", worst, tol, first[0],
            last[0], first[1], last[1]);

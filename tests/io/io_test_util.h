@@ -16,8 +16,7 @@ static inline const char *test_dir(void)
     static char dir[64];
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/m2io_XXXXXX");
-        if (!mkdtemp(dir))
-            abort();
+        if (!mkdtemp(dir)) abort();
     }
     return dir;
 }
@@ -35,15 +34,13 @@ static inline void remove_test_dir(void)
 {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_dir());
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", test_dir());
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", test_dir());
 }
 
 static inline void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
-    if (!f)
-        abort();
+    if (!f) abort();
     fputs(text, f);
     fclose(f);
 }
@@ -61,12 +58,10 @@ static inline void make_dataset(m2_dataset *ds, int64_t n, int F, int O, const i
     ds->n_sessions = n_sessions;
     ds->sessions = malloc((size_t)(n_sessions + 1) * sizeof *ds->sessions);
     memcpy(ds->sessions, sessions, (size_t)(n_sessions + 1) * sizeof *sessions);
-    for (int k = 0; k < O; k++)
-        ds->horizons[k] = 1 + 2 * k;
+    for (int k = 0; k < O; k++) ds->horizons[k] = 1 + 2 * k;
     for (int64_t s = 0; s < n_sessions; s++)
         for (int64_t i = sessions[s]; i < sessions[s + 1]; i++) {
-            for (int j = 0; j < F; j++)
-                ds->X[i * F + j] = (float)i + 0.001f * (float)j;
+            for (int j = 0; j < F; j++) ds->X[i * F + j] = (float)i + 0.001f * (float)j;
             for (int k = 0; k < O; k++)
                 ds->y[i * O + k] = i + ds->horizons[k] < sessions[s + 1] ? (float)(i * 10 + k) : NAN;
         }

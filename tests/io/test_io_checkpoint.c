@@ -84,7 +84,10 @@ static void expect_refused(defect_fn plant, const char *want)
     m2_checkpoint_free(&ck);
 }
 
-static void nan_weight(m2_checkpoint *ck) { ck->params[m2_layout_find(&ck->lay, "layers.1.mixer.A_log")->offset + 2] = NAN; }
+static void nan_weight(m2_checkpoint *ck)
+{
+    ck->params[m2_layout_find(&ck->lay, "layers.1.mixer.A_log")->offset + 2] = NAN;
+}
 static void inf_weight(m2_checkpoint *ck) { ck->params[0] = INFINITY; }
 static void huge_weight(m2_checkpoint *ck) { ck->params[m2_layout_find(&ck->lay, "head.bias")->offset] = 1e30f; }
 static void negative_v(m2_checkpoint *ck) { ck->v[m2_layout_find(&ck->lay, "norm_f.weight")->offset + 1] = -1e-9f; }

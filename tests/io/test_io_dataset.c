@@ -33,26 +33,24 @@ static void assert_same_dataset(const m2_dataset *a, const m2_dataset *b, int ra
     assert_true(a->tick_size == b->tick_size);
     assert_string_equal(a->instrument, b->instrument);
     assert_string_equal(a->source, b->source);
-    if (!raw)
-        return;
+    if (!raw) return;
     assert_memory_equal(a->ts_ns, b->ts_ns, (size_t)n * sizeof(int64_t));
-    const double *da[] = { a->bid_px, a->ask_px, a->bid_sz, a->ask_sz, a->trade_px, a->trade_sz };
-    const double *db[] = { b->bid_px, b->ask_px, b->bid_sz, b->ask_sz, b->trade_px, b->trade_sz };
-    for (int i = 0; i < 6; i++)
-        assert_memory_equal(da[i], db[i], (size_t)n * sizeof(double));
+    const double *da[] = {a->bid_px, a->ask_px, a->bid_sz, a->ask_sz, a->trade_px, a->trade_sz};
+    const double *db[] = {b->bid_px, b->ask_px, b->bid_sz, b->ask_sz, b->trade_px, b->trade_sz};
+    for (int i = 0; i < 6; i++) assert_memory_equal(da[i], db[i], (size_t)n * sizeof(double));
     assert_memory_equal(a->side, b->side, (size_t)n);
 }
 
 static void test_round_trip_arrays_only(void **state)
 {
-    int64_t sessions[] = { 0, 40, 41, 100 };
+    int64_t sessions[] = {0, 40, 41, 100};
     m2_dataset a, b;
     make_dataset(&a, 100, 5, 3, sessions, 3);
     const char *p = test_path("arrays.h5");
     assert_int_equal(m2_dataset_write(p, &a), M2_OK);
     assert_int_equal(m2_dataset_read(p, &b, 0), M2_OK);
     assert_same_dataset(&a, &b, 0);
-    assert_null(b.ts_ns);                          /* raw not requested */
+    assert_null(b.ts_ns); /* raw not requested */
     m2_dataset_free(&b);
     /* Asking for raw arrays a file does not have is an error, not a crash. */
     assert_int_equal(m2_dataset_read(p, &b, 1), M2_EFAIL);
@@ -85,7 +83,7 @@ static void test_round_trip_synth_with_raw(void **state)
     hid_t r = H5Dopen2(f, "/raw/bid_px", H5P_DEFAULT);
     dcpl = H5Dget_create_plist(r);
     assert_int_equal(H5Pget_layout(dcpl), H5D_CHUNKED);
-    assert_true(H5Pget_nfilters(dcpl) >= 2);       /* shuffle + deflate */
+    assert_true(H5Pget_nfilters(dcpl) >= 2); /* shuffle + deflate */
     H5Pclose(dcpl);
     H5Dclose(r);
     H5Fclose(f);
@@ -96,13 +94,12 @@ static void test_round_trip_synth_with_raw(void **state)
 /* Each invalid dataset is refused by the writer with a message containing `fragment`. */
 static void expect_invalid(void (*spoil)(m2_dataset *), const char *fragment)
 {
-    int64_t sessions[] = { 0, 50, 100 };
+    int64_t sessions[] = {0, 50, 100};
     m2_dataset d;
     make_dataset(&d, 100, 4, 2, sessions, 2);
     spoil(&d);
     assert_int_equal(m2_dataset_write(test_path("invalid.h5"), &d), M2_EFAIL);
-    if (!strstr(m2_last_error(), fragment))
-        fail_msg("'%s' does not contain '%s'", m2_last_error(), fragment);
+    if (!strstr(m2_last_error(), fragment)) fail_msg("'%s' does not contain '%s'", m2_last_error(), fragment);
     m2_dataset_free(&d);
 }
 
@@ -115,7 +112,11 @@ static void too_many_features(m2_dataset *d) { d->n_features = M2_MAX_FEATURES +
 static void too_many_targets(m2_dataset *d) { d->n_targets = M2_MAX_TARGETS + 1; }
 static void zero_std(m2_dataset *d) { d->std[2] = 0; }
 static void bad_horizon(m2_dataset *d) { d->horizons[1] = 0; }
-static void empty_train(m2_dataset *d) { d->split[0][1] = 0; d->split[1][0] = 0; }
+static void empty_train(m2_dataset *d)
+{
+    d->split[0][1] = 0;
+    d->split[1][0] = 0;
+}
 
 static void test_writer_validates(void **state)
 {
@@ -146,34 +147,33 @@ static void expect_read_error(const char *path, const char *fragment)
 {
     m2_dataset d;
     assert_int_equal(m2_dataset_read(path, &d, 0), M2_EFAIL);
-    if (!strstr(m2_last_error(), fragment))
-        fail_msg("'%s' does not contain '%s'", m2_last_error(), fragment);
+    if (!strstr(m2_last_error(), fragment)) fail_msg("'%s' does not contain '%s'", m2_last_error(), fragment);
     assert_non_null(strstr(m2_last_error(), path));
-    assert_null(d.X);                              /* nothing half-loaded is left behind */
+    assert_null(d.X); /* nothing half-loaded is left behind */
 }
 
 static void test_reader_validates(void **state)
 {
-    int64_t sessions[] = { 0, 50, 100 };
+    int64_t sessions[] = {0, 50, 100};
     m2_dataset d;
     make_dataset(&d, 100, 4, 2, sessions, 2);
     const char *p = test_path("damaged.h5");
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
-    int64_t val[2] = { 80, 95 };
-    rewrite_i64(p, "/index/val", val, 2);         /* overlaps test [90, 100) */
+    int64_t val[2] = {80, 95};
+    rewrite_i64(p, "/index/val", val, 2); /* overlaps test [90, 100) */
     expect_read_error(p, "/index/test");
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
-    int64_t s3[] = { 0, 60, 50, 100 };
+    int64_t s3[] = {0, 60, 50, 100};
     rewrite_i64(p, "/index/sessions", s3, 4);
     expect_read_error(p, "not increasing");
 
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     H5Ldelete(f, "/targets/y", H5P_DEFAULT);
-    float y[99 * 2] = { 0 };
-    int64_t yd[2] = { 99, 2 };
+    float y[99 * 2] = {0};
+    int64_t yd[2] = {99, 2};
     assert_int_equal(m2_h5_write(f, "/targets/y", M2_H5_F32, 2, yd, y, 0), M2_OK);
     H5Fclose(f);
     expect_read_error(p, "shapes disagree");
@@ -182,7 +182,7 @@ static void test_reader_validates(void **state)
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     H5Ldelete(f, "/features/X", H5P_DEFAULT);
     float *wide = calloc(100 * 70, sizeof *wide);
-    int64_t xd[2] = { 100, 70 };
+    int64_t xd[2] = {100, 70};
     assert_int_equal(m2_h5_write(f, "/features/X", M2_H5_F32, 2, xd, wide, 0), M2_OK);
     free(wide);
     H5Fclose(f);
@@ -191,7 +191,7 @@ static void test_reader_validates(void **state)
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t x = H5Dopen2(f, "/features/X", H5P_DEFAULT);
-    double mean3[3] = { 0, 0, 0 };
+    double mean3[3] = {0, 0, 0};
     assert_int_equal(m2_h5_attr_put_vec(x, "mean", M2_H5_F64, 3, mean3), M2_OK);
     H5Dclose(x);
     H5Fclose(f);
@@ -221,7 +221,7 @@ static void test_reader_validates(void **state)
  * the file, not copied; a universe round-trips its names, statistics, session instruments and cuts. */
 static void test_universe_of_one_and_round_trip(void **state)
 {
-    int64_t sessions[] = { 0, 40, 100 };
+    int64_t sessions[] = {0, 40, 100};
     m2_dataset d, r;
     make_dataset(&d, 100, 3, 2, sessions, 2);
     snprintf(d.instrument, sizeof d.instrument, "ABC");
@@ -232,7 +232,7 @@ static void test_universe_of_one_and_round_trip(void **state)
     assert_string_equal(r.inst_name[0], "ABC");
     assert_memory_equal(r.inst_mean, d.mean, 3 * sizeof(double));
     assert_memory_equal(r.inst_std, d.std, 3 * sizeof(double));
-    assert_non_null(r.map);                        /* contiguous float32: mapped */
+    assert_non_null(r.map); /* contiguous float32: mapped */
     assert_memory_equal(r.X, d.X, 100 * 3 * sizeof(float));
     m2_dataset_free(&r);
 
@@ -260,7 +260,7 @@ static void test_universe_of_one_and_round_trip(void **state)
     assert_true(r.cut_ns[0] == 123 && r.cut_ns[1] == 456);
     m2_dataset_free(&r);
 
-    d.session_inst[1] = 2;                         /* an instrument the universe does not have */
+    d.session_inst[1] = 2; /* an instrument the universe does not have */
     assert_int_equal(m2_dataset_write(p, &d), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "session 1 has instrument 2"));
     m2_dataset_free(&d);

@@ -17,9 +17,8 @@ static void alloc_events(m2_dataset *ds, int64_t n)
     memset(ds, 0, sizeof *ds);
     ds->n_rows = n;
     ds->ts_ns = calloc((size_t)n, sizeof *ds->ts_ns);
-    double **cols[] = { &ds->bid_px, &ds->ask_px, &ds->bid_sz, &ds->ask_sz, &ds->trade_px, &ds->trade_sz };
-    for (int i = 0; i < 6; i++)
-        *cols[i] = calloc((size_t)n, sizeof(double));
+    double **cols[] = {&ds->bid_px, &ds->ask_px, &ds->bid_sz, &ds->ask_sz, &ds->trade_px, &ds->trade_sz};
+    for (int i = 0; i < 6; i++) *cols[i] = calloc((size_t)n, sizeof(double));
     ds->side = calloc((size_t)n, 1);
     ds->n_sessions = 1;
     ds->sessions = malloc(2 * sizeof *ds->sessions);
@@ -32,16 +31,16 @@ static void test_hand_computed_features(void **state)
 {
     m2_dataset ds;
     alloc_events(&ds, 3);
-    const int64_t t0 = INT64_C(1704187800) * 1000000000;   /* 2024-01-02 09:30:00 UTC */
-    double bid[] = { 100.00, 100.01, 100.01 }, ask[] = { 100.02, 100.02, 100.04 };
-    double bs[] = { 300, 200, 0 }, as[] = { 100, 100, 0 };
+    const int64_t t0 = INT64_C(1704187800) * 1000000000; /* 2024-01-02 09:30:00 UTC */
+    double bid[] = {100.00, 100.01, 100.01}, ask[] = {100.02, 100.02, 100.04};
+    double bs[] = {300, 200, 0}, as[] = {100, 100, 0};
     for (int i = 0; i < 3; i++) {
         ds.bid_px[i] = bid[i];
         ds.ask_px[i] = ask[i];
         ds.bid_sz[i] = bs[i];
         ds.ask_sz[i] = as[i];
         ds.trade_px[i] = NAN;
-        ds.ts_ns[i] = t0 + i * INT64_C(1500000000);          /* 1.5 s apart */
+        ds.ts_ns[i] = t0 + i * INT64_C(1500000000); /* 1.5 s apart */
     }
     ds.trade_px[2] = 100.03;
     ds.trade_sz[2] = 50;
@@ -59,7 +58,7 @@ static void test_hand_computed_features(void **state)
     /* row 0: first of its session: no return, no OFI, no dt */
     assert_float_equal(x[M2_FEAT_MID_RET], 0, tol);
     assert_float_equal(x[M2_FEAT_SPREAD], 2, tol);
-    assert_float_equal(x[M2_FEAT_QUEUE_IMB], 0.5, tol);            /* (300-100)/400 */
+    assert_float_equal(x[M2_FEAT_QUEUE_IMB], 0.5, tol); /* (300-100)/400 */
     assert_float_equal(x[M2_FEAT_OFI], 0, tol);
     assert_float_equal(x[M2_FEAT_DT], 0, tol);
     double tod = 9.5 / 24 * 2 * M_PI;
@@ -73,7 +72,7 @@ static void test_hand_computed_features(void **state)
     assert_float_equal(x[F + M2_FEAT_TRADE], 0, tol);
     /* row 2: bid same (+0 - 200), ask up (ask_t >= ask_t-1: + q_a,t-1 = +100) → e = -100; sell of 50 */
     assert_float_equal(x[2 * F + M2_FEAT_OFI], -log1p(100), tol);
-    assert_float_equal(x[2 * F + M2_FEAT_QUEUE_IMB], 0, tol);      /* sizes unknown */
+    assert_float_equal(x[2 * F + M2_FEAT_QUEUE_IMB], 0, tol); /* sizes unknown */
     assert_float_equal(x[2 * F + M2_FEAT_TRADE], -log1p(50), tol);
     /* targets: forward mid log-return in bp; NaN past the session end */
     assert_float_equal(ds.y[0], 1e4 * log(100.015 / 100.01), tol);
@@ -101,11 +100,11 @@ static void test_nan_targets_exactly_at_session_ends(void **state)
     small_synth(&ds, 3000, 3);
     m2_feature_opts o;
     m2_feature_opts_defaults(&o);
-    o.split[0] = 0.55;                             /* a cut inside session 2 (rows 1000..2000): splits it */
-    o.split[1] = 0.12;                             /* a cut at 2010: snaps to the boundary at 2000 */
+    o.split[0] = 0.55; /* a cut inside session 2 (rows 1000..2000): splits it */
+    o.split[1] = 0.12; /* a cut at 2010: snaps to the boundary at 2000 */
     o.split[2] = 0.33;
     assert_int_equal(m2_features_build(&ds, &o), M2_OK);
-    assert_int_equal(ds.n_sessions, 4);            /* the cut at 1650 became a session boundary */
+    assert_int_equal(ds.n_sessions, 4); /* the cut at 1650 became a session boundary */
     int64_t nan_count = 0;
     for (int64_t s = 0; s < ds.n_sessions; s++)
         for (int64_t i = ds.sessions[s]; i < ds.sessions[s + 1]; i++)
@@ -175,8 +174,8 @@ static void test_statistics_from_train_only(void **state)
 static void test_split_snaps_to_sessions(void **state)
 {
     m2_dataset ds;
-    small_synth(&ds, 10000, 10);                   /* sessions every 1000 rows */
-    double f[3] = { 0.78, 0.12, 0.10 };            /* cuts at 7800 (snaps to 8000) and 9000 (a boundary) */
+    small_synth(&ds, 10000, 10);      /* sessions every 1000 rows */
+    double f[3] = {0.78, 0.12, 0.10}; /* cuts at 7800 (snaps to 8000) and 9000 (a boundary) */
     assert_int_equal(m2_features_split(&ds, f), M2_OK);
     assert_int_equal(ds.split[0][1], 8000);
     assert_int_equal(ds.split[1][0], 8000);
@@ -185,13 +184,13 @@ static void test_split_snaps_to_sessions(void **state)
     assert_int_equal(ds.n_sessions, 10);
     m2_dataset_free(&ds);
 
-    small_synth(&ds, 10000, 2);                    /* sessions of 5000: the cuts cannot snap */
-    double g[3] = { 0.8, 0.1, 0.1 };
+    small_synth(&ds, 10000, 2); /* sessions of 5000: the cuts cannot snap */
+    double g[3] = {0.8, 0.1, 0.1};
     assert_int_equal(m2_features_split(&ds, g), M2_OK);
     assert_int_equal(ds.split[0][1], 8000);
     assert_int_equal(ds.split[1][1], 9000);
     assert_int_equal(ds.n_sessions, 4);
-    int64_t want[] = { 0, 5000, 8000, 9000, 10000 };
+    int64_t want[] = {0, 5000, 8000, 9000, 10000};
     assert_memory_equal(ds.sessions, want, sizeof want);
     m2_dataset_free(&ds);
 }

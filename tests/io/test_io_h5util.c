@@ -35,7 +35,7 @@ static void test_atomic_create_commit(void **state)
     const char *p = test_path("atomic.h5");
     m2_h5_writer w;
     assert_int_equal(m2_h5_create(&w, p, "mamba2.test", 1), M2_OK);
-    assert_false(exists(p));                     /* nothing under the real name while writing */
+    assert_false(exists(p)); /* nothing under the real name while writing */
     assert_true(exists(w.tmp));
     assert_int_equal(m2_h5_commit(&w), M2_OK);
     assert_true(exists(p));
@@ -62,9 +62,9 @@ static void test_attributes_round_trip(void **state)
     const char *p = test_path("attrs.h5");
     m2_h5_writer w;
     assert_int_equal(m2_h5_create(&w, p, "mamba2.test", 1), M2_OK);
-    char names[3][32] = { "alpha", "b", "a_much_longer_name_of_31_chars_" };
-    double v[3] = { 1.5, -2.25, 1e300 };
-    int32_t h[2] = { 10, 100 };
+    char names[3][32] = {"alpha", "b", "a_much_longer_name_of_31_chars_"};
+    double v[3] = {1.5, -2.25, 1e300};
+    int32_t h[2] = {10, 100};
     assert_int_equal(m2_h5_attr_put_str(w.file, "s", "hello"), M2_OK);
     assert_int_equal(m2_h5_attr_put_i32(w.file, "i32", -7), M2_OK);
     assert_int_equal(m2_h5_attr_put_i64(w.file, "i64", INT64_C(1) << 40), M2_OK);
@@ -88,7 +88,7 @@ static void test_attributes_round_trip(void **state)
     assert_int_equal(m2_h5_attr_get_str(f, "s", s, sizeof s), M2_OK);
     assert_string_equal(s, "hello");
     assert_int_equal(m2_h5_attr_get_str(f, "created_utc", created, sizeof created), M2_OK);
-    assert_int_equal(strlen(created), 20);       /* YYYY-MM-DDTHH:MM:SSZ */
+    assert_int_equal(strlen(created), 20); /* YYYY-MM-DDTHH:MM:SSZ */
     assert_int_equal(m2_h5_attr_get_i32(f, "i32", &i32), M2_OK);
     assert_int_equal(i32, -7);
     assert_int_equal(m2_h5_attr_get_i64(f, "i64", &i64), M2_OK);
@@ -105,18 +105,17 @@ static void test_attributes_round_trip(void **state)
     assert_int_equal(hh[1], 100);
     assert_int_equal(m2_h5_attr_get_strs(f, "names", got[0], 32, 3, &nn), M2_OK);
     assert_int_equal(nn, 3);
-    for (int i = 0; i < 3; i++)
-        assert_string_equal(got[i], names[i]);
+    for (int i = 0; i < 3; i++) assert_string_equal(got[i], names[i]);
 
     /* Errors name the attribute and the file and say why. */
     assert_int_equal(m2_h5_attr_get_f64(f, "nope", &f64), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "attribute nope"));
     assert_non_null(strstr(m2_last_error(), "attrs.h5"));
     assert_non_null(strstr(m2_last_error(), "missing"));
-    assert_int_equal(m2_h5_attr_get_f64(f, "s", &f64), M2_EFAIL);     /* a string is not a number */
+    assert_int_equal(m2_h5_attr_get_f64(f, "s", &f64), M2_EFAIL); /* a string is not a number */
     assert_non_null(strstr(m2_last_error(), "floating-point"));
-    assert_int_equal(m2_h5_attr_get_vec(f, "vec", M2_H5_F64, 2, vv, &n), M2_EFAIL);  /* too many values */
-    assert_int_equal(m2_h5_attr_get_str(f, "s", s, 4), M2_EFAIL);      /* does not fit */
+    assert_int_equal(m2_h5_attr_get_vec(f, "vec", M2_H5_F64, 2, vv, &n), M2_EFAIL); /* too many values */
+    assert_int_equal(m2_h5_attr_get_str(f, "s", s, 4), M2_EFAIL);                   /* does not fit */
     assert_int_equal(m2_h5_attr_get_strs(f, "names", got[0], 8, 3, &nn), M2_EFAIL);
     H5Fclose(f);
 }
@@ -126,14 +125,13 @@ static void test_arrays_round_trip_and_shape_checks(void **state)
     const char *p = test_path("arrays.h5");
     m2_h5_writer w;
     assert_int_equal(m2_h5_create(&w, p, "mamba2.test", 1), M2_OK);
-    float x[6] = { 1, 2, 3, 4, 5, 6 };
+    float x[6] = {1, 2, 3, 4, 5, 6};
     int64_t big[5000];
-    int8_t s8[3] = { -1, 0, 1 };
-    for (int i = 0; i < 5000; i++)
-        big[i] = (int64_t)i * 1000003;
-    int64_t d2[2] = { 2, 3 }, d1 = 5000, d3 = 3, d0 = 0;
+    int8_t s8[3] = {-1, 0, 1};
+    for (int i = 0; i < 5000; i++) big[i] = (int64_t)i * 1000003;
+    int64_t d2[2] = {2, 3}, d1 = 5000, d3 = 3, d0 = 0;
     assert_int_equal(m2_h5_write(w.file, "/a/b/x", M2_H5_F32, 2, d2, x, 0), M2_OK);
-    assert_int_equal(m2_h5_write(w.file, "/raw/big", M2_H5_I64, 1, &d1, big, 1), M2_OK);  /* chunked+deflate */
+    assert_int_equal(m2_h5_write(w.file, "/raw/big", M2_H5_I64, 1, &d1, big, 1), M2_OK); /* chunked+deflate */
     assert_int_equal(m2_h5_write(w.file, "/raw/s8", M2_H5_I8, 1, &d3, s8, 1), M2_OK);
     assert_int_equal(m2_h5_write(w.file, "/empty", M2_H5_F64, 1, &d0, NULL, 0), M2_OK);
     assert_int_equal(m2_h5_commit(&w), M2_OK);
@@ -143,7 +141,7 @@ static void test_arrays_round_trip_and_shape_checks(void **state)
     float xr[6];
     assert_int_equal(m2_h5_read(f, "/a/b/x", M2_H5_F32, 2, d2, xr), M2_OK);
     assert_memory_equal(xr, x, sizeof x);
-    int64_t dims[1] = { -1 };
+    int64_t dims[1] = {-1};
     void *bigr;
     assert_int_equal(m2_h5_read_alloc(f, "/raw/big", M2_H5_I64, 1, dims, &bigr), M2_OK);
     assert_int_equal(dims[0], 5000);
@@ -152,18 +150,18 @@ static void test_arrays_round_trip_and_shape_checks(void **state)
     int8_t s8r[3];
     assert_int_equal(m2_h5_read(f, "/raw/s8", M2_H5_I8, 1, &d3, s8r), M2_OK);
     assert_memory_equal(s8r, s8, 3);
-    double dd[6];                                /* float → double is a conversion within a class: allowed */
+    double dd[6]; /* float → double is a conversion within a class: allowed */
     assert_int_equal(m2_h5_read(f, "/a/b/x", M2_H5_F64, 2, d2, dd), M2_OK);
     assert_true(dd[5] == 6.0);
-    int64_t wrong[2] = { 2, 4 };
+    int64_t wrong[2] = {2, 4};
     assert_int_equal(m2_h5_read(f, "/a/b/x", M2_H5_F32, 2, wrong, xr), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "shape [2,3], expected [2,4]"));
     assert_int_equal(m2_h5_shape(f, "/a/b/x", 1, wrong), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "2 dimensions, expected 1"));
-    assert_int_equal(m2_h5_read(f, "/raw/s8", M2_H5_F32, 1, &d3, xr), M2_EFAIL);   /* integers as floats */
+    assert_int_equal(m2_h5_read(f, "/raw/s8", M2_H5_F32, 1, &d3, xr), M2_EFAIL); /* integers as floats */
     assert_non_null(strstr(m2_last_error(), "integers"));
     assert_int_equal(m2_h5_read(f, "/no/such", M2_H5_F32, 1, &d3, xr), M2_EFAIL);
-    assert_non_null(strstr(m2_last_error(), "dataset /no/such (" ));
+    assert_non_null(strstr(m2_last_error(), "dataset /no/such ("));
     assert_non_null(strstr(m2_last_error(), "missing"));
     assert_true(m2_h5_exists(f, "/a/b"));
     assert_false(m2_h5_exists(f, "/a/c/x"));
@@ -176,8 +174,7 @@ static void expect_open_error(const char *path, const char *schema, const char *
     hid_t f;
     assert_int_equal(m2_h5_open_read(path, schema, 1, &f, NULL), M2_EFAIL);
     const char *msg = m2_last_error();
-    if (!strstr(msg, fragment))
-        fail_msg("'%s' does not contain '%s'", msg, fragment);
+    if (!strstr(msg, fragment)) fail_msg("'%s' does not contain '%s'", msg, fragment);
     assert_non_null(strstr(msg, path));
     assert_null(strchr(msg, '\n'));
 }
@@ -188,15 +185,14 @@ static void test_bad_files(void **state)
                *trunc = test_path("trunc.h5"), *empty = test_path("empty.h5");
     m2_h5_writer w;
     assert_int_equal(m2_h5_create(&w, good, "mamba2.test", 1), M2_OK);
-    float x[4096] = { 0 };
+    float x[4096] = {0};
     int64_t n = 4096;
     assert_int_equal(m2_h5_write(w.file, "/x", M2_H5_F32, 1, &n, x, 0), M2_OK);
     assert_int_equal(m2_h5_commit(&w), M2_OK);
     assert_int_equal(m2_h5_create(&w, newer, "mamba2.test", 3), M2_OK);
     assert_int_equal(m2_h5_commit(&w), M2_OK);
     char junk[3000];
-    for (size_t i = 0; i < sizeof junk; i++)
-        junk[i] = (char)(i * 7919 % 251);
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 7919 % 251);
     FILE *g = fopen(garbage, "wb");
     fwrite(junk, 1, sizeof junk, g);
     fclose(g);

@@ -11,14 +11,14 @@
 #include "io_test_util.h"
 
 #define NS INT64_C(1000000000)
-#define T0 (INT64_C(1704187800) * NS)   /* 2024-01-02T09:30:00Z */
+#define T0 (INT64_C(1704187800) * NS) /* 2024-01-02T09:30:00Z */
 
 static void test_timestamps(void **state)
 {
     int64_t t;
     assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00Z", &t), M2_OK);
     assert_true(t == T0);
-    assert_int_equal(m2_parse_timestamp("2024-01-02 09:30:00", &t), M2_OK);     /* no offset: UTC */
+    assert_int_equal(m2_parse_timestamp("2024-01-02 09:30:00", &t), M2_OK); /* no offset: UTC */
     assert_true(t == T0);
     assert_int_equal(m2_parse_timestamp("2024-01-02T10:30:00+01:00", &t), M2_OK);
     assert_true(t == T0);
@@ -26,39 +26,46 @@ static void test_timestamps(void **state)
     assert_true(t == T0);
     assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00.5Z", &t), M2_OK);
     assert_true(t == T0 + NS / 2);
-    assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00.123456789123Z", &t), M2_OK);  /* sub-ns dropped */
+    assert_int_equal(m2_parse_timestamp("2024-01-02T09:30:00.123456789123Z", &t), M2_OK); /* sub-ns dropped */
     assert_true(t == T0 + 123456789);
     assert_int_equal(m2_parse_timestamp("1704187800000000001", &t), M2_OK);
     assert_true(t == T0 + 1);
     assert_int_equal(m2_parse_timestamp("1970-01-01T00:00:00Z", &t), M2_OK);
     assert_true(t == 0);
-    assert_int_equal(m2_parse_timestamp("2000-02-29T00:00:00Z", &t), M2_OK);     /* leap day */
+    assert_int_equal(m2_parse_timestamp("2000-02-29T00:00:00Z", &t), M2_OK); /* leap day */
     assert_true(t == INT64_C(951782400) * NS);
-    const char *bad[] = { "", "2024-01-02", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-01-02T24:00:00Z",
-                          "2024-01-02T09:30:00X", "2024-01-02T09:30:00.Z", "12abc", "-5", "2024-01-02T09:30" };
+    const char *bad[] = {"",
+                         "2024-01-02",
+                         "2024-13-01T00:00:00Z",
+                         "2023-02-29T00:00:00Z",
+                         "2024-01-02T24:00:00Z",
+                         "2024-01-02T09:30:00X",
+                         "2024-01-02T09:30:00.Z",
+                         "12abc",
+                         "-5",
+                         "2024-01-02T09:30"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (m2_parse_timestamp(bad[i], &t) == M2_OK)
-            fail_msg("accepted bad timestamp \"%s\"", bad[i]);
+        if (m2_parse_timestamp(bad[i], &t) == M2_OK) fail_msg("accepted bad timestamp \"%s\"", bad[i]);
 }
 
 static const char quotes_csv[] =
-    "ts,bid,ask,bid_size,ask_size,venue\n"                       /* line 1; an extra column is ignored */
-    "2024-01-02T09:30:00Z,100.00,100.02,300,200,X\n"             /* 2 ok */
-    "2024-01-02T09:30:00.5Z,100.01,100.02,100,200,X\n"           /* 3 ok */
-    "1704187801000000000,100.01,100.03,100,200,X\n"              /* 4 ok (ns) */
-    "2024-01-02T09:30:02Z,abc,100.03,100,200,X\n"                /* 5 unparsable bid */
-    "2024-01-02T09:30:03Z,100.05,100.03,100,200,X\n"             /* 6 bid > ask */
-    "2024-01-02T09:29:00Z,100.01,100.03,100,200,X\n"             /* 7 time goes backwards */
-    "2024-01-02T09:30:04Z,-1,100.03,100,200,X\n"                 /* 8 non-positive */
-    "2024-01-02T09:30:05Z,100.02,inf,100,200,X\n"                /* 9 non-finite */
-    "\n"                                                         /* 10 blank: skipped, not bad */
-    "2024-01-02T09:30:06Z,100.02,100.04\n"                       /* 11 too few fields */
-    "2024-01-02T09:30:07Z,100.02,100.04,-5,200,X\n"              /* 12 negative size */
-    "not a time,100.02,100.04,100,200,X\n"                       /* 13 unparsable ts */
+    "ts,bid,ask,bid_size,ask_size,venue\n"                          /* line 1; an extra column is ignored */
+    "2024-01-02T09:30:00Z,100.00,100.02,300,200,X\n"                /* 2 ok */
+    "2024-01-02T09:30:00.5Z,100.01,100.02,100,200,X\n"              /* 3 ok */
+    "1704187801000000000,100.01,100.03,100,200,X\n"                 /* 4 ok (ns) */
+    "2024-01-02T09:30:02Z,abc,100.03,100,200,X\n"                   /* 5 unparsable bid */
+    "2024-01-02T09:30:03Z,100.05,100.03,100,200,X\n"                /* 6 bid > ask */
+    "2024-01-02T09:29:00Z,100.01,100.03,100,200,X\n"                /* 7 time goes backwards */
+    "2024-01-02T09:30:04Z,-1,100.03,100,200,X\n"                    /* 8 non-positive */
+    "2024-01-02T09:30:05Z,100.02,inf,100,200,X\n"                   /* 9 non-finite */
+    "\n"                                                            /* 10 blank: skipped, not bad */
+    "2024-01-02T09:30:06Z,100.02,100.04\n"                          /* 11 too few fields */
+    "2024-01-02T09:30:07Z,100.02,100.04,-5,200,X\n"                 /* 12 negative size */
+    "not a time,100.02,100.04,100,200,X\n"                          /* 13 unparsable ts */
     "\"2024-01-02T09:30:08Z\",\"100.02\",100.04,100,200,\"a, b\"\n" /* 14 ok (quoted fields) */
-    "2024-01-03T09:30:00Z,100.02,100.04,100,200,X\n"             /* 15 ok, next day: new session */
-    "2024-01-03T09:30:01Z,100.03,100.04,100,200,X\r\n"           /* 16 ok (CRLF) */
-    "2024-01-03T09:30:02Z,100.03,100.05,100,200,X\n";            /* 17 ok */
+    "2024-01-03T09:30:00Z,100.02,100.04,100,200,X\n"                /* 15 ok, next day: new session */
+    "2024-01-03T09:30:01Z,100.03,100.04,100,200,X\r\n"              /* 16 ok (CRLF) */
+    "2024-01-03T09:30:02Z,100.03,100.05,100,200,X\n";               /* 17 ok */
 
 static void test_quotes_good_and_bad_rows(void **state)
 {
@@ -72,9 +79,9 @@ static void test_quotes_good_and_bad_rows(void **state)
     assert_int_equal(rep.lines, 15);
     assert_int_equal(rep.rows, 7);
     assert_int_equal(rep.bad, 8);
-    int64_t lines[] = { 5, 6, 7, 8, 9, 11, 12, 13 };
-    const char *why[] = { "unparsable bid", "bid 100.05 > ask 100.03", "time goes backwards", "non-positive bid",
-                          "non-finite ask", "3 fields, expected 5", "negative bid_size", "unparsable ts" };
+    int64_t lines[] = {5, 6, 7, 8, 9, 11, 12, 13};
+    const char *why[] = {"unparsable bid", "bid 100.05 > ask 100.03", "time goes backwards", "non-positive bid",
+                         "non-finite ask", "3 fields, expected 5",    "negative bid_size",   "unparsable ts"};
     assert_int_equal(rep.n_listed, 8);
     for (int i = 0; i < 8; i++) {
         assert_int_equal(rep.bad_line[i], lines[i]);
@@ -130,10 +137,10 @@ static void test_trades_with_and_without_side(void **state)
     write_text(p, "TS,Price,Size,Side\n"
                   "1704187800000000000,50.5,10,buy\n"
                   "1704187800100000000,50.25,5,S\n"
-                  "1704187800200000000,50.25,7,\n"                     /* no side: kept, tick rule keeps S */
-                  "1704187800300000000,50.5,,B\n"                     /* empty size counts as 1 */
-                  "1704187800400000000,50.5,3,sideways\n"              /* bad side */
-                  "1704187800500000000,0,3,B\n");                     /* bad price */
+                  "1704187800200000000,50.25,7,\n"        /* no side: kept, tick rule keeps S */
+                  "1704187800300000000,50.5,,B\n"         /* empty size counts as 1 */
+                  "1704187800400000000,50.5,3,sideways\n" /* bad side */
+                  "1704187800500000000,0,3,B\n");         /* bad price */
     m2_import_opts o;
     m2_import_defaults(&o);
     o.instrument = "XYZ";
@@ -145,7 +152,7 @@ static void test_trades_with_and_without_side(void **state)
     assert_int_equal(rep.bad, 2);
     assert_int_equal(rep.bad_line[0], 6);
     assert_int_equal(rep.bad_line[1], 7);
-    int8_t side[] = { 1, -1, -1, 1 };
+    int8_t side[] = {1, -1, -1, 1};
     assert_memory_equal(ds.side, side, 4);
     assert_true(ds.trade_sz[3] == 1 && ds.trade_sz[0] == 10);
     assert_true(ds.bid_px[1] == 50.25 && ds.ask_px[1] == 50.25 && ds.trade_px[1] == 50.25);
@@ -156,7 +163,7 @@ static void test_trades_with_and_without_side(void **state)
     /* Without a side column every direction comes from the tick rule (the first trade has none). */
     write_text(p, "ts,price\n1,10\n2,10.5\n3,10.5\n4,10\n");
     assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_OK);
-    int8_t rule[] = { 0, 1, 1, -1 };
+    int8_t rule[] = {0, 1, 1, -1};
     assert_memory_equal(ds.side, rule, 4);
     assert_true(ds.trade_sz[0] == 1);
     m2_dataset_free(&ds);
@@ -171,8 +178,7 @@ static void expect_import_error(const char *text, const char *fragment)
     m2_dataset ds;
     m2_import_report rep;
     assert_int_equal(m2_import_csv_events(p, &o, &ds, &rep), M2_EFAIL);
-    if (!strstr(m2_last_error(), fragment))
-        fail_msg("'%s' lacks '%s'", m2_last_error(), fragment);
+    if (!strstr(m2_last_error(), fragment)) fail_msg("'%s' lacks '%s'", m2_last_error(), fragment);
 }
 
 static void test_file_level_errors(void **state)

@@ -52,8 +52,7 @@ static void test_book_is_sane(void **state)
     for (int64_t i = 0; i < d.n_rows; i++) {
         assert_true(d.bid_px[i] > 0 && d.bid_px[i] < d.ask_px[i]);
         assert_true(d.bid_sz[i] > 0 && d.ask_sz[i] > 0);
-        if (i > 0 && i != d.sessions[1] && i != d.sessions[2])
-            assert_true(d.ts_ns[i] >= d.ts_ns[i - 1]);
+        if (i > 0 && i != d.sessions[1] && i != d.sessions[2]) assert_true(d.ts_ns[i] >= d.ts_ns[i - 1]);
         if (d.side[i]) {
             trades++;
             assert_true(d.trade_sz[i] > 0 && isfinite(d.trade_px[i]));
@@ -102,27 +101,22 @@ static double pearson(const double *a, const double *b, int64_t n)
 static void fit_ols(const m2_dataset *d, int k, double *w)
 {
     enum { P = M2_N_FEATURES + 1 };
-    double A[P][P + 1] = { { 0 } };
+    double A[P][P + 1] = {{0}};
     for (int64_t i = d->split[0][0]; i < d->split[0][1]; i++) {
         double y = d->y[i * d->n_targets + k], x[P];
-        if (isnan(y))
-            continue;
-        for (int j = 0; j < M2_N_FEATURES; j++)
-            x[j] = d->X[i * d->n_features + j];
+        if (isnan(y)) continue;
+        for (int j = 0; j < M2_N_FEATURES; j++) x[j] = d->X[i * d->n_features + j];
         x[P - 1] = 1;
         for (int r = 0; r < P; r++) {
-            for (int c = 0; c < P; c++)
-                A[r][c] += x[r] * x[c];
+            for (int c = 0; c < P; c++) A[r][c] += x[r] * x[c];
             A[r][P] += x[r] * y;
         }
     }
-    for (int r = 0; r < P; r++)
-        A[r][r] += 1e-6 * (double)(d->split[0][1] - d->split[0][0]);
+    for (int r = 0; r < P; r++) A[r][r] += 1e-6 * (double)(d->split[0][1] - d->split[0][0]);
     for (int c = 0; c < P; c++) {
         int piv = c;
         for (int r = c + 1; r < P; r++)
-            if (fabs(A[r][c]) > fabs(A[piv][c]))
-                piv = r;
+            if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
         for (int q = 0; q <= P; q++) {
             double t = A[c][q];
             A[c][q] = A[piv][q];
@@ -131,12 +125,10 @@ static void fit_ols(const m2_dataset *d, int k, double *w)
         for (int r = 0; r < P; r++)
             if (r != c) {
                 double f = A[r][c] / A[c][c];
-                for (int q = c; q <= P; q++)
-                    A[r][q] -= f * A[c][q];
+                for (int q = c; q <= P; q++) A[r][q] -= f * A[c][q];
             }
     }
-    for (int r = 0; r < P; r++)
-        w[r] = A[r][P] / A[r][r];
+    for (int r = 0; r < P; r++) w[r] = A[r][P] / A[r][r];
 }
 
 typedef struct {
@@ -152,7 +144,7 @@ static ics planted_ics(int signal, uint64_t seed)
     o.sessions = 20;
     o.seed = seed;
     o.signal = signal;
-    o.feat.split[0] = 0.6;                         /* evaluate on 160000 rows */
+    o.feat.split[0] = 0.6; /* evaluate on 160000 rows */
     o.feat.split[1] = 0.2;
     o.feat.split[2] = 0.2;
     m2_dataset d;
@@ -168,11 +160,9 @@ static ics planted_ics(int signal, uint64_t seed)
         int64_t n = 0;
         for (int64_t i = b; i < e; i++) {
             double y = d.y[i * d.n_targets + k];
-            if (isnan(y))
-                continue;
+            if (isnan(y)) continue;
             double p = w[M2_N_FEATURES];
-            for (int j = 0; j < M2_N_FEATURES; j++)
-                p += w[j] * d.X[i * d.n_features + j];
+            for (int j = 0; j < M2_N_FEATURES; j++) p += w[j] * d.X[i * d.n_features + j];
             pred[n] = p;
             lat[n] = latent[i];
             tgt[n++] = y;
@@ -198,12 +188,12 @@ static ics planted_ics(int signal, uint64_t seed)
 static void test_memory_signal_is_invisible_to_ridge(void **state)
 {
     ics r = planted_ics(M2_SIGNAL_MEMORY, 11);
-    for (int k = 1; k < 3; k++) {                  /* h = 50, 100 */
+    for (int k = 1; k < 3; k++) { /* h = 50, 100 */
         assert_true(r.ridge[k] < 0.15);
         assert_true(r.latent[k] > 0.30);
         assert_true(r.latent[k] > r.ridge[k] + 0.2);
     }
-    assert_true(r.latent[0] > 0.15);               /* h = 10: weaker but clearly there */
+    assert_true(r.latent[0] > 0.15); /* h = 10: weaker but clearly there */
 }
 
 static void test_linear_signal_is_visible_to_ridge(void **state)

@@ -32,7 +32,10 @@ static int init(int device)
 }
 static const m2_ops *ops(void) { return m2_ops_cpu(); }
 static void device_name(char *buf, size_t cap) { snprintf(buf, cap, "%s", g_name); }
-static int comm_create(m2_dcomm **out, const m2_dist *pg, double timeout_s) { return m2_dcomm_mpi_create(out, pg, ops()); }
+static int comm_create(m2_dcomm **out, const m2_dist *pg, double timeout_s)
+{
+    return m2_dcomm_mpi_create(out, pg, ops());
+}
 
 static char g_precision[8];
 static int set_precision(const char *name)
@@ -43,11 +46,19 @@ static int set_precision(const char *name)
     return M2_OK;
 }
 
-static const m2_device_api api = {.name = "fakecuda", .available = available, .init = init, .ops = ops,
-                                  .device_name = device_name, .set_precision = set_precision,
+static const m2_device_api api = {.name = "fakecuda",
+                                  .available = available,
+                                  .init = init,
+                                  .ops = ops,
+                                  .device_name = device_name,
+                                  .set_precision = set_precision,
                                   .comm_create = comm_create};
-static const m2_device_api api_no_nccl = {.name = "fakecuda", .available = available, .init = init, .ops = ops,
-                                          .device_name = device_name, .set_precision = set_precision};
+static const m2_device_api api_no_nccl = {.name = "fakecuda",
+                                          .available = available,
+                                          .init = init,
+                                          .ops = ops,
+                                          .device_name = device_name,
+                                          .set_precision = set_precision};
 
 static m2_config cfg_with(const char *device, const char *backend)
 {
@@ -109,8 +120,10 @@ static void test_auto(void **state)
     assert_true(be.peak_flops == 0);
     m2_backend_describe(&be, line, sizeof line);
     char want[256];
-    snprintf(want, sizeof want, "backend: cpu (auto: no CUDA GPU: fake: no driver), collectives: mpi (ZeRO-1 on host "
-             "buffers), CPU kernels: %s", m2_ops_cpu_isa());
+    snprintf(want, sizeof want,
+             "backend: cpu (auto: no CUDA GPU: fake: no driver), collectives: mpi (ZeRO-1 on host "
+             "buffers), CPU kernels: %s",
+             m2_ops_cpu_isa());
     assert_string_equal(line, want);
     assert_int_equal(m2_backend_choose(&be, &c, &pg, NULL), M2_OK);
     assert_null(be.api);
@@ -136,7 +149,7 @@ static void test_cuda(void **state)
     assert_int_equal(be.device, 1); /* the local rank */
     assert_int_equal(g_init_device, 1);
     assert_int_equal(pg.device, 1);
-    assert_true(be.peak_flops == 0); /* not in the table: no MFU */
+    assert_true(be.peak_flops == 0);          /* not in the table: no MFU */
     assert_string_equal(g_precision, "bf16"); /* the default of model.precision, handed to the device */
     assert_string_equal(be.precision, "bf16");
     snprintf(c.model.precision, sizeof c.model.precision, "tf32");

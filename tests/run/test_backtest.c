@@ -18,10 +18,10 @@
 #include "run/select.h"
 
 #define TOL 1e-12
-#define assert_near(a, b)                                                                                      \
-    do {                                                                                                       \
-        double a_ = (a), b_ = (b);                                                                             \
-        if (!(fabs(a_ - b_) <= TOL)) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);                       \
+#define assert_near(a, b)                                                                \
+    do {                                                                                 \
+        double a_ = (a), b_ = (b);                                                       \
+        if (!(fabs(a_ - b_) <= TOL)) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_); \
     } while (0)
 
 static m2_dataset one_session(int64_t n, int64_t *sessions)

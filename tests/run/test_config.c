@@ -61,7 +61,8 @@ static void expect_file_error(const char *text, int line, const char *fragment)
     char where[128];
     snprintf(where, sizeof where, "%s:%d:", p, line);
     const char *msg = m2_last_error();
-    if (!strstr(msg, where) || !strstr(msg, fragment)) fail_msg("message '%s' lacks '%s' or '%s'", msg, where, fragment);
+    if (!strstr(msg, where) || !strstr(msg, fragment))
+        fail_msg("message '%s' lacks '%s' or '%s'", msg, where, fragment);
     unlink(p);
 }
 
@@ -203,10 +204,14 @@ static void test_canonical_text(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_are_valid), cmocka_unit_test(test_file_overrides_defaults),
-        cmocka_unit_test(test_file_errors),        cmocka_unit_test(test_missing_file),
-        cmocka_unit_test(test_set_overrides_and_errors), cmocka_unit_test(test_cross_key_rules),
-        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_canonical_text),
+        cmocka_unit_test(test_defaults_are_valid),
+        cmocka_unit_test(test_file_overrides_defaults),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_set_overrides_and_errors),
+        cmocka_unit_test(test_cross_key_rules),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_canonical_text),
         cmocka_unit_test(test_bom_and_long_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,7 +187,9 @@ static void test_window_rows_and_equality_with_stream(void **state)
             for (int o = 0; o < O; o++) {
                 double d = fabs((double)w.pred[i * O + o] - s.pred[si * O + o]);
                 if (off < SEQ) {
-                    if (d > tol) fail_msg("row %lld: window %g vs stream %g", (long long)w.row[i], w.pred[i * O + o], s.pred[si * O + o]);
+                    if (d > tol)
+                        fail_msg("row %lld: window %g vs stream %g", (long long)w.row[i], w.pred[i * O + o],
+                                 s.pred[si * O + o]);
                     first++;
                 } else if (d > max_later) {
                     max_later = d;
@@ -196,7 +198,8 @@ static void test_window_rows_and_equality_with_stream(void **state)
         }
         assert_true(first > 0);
         /* later windows start from a zero state, the stream does not: they must differ somewhere */
-        if (!(max_later > 10 * tol)) fail_msg("split %d: later windows equal the stream (max diff %g)", split, max_later);
+        if (!(max_later > 10 * tol))
+            fail_msg("split %d: later windows equal the stream (max diff %g)", split, max_later);
         m2_eval_rows_free(&s);
         m2_eval_rows_free(&w);
     }
@@ -282,7 +285,8 @@ static void test_long_sessions_stream(void **state)
     m2_dataset *ds = &big.ds;
 
     m2_eval_rows got;
-    assert_int_equal(m2_eval_predict(NULL, &big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got), M2_OK);
+    assert_int_equal(m2_eval_predict(NULL, &big.lay, big.params, ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got),
+                     M2_OK);
     assert_int_equal(got.M, rows - TEST_BEGIN);
     for (int64_t i = 0; i < got.M; i++) assert_true(got.row[i] == TEST_BEGIN + i);
     double worst_rel = 0;
@@ -291,8 +295,10 @@ static void test_long_sessions_stream(void **state)
         double scale;
         const double worst = part_error(&big, &got, b, e, &scale);
         assert_true(scale > 0.1);
-        if (k == SHORT) assert_true(worst == 0.0); /* chunked: the same call on the same inputs */
-        else assert_true(worst <= 1e-4 * scale);
+        if (k == SHORT)
+            assert_true(worst == 0.0); /* chunked: the same call on the same inputs */
+        else
+            assert_true(worst <= 1e-4 * scale);
         worst_rel = fmax(worst_rel, worst / scale);
         assert_memory_equal(&got.target[at * O], ds->y + b * O, sizeof(float) * (size_t)(e - b) * O);
     }
@@ -333,8 +339,9 @@ static void test_device_cap(void **state)
     alloc_limit = alloc_largest;
 
     m2_eval_rows got;
-    assert_int_equal(m2_eval_predict(&small_device, &big.lay, big.params, &big.ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ,
-                                     BURN, &got), M2_OK);
+    assert_int_equal(
+        m2_eval_predict(&small_device, &big.lay, big.params, &big.ds, M2_SPLIT_TEST, M2_EVAL_STREAM, SEQ, BURN, &got),
+        M2_OK);
     assert_int_equal(got.M, 57500);
     double scale, worst[3];
     for (int k = 0; k < 3; k++) {

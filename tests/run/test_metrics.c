@@ -17,10 +17,10 @@
 #define TOL 1e-12
 
 /* cmocka 1.1.5 has no double comparison */
-#define assert_double_equal(a, b, tol)                                                                         \
-    do {                                                                                                       \
-        double a_ = (a), b_ = (b);                                                                             \
-        if (!(fabs(a_ - b_) <= (tol))) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);                     \
+#define assert_double_equal(a, b, tol)                                                     \
+    do {                                                                                   \
+        double a_ = (a), b_ = (b);                                                         \
+        if (!(fabs(a_ - b_) <= (tol))) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_); \
     } while (0)
 
 static m2_metrics run(const float *p, const float *y, int64_t M, int ld, int col)

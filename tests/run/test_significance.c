@@ -73,8 +73,9 @@ static mc_result monte_carlo(double beta)
     m.mean_diff_se = dse / REPS;
     m.reject = (double)reject / REPS;
     print_message("beta %.2f: sd(IC) %.4f, mean SE %.4f (ratio %.3f); sd(diff) %.4f, mean SE %.4f (ratio %.3f); "
-                  "|t| > 1.96 in %.3f\n", beta, m.sd_ic, m.mean_se, m.mean_se / m.sd_ic, m.sd_diff, m.mean_diff_se,
-                  m.mean_diff_se / m.sd_diff, m.reject);
+                  "|t| > 1.96 in %.3f\n",
+                  beta, m.sd_ic, m.mean_se, m.mean_se / m.sd_ic, m.sd_diff, m.mean_diff_se, m.mean_diff_se / m.sd_diff,
+                  m.reject);
     return m;
 }
 

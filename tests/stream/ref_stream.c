@@ -29,8 +29,8 @@ void ref_session(const m2_layout *lay, const float *params, const float *X, int 
 {
     const m2_dims *d = &lay->d;
     const int D = d->D, Di = d->Di, H = d->H, P = d->P, N = d->N, G = d->G, K = d->K, Cc = d->Cc, GN = G * N;
-    double *hist = calloc((size_t)d->L * K * Cc, sizeof *hist);   /* [L][K][Cc], row K-1 is the newest */
-    double *S = calloc((size_t)d->L * H * P * N, sizeof *S);       /* [L][H][P][N] */
+    double *hist = calloc((size_t)d->L * K * Cc, sizeof *hist); /* [L][K][Cc], row K-1 is the newest */
+    double *S = calloc((size_t)d->L * H * P * N, sizeof *S);    /* [L][H][P][N] */
     double *h = malloc(D * sizeof *h), *u = malloc(D * sizeof *u), *zx = malloc(d->Win * sizeof *zx);
     double *xbc = malloc(Cc * sizeof *xbc), *y = malloc(Di * sizeof *y), *out = malloc(D * sizeof *out);
     double *f = malloc(d->F * sizeof *f);
@@ -82,5 +82,13 @@ void ref_session(const m2_layout *lay, const float *params, const float *X, int 
         matvec(params + lay->head_w, d->O, D, u, pred + (size_t)t * d->O);
         for (int i = 0; i < d->O; i++) pred[(size_t)t * d->O + i] += params[lay->head_b + i];
     }
-    free(hist); free(S); free(h); free(u); free(zx); free(xbc); free(y); free(out); free(f);
+    free(hist);
+    free(S);
+    free(h);
+    free(u);
+    free(zx);
+    free(xbc);
+    free(y);
+    free(out);
+    free(f);
 }

@@ -49,10 +49,14 @@ static inline float *fixture_params(const m2_layout *lay, uint64_t seed, int spr
     for (int i = 0; i < lay->n_tensors; i++) {
         const m2_tensor *t = &lay->tensors[i];
         double lo = 0, hi = 0;
-        if (strstr(t->name, "norm")) lo = 0.5, hi = 1.5;
-        else if (strstr(t->name, "mixer.D")) lo = 0.0, hi = 2.0;
-        else if (strstr(t->name, "bias") && !strstr(t->name, "dt_bias") && !strstr(t->name, "conv")) lo = -0.1, hi = 0.1;
-        else continue;
+        if (strstr(t->name, "norm"))
+            lo = 0.5, hi = 1.5;
+        else if (strstr(t->name, "mixer.D"))
+            lo = 0.0, hi = 2.0;
+        else if (strstr(t->name, "bias") && !strstr(t->name, "dt_bias") && !strstr(t->name, "conv"))
+            lo = -0.1, hi = 0.1;
+        else
+            continue;
         for (size_t j = 0; j < t->numel; j++)
             p[t->offset + j] = (float)(lo + (hi - lo) * m2_rng_u01(key, t->offset + j));
     }

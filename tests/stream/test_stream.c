@@ -88,7 +88,10 @@ static void check_against_oracle(fixture_shape shape, int T, const char *label)
     assert_true(e < REL_TOL);
     assert_true(max_abs(ref, (size_t)T * shape.O) > 0.05); /* the comparison is not between near-zeros */
     m2_layout_free(&lay);
-    free(params); free(X); free(pred); free(ref);
+    free(params);
+    free(X);
+    free(pred);
+    free(ref);
 }
 
 static void test_default_model(void **state) { check_against_oracle(fixture_default(), 200, "default"); }
@@ -105,9 +108,9 @@ static void test_odd_sizes(void **state)
 {
     fixture_shape s = {5, 2, 40, 3, 3, 20, 10, 3, 3};
     check_against_oracle(s, 150, "odd sizes");
-    fixture_shape k1 = {3, 1, 16, 1, 2, 16, 16, 1, 1};   /* no conv history at all */
+    fixture_shape k1 = {3, 1, 16, 1, 2, 16, 16, 1, 1}; /* no conv history at all */
     check_against_oracle(k1, 50, "K=1");
-    fixture_shape k5 = {4, 2, 32, 2, 2, 64, 8, 1, 5};    /* the conv's general path; P = 64 */
+    fixture_shape k5 = {4, 2, 32, 2, 2, 64, 8, 1, 5}; /* the conv's general path; P = 64 */
     check_against_oracle(k5, 60, "K=5");
 }
 
@@ -115,13 +118,13 @@ static void test_odd_sizes(void **state)
 static void batch_vs_single(int bf16)
 {
     fixture_shape shape = fixture_default();
-    const int S = 13, T = 40, F = shape.F, O = shape.O;   /* 13 = two full 6-stream tiles and a remainder */
+    const int S = 13, T = 40, F = shape.F, O = shape.O; /* 13 = two full 6-stream tiles and a remainder */
     m2_layout lay;
     assert_int_equal(fixture_layout(&lay, shape), M2_OK);
     float *params = fixture_params(&lay, 3, 1);
     m2_stream_options opt = m2_stream_defaults();
     opt.max_streams = S;
-    opt.bf16 = bf16;   /* bf16: the interleaved pairs must line up in the GEMM's 4-vector blocks too */
+    opt.bf16 = bf16; /* bf16: the interleaved pairs must line up in the GEMM's 4-vector blocks too */
     m2_stream *batch, *single;
     assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &batch), M2_OK);
     assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &single), M2_OK);
@@ -147,7 +150,11 @@ static void batch_vs_single(int bf16)
     m2_stream_close(batch);
     m2_stream_close(single);
     m2_layout_free(&lay);
-    free(params); free(X); free(pb); free(ps); free(xb);
+    free(params);
+    free(X);
+    free(pb);
+    free(ps);
+    free(xb);
 }
 
 static void test_batch_equals_single(void **state) { batch_vs_single(0); }
@@ -170,10 +177,10 @@ static void test_reset(void **state)
     run(f, 0, B, T, fresh);
 
     run(s, 1, A, T, after);
-    run(s, 1, B, T, after);                        /* no reset: session A leaks into B */
+    run(s, 1, B, T, after); /* no reset: session A leaks into B */
     assert_true(rel_err_ff(after, fresh, (size_t)T * O) > 1e-3);
 
-    run(s, 0, A, T, after);                        /* stream 0 busy too: a reset of 1 must not touch it */
+    run(s, 0, A, T, after); /* stream 0 busy too: a reset of 1 must not touch it */
     m2_stream_reset(s, 1);
     run(s, 1, B, T, after);
     assert_memory_equal(after, fresh, (size_t)T * O * sizeof *after);
@@ -184,7 +191,11 @@ static void test_reset(void **state)
     m2_stream_close(s);
     m2_stream_close(f);
     m2_layout_free(&lay);
-    free(params); free(A); free(B); free(fresh); free(after);
+    free(params);
+    free(A);
+    free(B);
+    free(fresh);
+    free(after);
 }
 
 /* bf16 weights: predictions stay close to fp32 ones. Tolerance: a bf16 weight carries a relative rounding
@@ -211,12 +222,15 @@ static void test_bf16_close(void **state)
     printf("  bf16 vs fp32: rel err %.2e, weight bytes %zu vs %zu\n", e, m2_stream_weight_bytes(s16),
            m2_stream_weight_bytes(s32));
     assert_true(e < 3e-2);
-    assert_true(e > 0);   /* the weights really are rounded */
+    assert_true(e > 0); /* the weights really are rounded */
     assert_true(m2_stream_weight_bytes(s16) < 0.55 * m2_stream_weight_bytes(s32));
     m2_stream_close(s32);
     m2_stream_close(s16);
     m2_layout_free(&lay);
-    free(params); free(X); free(p32); free(p16);
+    free(params);
+    free(X);
+    free(p32);
+    free(p16);
 }
 
 /* Pre-activations in the hundreds (W_in scaled by 300): SiLU and softplus far outside the range a trained
@@ -238,9 +252,12 @@ static void test_extreme_activations(void **state)
     for (int i = 0; i < T * shape.O; i++) assert_true(isfinite(pred[i]));
     double e = rel_err_fd(pred, ref, (size_t)T * shape.O);
     printf("  extreme activations: rel err vs fp64 oracle %.2e\n", e);
-    assert_true(e < 1e-4);   /* fp32 rounding of activations in the hundreds: ~100x the usual 1e-6 */
+    assert_true(e < 1e-4); /* fp32 rounding of activations in the hundreds: ~100x the usual 1e-6 */
     m2_layout_free(&lay);
-    free(params); free(X); free(pred); free(ref);
+    free(params);
+    free(X);
+    free(pred);
+    free(ref);
 }
 
 static void test_standardize(void **state)
@@ -258,7 +275,7 @@ static void test_standardize(void **state)
     m2_stream_standardize(s, raw, x);
     assert_float_equal(x[0], 1.0f, 1e-7);
     assert_float_equal(x[1], 0.0f, 1e-7);
-    assert_float_equal(x[2], 4.0f, 1e-7);     /* (100 - 0.5) / 1 clipped */
+    assert_float_equal(x[2], 4.0f, 1e-7); /* (100 - 0.5) / 1 clipped */
     m2_stream_close(s);
     m2_layout_free(&lay);
     free(params);
@@ -293,10 +310,13 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_model), cmocka_unit_test(test_two_groups),
-        cmocka_unit_test(test_odd_sizes),     cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_default_model),
+        cmocka_unit_test(test_two_groups),
+        cmocka_unit_test(test_odd_sizes),
+        cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_batch_equals_single_bf16),
-        cmocka_unit_test(test_reset),         cmocka_unit_test(test_bf16_close),
+        cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_extreme_activations),
         cmocka_unit_test(test_standardize),
         cmocka_unit_test(test_errors),

@@ -14,7 +14,7 @@
 #include "stream/engine.h"
 #include "stream_fixture.h"
 
-static volatile long calls;   /* volatile: GCC assumes malloc leaves globals alone */
+static volatile long calls; /* volatile: GCC assumes malloc leaves globals alone */
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t a, size_t b);
@@ -23,18 +23,42 @@ void __real_free(void *p);
 void *__real_aligned_alloc(size_t al, size_t n);
 int __real_posix_memalign(void **p, size_t al, size_t n);
 
-void *__wrap_malloc(size_t n) { calls++; return __real_malloc(n); }
-void *__wrap_calloc(size_t a, size_t b) { calls++; return __real_calloc(a, b); }
-void *__wrap_realloc(void *p, size_t n) { calls++; return __real_realloc(p, n); }
-void __wrap_free(void *p) { calls++; __real_free(p); }
-void *__wrap_aligned_alloc(size_t al, size_t n) { calls++; return __real_aligned_alloc(al, n); }
-int __wrap_posix_memalign(void **p, size_t al, size_t n) { calls++; return __real_posix_memalign(p, al, n); }
+void *__wrap_malloc(size_t n)
+{
+    calls++;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t a, size_t b)
+{
+    calls++;
+    return __real_calloc(a, b);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    calls++;
+    return __real_realloc(p, n);
+}
+void __wrap_free(void *p)
+{
+    calls++;
+    __real_free(p);
+}
+void *__wrap_aligned_alloc(size_t al, size_t n)
+{
+    calls++;
+    return __real_aligned_alloc(al, n);
+}
+int __wrap_posix_memalign(void **p, size_t al, size_t n)
+{
+    calls++;
+    return __real_posix_memalign(p, al, n);
+}
 
 /* The counter sees allocations made from this binary's objects (so the test can fail). */
 static void test_counter_counts(void **state)
 {
     long before = calls;
-    void *volatile p = malloc(16);   /* volatile: GCC may not pair up and drop the malloc/free */
+    void *volatile p = malloc(16); /* volatile: GCC may not pair up and drop the malloc/free */
     free(p);
     assert_int_equal(calls - before, 2);
 }
@@ -51,11 +75,11 @@ static void run_ticks(int bf16)
     m2_stream *s;
     long at_open = calls;
     assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &s), 0);
-    assert_true(calls > at_open);   /* the library's own allocations are seen (open does allocate) */
+    assert_true(calls > at_open); /* the library's own allocations are seen (open does allocate) */
     float pred[8 * 3], x[8];
     double raw[8] = {0};
     int ids[3] = {6, 1, 4};
-    m2_stream_step(s, 0, X, pred);                       /* warm-up */
+    m2_stream_step(s, 0, X, pred); /* warm-up */
     m2_stream_step_batch(s, 8, NULL, X, pred);
     long before = calls;
     for (int t = 0; t < 10000; t++) {
@@ -65,8 +89,8 @@ static void run_ticks(int bf16)
     }
     for (int t = 0; t < 1000; t++) {
         if (t % 100 == 0) m2_stream_reset(s, -1);
-        assert_int_equal(m2_stream_step_batch(s, t % 2 ? 3 : 8, t % 2 ? ids : NULL, X + (size_t)(t % 32) * shape.F,
-                                              pred), 0);
+        assert_int_equal(
+            m2_stream_step_batch(s, t % 2 ? 3 : 8, t % 2 ? ids : NULL, X + (size_t)(t % 32) * shape.F, pred), 0);
     }
     assert_int_equal(calls, before);
     m2_stream_close(s);

@@ -33,7 +33,8 @@ static void compare(fixture_shape shape, int Q, int T, const char *label)
     assert_int_equal(fixture_layout(&lay, shape), M2_OK);
     lay.d.Q = Q;
     float *params = fixture_params(&lay, 21, 1), *X = fixture_inputs(T, shape.F, 22);
-    float *chunked = malloc((size_t)T * shape.O * sizeof *chunked), *streamed = malloc((size_t)T * shape.O * sizeof *streamed);
+    float *chunked = malloc((size_t)T * shape.O * sizeof *chunked),
+          *streamed = malloc((size_t)T * shape.O * sizeof *streamed);
     m2_model *m;
     assert_int_equal(m2_model_create(&m, &lay, 1, T), M2_OK);
     assert_int_equal(m2_model_forward(m, params, X, 1, T, chunked), M2_OK);
@@ -53,7 +54,10 @@ static void compare(fixture_shape shape, int Q, int T, const char *label)
     assert_true(err / scale < 2e-5);
     m2_stream_close(s);
     m2_layout_free(&lay);
-    free(params); free(X); free(chunked); free(streamed);
+    free(params);
+    free(X);
+    free(chunked);
+    free(streamed);
 }
 
 static void test_default_model(void **state) { compare(fixture_default(), 64, 300, "default"); }

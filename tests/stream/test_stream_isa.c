@@ -17,11 +17,10 @@
 #include "stream/engine.h"
 #include "stream_fixture.h"
 
-enum { S = 13, T = 60 };   /* 13 streams: two full 6-stream tiles and a remainder (3-stream tiles on AVX2 bf16) */
+enum { S = 13, T = 60 }; /* 13 streams: two full 6-stream tiles and a remainder (3-stream tiles on AVX2 bf16) */
 
 /* Predictions [T][S][O] of S streams stepped together (batch) or one by one, at a level. */
-static float *run(const m2_layout *lay, const float *params, const float *X, int bf16, int batch,
-                  m2_cpu_level level)
+static float *run(const m2_layout *lay, const float *params, const float *X, int bf16, int batch, m2_cpu_level level)
 {
     m2_cpu_set_cap(level);
     m2_stream_options opt = m2_stream_defaults();
@@ -35,7 +34,8 @@ static float *run(const m2_layout *lay, const float *params, const float *X, int
     for (int t = 0; t < T; t++) {
         const float *x = X + (size_t)t * S * F;
         float *p = pred + (size_t)t * S * O;
-        if (batch) assert_int_equal(m2_stream_step_batch(s, S, NULL, x, p), M2_OK);
+        if (batch)
+            assert_int_equal(m2_stream_step_batch(s, S, NULL, x, p), M2_OK);
         else
             for (int i = 0; i < S; i++) assert_int_equal(m2_stream_step(s, i, x + (size_t)i * F, p + (size_t)i * O), 0);
     }
@@ -82,7 +82,7 @@ static void test_default(void **state) { check_shape(fixture_default(), "default
 
 static void test_latency_shape(void **state)
 {
-    fixture_shape s = {8, 3, 64, 2, 1, 32, 16, 1, 4};   /* configs/latency.ini */
+    fixture_shape s = {8, 3, 64, 2, 1, 32, 16, 1, 4}; /* configs/latency.ini */
     check_shape(s, "latency");
 }
 

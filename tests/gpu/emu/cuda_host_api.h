@@ -28,7 +28,7 @@ typedef enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3,
     cudaMemcpyDefault = 4
 } cudaMemcpyKind;
-#define cudaStreamNonBlocking 0x01
+#define cudaStreamNonBlocking  0x01
 #define cudaEventDisableTiming 0x02
 
 typedef struct cudaDeviceProp {

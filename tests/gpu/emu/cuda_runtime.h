@@ -55,13 +55,10 @@ void __syncthreads();
 
 #include "cuda_host_api.h"
 
-template <class T>
-cudaError_t cudaMalloc(T **p, size_t bytes)
-{
-    return cudaMalloc((void **)p, bytes);
-}
+template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
 
-namespace m2emu {
+namespace m2emu
+{
 /* Runs `thread` once per thread of every block of the grid (blockIdx/threadIdx set), blocks in order. */
 void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &thread, const char *text,
               const char *enclosing);
@@ -74,22 +71,20 @@ void name_last_launch(const char *what);
 /* The current launch's dynamic shared memory (its `shmem` bytes, zeroed per launch). */
 void *dynamic_shared();
 
-template <class K>
-struct launcher {
+template <class K> struct launcher {
     dim3 grid, block;
     size_t shmem;
     cudaStream_t stream;
     const char *text; /* the kernel as the launch spells it */
     K kernel;
-    template <class... A>
-    void operator()(A &&...args) const
+    template <class... A> void operator()(A &&...args) const
     {
         /* Kernel parameters are copies, shared read-only by every thread (each call copies them again). */
         if (!launch_ok(grid, block, shmem, text)) return;
         auto params = std::make_tuple(std::decay_t<A>(args)...);
         enqueue_on(stream, [g = grid, b = block, sh = shmem, t = text, k = kernel, params]() {
-            run_grid(g, b, sh, [&]() { std::apply([&](const auto &...a) { k(a...); }, params); }, t,
-                     typeid(K).name());
+            run_grid(
+                g, b, sh, [&]() { std::apply([&](const auto &...a) { k(a...); }, params); }, t, typeid(K).name());
         });
     }
 };
@@ -99,8 +94,7 @@ struct launch {
     size_t shmem;
     cudaStream_t stream;
     launch(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = nullptr) : grid(g), block(b), shmem(sh), stream(s) {}
-    template <class K>
-    launcher<K> operator()(const char *text, K k) const
+    template <class K> launcher<K> operator()(const char *text, K k) const
     {
         return launcher<K>{grid, block, shmem, stream, text, k};
     }

@@ -21,7 +21,8 @@
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 
-namespace {
+namespace
+{
 
 /* ---- fibers ---- */
 enum { STACK_BYTES = 256 * 1024 };
@@ -92,8 +93,8 @@ void fiber_start(fiber &f)
      * and one pad slot so that fiber_main starts with rsp = 8 mod 16, as after a call */
     uintptr_t top = ((uintptr_t)(f.stack + STACK_BYTES)) & ~(uintptr_t)15;
     void **sp = (void **)top;
-    *--sp = nullptr;              /* pad */
-    *--sp = (void *)&fiber_main;  /* return address */
+    *--sp = nullptr;             /* pad */
+    *--sp = (void *)&fiber_main; /* return address */
     for (int i = 0; i < 6; i++) *--sp = nullptr;
     f.sp = sp;
 #else
@@ -200,7 +201,8 @@ void __syncthreads()
 /* The last launch error, as the runtime keeps it: returned and cleared by cudaGetLastError. */
 static cudaError_t g_last_error = cudaSuccess;
 
-namespace m2emu {
+namespace m2emu
+{
 bool launch_ok(dim3 grid, dim3 block, size_t shmem, const char *text)
 {
     /* A GPU refuses these launches without running anything and reports them at the next cudaGetLastError
@@ -210,8 +212,10 @@ bool launch_ok(dim3 grid, dim3 block, size_t shmem, const char *text)
     const unsigned nthreads = block.x * block.y * block.z;
     if (nthreads == 0 || nthreads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
-        fprintf(stderr, "cuda emulator: invalid launch of %s: %ux%ux%u blocks of %ux%ux%u threads, %zu bytes of "
-                "dynamic shared memory\n", text, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
+        fprintf(stderr,
+                "cuda emulator: invalid launch of %s: %ux%ux%u blocks of %ux%ux%u threads, %zu bytes of "
+                "dynamic shared memory\n",
+                text, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
         g_last_error = cudaErrorInvalidConfiguration;
         return false;
     }
@@ -336,8 +340,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         m2emu::drain(s);
         memmove(dst, src, bytes);
     } else if (kind == cudaMemcpyHostToDevice) { /* the host buffer is staged at once; the device write queues */
-        std::shared_ptr<std::vector<unsigned char>> staged =
-            std::make_shared<std::vector<unsigned char>>((const unsigned char *)src, (const unsigned char *)src + bytes);
+        std::shared_ptr<std::vector<unsigned char>> staged = std::make_shared<std::vector<unsigned char>>(
+            (const unsigned char *)src, (const unsigned char *)src + bytes);
         m2emu::enqueue(s, [=]() { memcpy(dst, staged->data(), bytes); });
     } else {
         m2emu::enqueue(s, [=]() {
@@ -374,9 +378,9 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { return CUBLAS_STATUS_SUCCESS; }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
-                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo)
 {
     /* argument checks of the cuBLAS documentation (column-major: op(A) m x k, op(B) k x n, C m x n) */
     if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
@@ -388,27 +392,29 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
     m2emu::enqueue(((blas_ctx *)h)->stream, [=]() {
-    m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
-    m2emu::count_flops(drop == 16 ? m2emu::FLOPS_BF16 : drop == 13 ? m2emu::FLOPS_TF32 : m2emu::FLOPS_FP32_CUDA,
-                       2.0 * m * n * k);
-    m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
-    m2emu::launch_end();
-    m2emu::name_last_launch("cublasGemmEx (every GEMM)");
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float acc = 0.0f;
-            for (int p = 0; p < k; p++) {
-                float x = ta == CUBLAS_OP_N ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
-                float y = tb == CUBLAS_OP_N ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
-                if (drop) {
-                    x = round_bits(x, drop);
-                    y = round_bits(y, drop);
+        m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
+        m2emu::count_flops(drop == 16   ? m2emu::FLOPS_BF16
+                           : drop == 13 ? m2emu::FLOPS_TF32
+                                        : m2emu::FLOPS_FP32_CUDA,
+                           2.0 * m * n * k);
+        m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
+        m2emu::launch_end();
+        m2emu::name_last_launch("cublasGemmEx (every GEMM)");
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float acc = 0.0f;
+                for (int p = 0; p < k; p++) {
+                    float x = ta == CUBLAS_OP_N ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                    float y = tb == CUBLAS_OP_N ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                    if (drop) {
+                        x = round_bits(x, drop);
+                        y = round_bits(y, drop);
+                    }
+                    acc += x * y;
                 }
-                acc += x * y;
+                float *cij = c + (size_t)j * ldc + i;
+                *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
             }
-            float *cij = c + (size_t)j * ldc + i;
-            *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
-        }
     });
     return CUBLAS_STATUS_SUCCESS;
 }

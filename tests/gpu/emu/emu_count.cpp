@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 struct allocation {
     uintptr_t base;
     size_t bytes;
@@ -29,7 +30,7 @@ allocation *g_last = nullptr;
 size_t g_now = 0, g_peak = 0;
 
 std::vector<m2emu_kernel_count> g_records;
-m2emu_kernel_count g_cur;   /* the launch running, or the last one until it is named */
+m2emu_kernel_count g_cur; /* the launch running, or the last one until it is named */
 bool g_running = false, g_pending = false;
 uint32_t g_epoch = 0;
 bool g_instrumented = false; /* set by __tsan_init, which each instrumented file's constructor calls */
@@ -107,7 +108,8 @@ inline void access(const void *p, size_t n, bool write)
 }
 } // namespace
 
-namespace m2emu {
+namespace m2emu
+{
 void count_alloc(void *p, size_t bytes)
 {
     const uintptr_t a = (uintptr_t)p;
@@ -181,12 +183,12 @@ size_t m2emu_device_bytes(void) { return g_now; }
 size_t m2emu_device_peak_bytes(void) { return g_peak; }
 
 /* The instrumentation's entry points (GCC -fsanitize=thread, --param=tsan-instrument-func-entry-exit=0). */
-#define M2EMU_TSAN(n)                                                                                               \
-    void __tsan_read##n(void *p) { access(p, n, false); }                                                           \
-    void __tsan_write##n(void *p) { access(p, n, true); }                                                           \
-    void __tsan_unaligned_read##n(void *p) { access(p, n, false); }                                                 \
-    void __tsan_unaligned_write##n(void *p) { access(p, n, true); }                                                 \
-    void __tsan_volatile_read##n(void *p) { access(p, n, false); }                                                  \
+#define M2EMU_TSAN(n)                                               \
+    void __tsan_read##n(void *p) { access(p, n, false); }           \
+    void __tsan_write##n(void *p) { access(p, n, true); }           \
+    void __tsan_unaligned_read##n(void *p) { access(p, n, false); } \
+    void __tsan_unaligned_write##n(void *p) { access(p, n, true); } \
+    void __tsan_volatile_read##n(void *p) { access(p, n, false); }  \
     void __tsan_volatile_write##n(void *p) { access(p, n, true); }
 M2EMU_TSAN(1)
 M2EMU_TSAN(2)

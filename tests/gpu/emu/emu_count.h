@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-namespace m2emu {
+namespace m2emu
+{
 enum flop_kind { FLOPS_BF16, FLOPS_TF32, FLOPS_FP32_CUDA };
 void count_alloc(void *p, size_t bytes);
 void count_free(void *p);

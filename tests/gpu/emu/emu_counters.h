@@ -23,10 +23,10 @@ typedef struct {
     char name[96]; /* what the backend called the launch */
     char key[96];  /* kernel base name<first template argument>, or a cuBLAS / runtime call */
     double launches, blocks, threads;
-    double read_bytes, write_bytes;                    /* every access (total traffic if nothing were cached) */
-    double read_distinct, write_distinct;              /* distinct bytes per launch, summed over launches */
-    double accesses;                                   /* loads and stores issued by threads (per lane) */
-    double flops_bf16, flops_tf32, flops_fp32_cuda;    /* tensor cores by precision; fp32 products on CUDA cores */
+    double read_bytes, write_bytes;                 /* every access (total traffic if nothing were cached) */
+    double read_distinct, write_distinct;           /* distinct bytes per launch, summed over launches */
+    double accesses;                                /* loads and stores issued by threads (per lane) */
+    double flops_bf16, flops_tf32, flops_fp32_cuda; /* tensor cores by precision; fp32 products on CUDA cores */
 } m2emu_kernel_count;
 
 /* 1 when this build counts kernel bytes (the instrumented library), else 0. */

@@ -3,7 +3,7 @@
 
 #include "emu_streams.h"
 
-#define OMPI_SKIP_MPICXX 1 /* the C API only: Open MPI's deprecated C++ bindings are not linked */
+#define OMPI_SKIP_MPICXX  1 /* the C API only: Open MPI's deprecated C++ bindings are not linked */
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -20,7 +20,8 @@ struct m2emu_nccl_comm {
     char last[160];
 };
 
-namespace {
+namespace
+{
 ncclResult_t fail(ncclComm_t c, ncclResult_t r, const char *why)
 {
     if (c) snprintf(c->last, sizeof c->last, "%s", why);
@@ -72,8 +73,7 @@ static ncclResult_t enqueued(ncclComm_t c, ncclResult_t r)
 
 /* A collective on its stream (emu_streams.h): at once, or queued when streams are interleaved (a queued one's MPI
  * failure is only left in ncclGetLastError's message). */
-template <class F>
-ncclResult_t on_stream(ncclComm_t c, cudaStream_t stream, F f, const char *what)
+template <class F> ncclResult_t on_stream(ncclComm_t c, cudaStream_t stream, F f, const char *what)
 {
     if (!m2emu::interleaved()) return enqueued(c, mpi_result(c, f(), what));
     m2emu::enqueue(stream, [=]() { (void)mpi_result(c, f(), what); });
@@ -167,16 +167,20 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
 {
     ncclResult_t r = check(comm, count, type, "reduce");
     if (r != ncclSuccess) return r;
-    if (op != ncclSum || root < 0 || root >= comm->nranks) return fail(comm, ncclInvalidArgument, "reduce: bad op/root");
-    return on_stream(comm, stream, [=]() {
-        if (comm->nranks == 1) {
-            if (send != recv) memmove(recv, send, count * sizeof(float));
-            return MPI_SUCCESS;
-        }
-        const int mine = comm->rank == root;
-        const void *s = mine && send == recv ? MPI_IN_PLACE : send;
-        return MPI_Reduce(s, mine ? recv : nullptr, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi);
-    }, "MPI_Reduce");
+    if (op != ncclSum || root < 0 || root >= comm->nranks)
+        return fail(comm, ncclInvalidArgument, "reduce: bad op/root");
+    return on_stream(
+        comm, stream,
+        [=]() {
+            if (comm->nranks == 1) {
+                if (send != recv) memmove(recv, send, count * sizeof(float));
+                return MPI_SUCCESS;
+            }
+            const int mine = comm->rank == root;
+            const void *s = mine && send == recv ? MPI_IN_PLACE : send;
+            return MPI_Reduce(s, mine ? recv : nullptr, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi);
+        },
+        "MPI_Reduce");
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t send_count, ncclDataType_t type, ncclComm_t comm,
@@ -186,14 +190,17 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t send_count, nccl
     if (r != ncclSuccess) return r;
     float *out = (float *)recv;
     const int in_place = send == out + (size_t)comm->rank * send_count;
-    return on_stream(comm, stream, [=]() {
-        if (comm->nranks == 1) {
-            if (!in_place) memmove(out, send, send_count * sizeof(float));
-            return MPI_SUCCESS;
-        }
-        return MPI_Allgather(in_place ? MPI_IN_PLACE : send, in_place ? 0 : (int)send_count,
-                             in_place ? MPI_DATATYPE_NULL : MPI_FLOAT, recv, (int)send_count, MPI_FLOAT, comm->mpi);
-    }, "MPI_Allgather");
+    return on_stream(
+        comm, stream,
+        [=]() {
+            if (comm->nranks == 1) {
+                if (!in_place) memmove(out, send, send_count * sizeof(float));
+                return MPI_SUCCESS;
+            }
+            return MPI_Allgather(in_place ? MPI_IN_PLACE : send, in_place ? 0 : (int)send_count,
+                                 in_place ? MPI_DATATYPE_NULL : MPI_FLOAT, recv, (int)send_count, MPI_FLOAT, comm->mpi);
+        },
+        "MPI_Allgather");
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
@@ -202,11 +209,14 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     ncclResult_t r = check(comm, count, type, "all-reduce");
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return fail(comm, ncclInvalidArgument, "all-reduce: only sums are emulated");
-    return on_stream(comm, stream, [=]() {
-        if (comm->nranks == 1) {
-            if (send != recv) memmove(recv, send, count * sizeof(float));
-            return MPI_SUCCESS;
-        }
-        return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi);
-    }, "MPI_Allreduce");
+    return on_stream(
+        comm, stream,
+        [=]() {
+            if (comm->nranks == 1) {
+                if (send != recv) memmove(recv, send, count * sizeof(float));
+                return MPI_SUCCESS;
+            }
+            return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi);
+        },
+        "MPI_Allreduce");
 }

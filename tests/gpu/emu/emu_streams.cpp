@@ -19,11 +19,12 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-    CUstream_st *stream = nullptr; /* where it was last recorded */
+    CUstream_st *stream = nullptr;   /* where it was last recorded */
     uint64_t recorded = 0, done = 0; /* records issued, and the last one that has run */
 };
 
-namespace {
+namespace
+{
 CUstream_st g_default;
 std::vector<CUstream_st *> g_streams = {&g_default};
 int g_mode = -1; /* -1: not read yet */
@@ -48,7 +49,8 @@ void step(CUstream_st *s, int depth)
 }
 } // namespace
 
-namespace m2emu {
+namespace m2emu
+{
 bool interleaved()
 {
     if (g_mode < 0) {

@@ -12,7 +12,8 @@
 
 #include "cuda_host_api.h"
 
-namespace m2emu {
+namespace m2emu
+{
 bool interleaved();
 /* Runs op now (synchronous mode) or queues it on s (nullptr: the default stream). */
 void enqueue(cudaStream_t s, std::function<void()> op);

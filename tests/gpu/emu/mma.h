@@ -30,17 +30,26 @@
 #include "cuda_runtime.h"
 #include "emu_count.h"
 
-namespace nvcuda {
-namespace wmma {
+namespace nvcuda
+{
+namespace wmma
+{
 
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
+struct matrix_a {
+};
+struct matrix_b {
+};
+struct accumulator {
+};
+struct row_major {
+};
+struct col_major {
+};
 enum layout_t { mem_row_major, mem_col_major };
-namespace precision {
-struct tf32 {};
+namespace precision
+{
+struct tf32 {
+};
 } // namespace precision
 
 inline float __float_to_tf32(float f)
@@ -55,29 +64,24 @@ inline float __float_to_tf32(float f)
     return f;
 }
 
-namespace m2emu_detail {
-template <class Use, int M, int N, int K>
-struct dims;
-template <int M, int N, int K>
-struct dims<matrix_a, M, N, K> {
+namespace m2emu_detail
+{
+template <class Use, int M, int N, int K> struct dims;
+template <int M, int N, int K> struct dims<matrix_a, M, N, K> {
     enum { R = M, C = K };
 };
-template <int M, int N, int K>
-struct dims<matrix_b, M, N, K> {
+template <int M, int N, int K> struct dims<matrix_b, M, N, K> {
     enum { R = K, C = N };
 };
-template <int M, int N, int K>
-struct dims<accumulator, M, N, K> {
+template <int M, int N, int K> struct dims<accumulator, M, N, K> {
     enum { R = M, C = N };
 };
 
 /* the element type in memory of a fragment type */
-template <class T>
-struct mem {
+template <class T> struct mem {
     typedef T type;
 };
-template <>
-struct mem<precision::tf32> {
+template <> struct mem<precision::tf32> {
     typedef float type;
 };
 
@@ -104,19 +108,19 @@ inline bool warp_leader() { return linear_thread() % 32 == 0; }
 }
 
 /* the rules of load_matrix_sync / store_matrix_sync, checked in every lane */
-template <class E>
-void check(const char *fn, const E *p, unsigned ldm)
+template <class E> void check(const char *fn, const E *p, unsigned ldm)
 {
     if ((uintptr_t)p % 32 != 0) fault(fn, "pointer not 32-byte (256-bit) aligned", p, ldm);
     if (ldm == 0 || (ldm * sizeof(E)) % 16 != 0)
-        fault(fn, sizeof(E) == 2 ? "ldm not a multiple of 8 elements (16-bit type)"
-                                 : "ldm not a multiple of 4 elements (32-bit type)",
+        fault(fn,
+              sizeof(E) == 2 ? "ldm not a multiple of 8 elements (16-bit type)"
+                             : "ldm not a multiple of 4 elements (32-bit type)",
               p, ldm);
 }
 } // namespace m2emu_detail
 
-template <class Use, int M, int N, int K, class T, class Layout = void>
-class fragment {
+template <class Use, int M, int N, int K, class T, class Layout = void> class fragment
+{
     static_assert(M == 16 && N == 16, "emulated wmma: only the m16n16 shapes");
     static_assert(std::is_same<Use, accumulator>::value
                       ? std::is_same<T, float>::value && std::is_void<Layout>::value
@@ -125,7 +129,7 @@ class fragment {
                              (std::is_same<T, precision::tf32>::value && K == 8)),
                   "emulated wmma: bf16 m16n16k16 or tf32 m16n16k8 operands, fp32 accumulators");
 
-public:
+  public:
     enum { R = m2emu_detail::dims<Use, M, N, K>::R, C = m2emu_detail::dims<Use, M, N, K>::C };
     float m2emu_v[R * C]; /* row-major; only lane 0 of a warp keeps it (see above) */
 };
@@ -138,8 +142,7 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, float v)
 }
 
 template <class Use, int M, int N, int K, class T, class Layout>
-void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const typename m2emu_detail::mem<T>::type *p,
-                      unsigned ldm)
+void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const typename m2emu_detail::mem<T>::type *p, unsigned ldm)
 {
     static_assert(!std::is_same<Use, accumulator>::value, "emulated wmma: accumulator loads are not emulated");
     m2emu_detail::check("load_matrix_sync", p, ldm);

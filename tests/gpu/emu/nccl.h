@@ -40,7 +40,10 @@ typedef enum { ncclSum = 0 } ncclRedOp_t;
 typedef struct {
     int blocking;
 } ncclConfig_t;
-#define NCCL_CONFIG_INITIALIZER {1}
+#define NCCL_CONFIG_INITIALIZER \
+    {                           \
+        1                       \
+    }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config);

@@ -42,8 +42,8 @@ static void test_refused_launches(void **state)
         dim3 grid, block;
         size_t shmem;
     } bad[] = {
-        {dim3(1), dim3(1025), 0},        {dim3(1), dim3(1, 1, 65), 0}, {dim3(0), dim3(32), 0},
-        {dim3(1, 65536), dim3(32), 0},   {dim3(1), dim3(32), 48 * 1024 + 1},
+        {dim3(1), dim3(1025), 0},      {dim3(1), dim3(1, 1, 65), 0},       {dim3(0), dim3(32), 0},
+        {dim3(1, 65536), dim3(32), 0}, {dim3(1), dim3(32), 48 * 1024 + 1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         launch(bad[i].grid, bad[i].block, bad[i].shmem);

@@ -45,22 +45,22 @@ static uint16_t bf16_bits(float f) { return __float2bfloat16(f).m2emu_bits; }
 static void test_bf16_rounding(void **state)
 {
     assert_int_equal(bf16_bits(1.0f), 0x3f80);
-    assert_int_equal(bf16_bits(1.0f + 0x1p-8f), 0x3f80);              /* tie: to the even 1.0 */
-    assert_int_equal(bf16_bits(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);    /* tie: to the even 1 + 2^-6 */
-    assert_int_equal(bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);   /* above the tie: up */
+    assert_int_equal(bf16_bits(1.0f + 0x1p-8f), 0x3f80);               /* tie: to the even 1.0 */
+    assert_int_equal(bf16_bits(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);     /* tie: to the even 1 + 2^-6 */
+    assert_int_equal(bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);    /* above the tie: up */
     assert_int_equal(bf16_bits(-(1.0f + 0x1p-8f + 0x1p-20f)), 0xbf81); /* sign-symmetric */
-    assert_int_equal(bf16_bits(from_bits(0x7f7fffffu)), 0x7f80);        /* FLT_MAX overflows to inf */
-    assert_int_equal(bf16_bits(from_bits(0xff800000u)), 0xff80);        /* -inf stays */
-    const uint16_t nan = bf16_bits(from_bits(0x7f800001u));             /* a NaN whose payload is in the low bits */
+    assert_int_equal(bf16_bits(from_bits(0x7f7fffffu)), 0x7f80);       /* FLT_MAX overflows to inf */
+    assert_int_equal(bf16_bits(from_bits(0xff800000u)), 0xff80);       /* -inf stays */
+    const uint16_t nan = bf16_bits(from_bits(0x7f800001u));            /* a NaN whose payload is in the low bits */
     assert_true((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0);
     assert_true(__bfloat162float(__float2bfloat16(3.140625f)) == 3.140625f); /* exact in bf16: unchanged */
 }
 
 static void test_tf32_rounding(void **state)
 {
-    assert_true(wmma::__float_to_tf32(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f);     /* tie: away from zero */
+    assert_true(wmma::__float_to_tf32(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f); /* tie: away from zero */
     assert_true(wmma::__float_to_tf32(-(1.0f + 0x1p-11f)) == -(1.0f + 0x1p-10f));
-    assert_true(wmma::__float_to_tf32(1.0f + 0x1p-12f) == 1.0f);               /* below the tie: down */
+    assert_true(wmma::__float_to_tf32(1.0f + 0x1p-12f) == 1.0f); /* below the tie: down */
     assert_true(bits(wmma::__float_to_tf32(from_bits(0x7f800000u))) == 0x7f800000u);
 }
 
@@ -116,8 +116,8 @@ static void test_products_exact(void **state)
             for (int k = 0; k < KTOT; k++) {
                 o.a[w][i][k] = value_of(w, i, k, 0);
                 o.b[w][k][i] = value_of(w, i, k, 1);
-                o.a16[w][i * LD16 + k] = __float2bfloat16(o.a[w][i][k]);  /* row-major A */
-                o.b16[w][i * LD16 + k] = __float2bfloat16(o.b[w][k][i]);  /* column-major B: (k, j) at j*ld + k */
+                o.a16[w][i * LD16 + k] = __float2bfloat16(o.a[w][i][k]);    /* row-major A */
+                o.b16[w][i * LD16 + k] = __float2bfloat16(o.b[w][k][i]);    /* column-major B: (k, j) at j*ld + k */
                 o.af[w][k * LDF + i] = wmma::__float_to_tf32(o.a[w][i][k]); /* column-major A: (i, k) at k*ld + i */
                 o.bf[w][k * LDF + i] = o.b[w][k][i]; /* unconverted: the load keeps the tf32 bits (truncates) */
             }
@@ -141,7 +141,8 @@ static void test_products_exact(void **state)
             }
     for (int w = 0; w < WARPS; w++) /* the padding of the outputs is not written */
         for (int i = 0; i < 16; i++)
-            for (int j = 16; j < LDC; j++) assert_true(o.out16[w][i * LDC + j] == -7.0f && o.outf[w][i * LDC + j] == -7.0f);
+            for (int j = 16; j < LDC; j++)
+                assert_true(o.out16[w][i * LDC + j] == -7.0f && o.outf[w][i * LDC + j] == -7.0f);
     assert_int_equal(checked, WARPS * 256);
 }
 
