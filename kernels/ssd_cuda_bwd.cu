@@ -169,8 +169,8 @@ __global__ void ssd_dcbw_kernel(ssd_args s)
     }
 }
 
-/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] ---- */
-struct ssd_dcoff_op {
+/* The shape of the two products through the state: a chunk's rows x the N states, summed over the P channels. */
+struct ssd_rows_by_states {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -184,6 +184,10 @@ struct ssd_dcoff_op {
         kb = 0;
         ke = s.P;
     }
+};
+
+/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] ---- */
+struct ssd_dcoff_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
@@ -195,20 +199,7 @@ struct ssd_dcoff_op {
 };
 
 /* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] ---- */
-struct ssd_dbst_op {
-    ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = true;
-    __device__ void dims(int zh, int &m, int &n, int &k) const
-    {
-        m = s.len(zh / s.H);
-        n = s.N;
-        k = s.P;
-    }
-    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
-    {
-        kb = 0;
-        ke = s.P;
-    }
+struct ssd_dbst_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
@@ -380,8 +371,8 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     m2_tile_gemm(c, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
     ssd_dcbw_kernel<<<m2_cuda_blocks((size_t)groups * a.Q * a.Q), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
-    m2_tile_gemm(c, ssd_dcoff_op{a}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
-    m2_tile_gemm(c, ssd_dbst_op{a}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
+    m2_tile_gemm(c, ssd_dcoff_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
+    m2_tile_gemm(c, ssd_dbst_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
     m2_tile_gemm(c, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
     m2_tile_gemm(c, ssd_db_op{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);

@@ -131,6 +131,17 @@ void set_thread_index(unsigned t)
     abort();
 }
 
+/* Runs thread t until its next barrier or its end, and counts which it reached. */
+static void resume_to_barrier(unsigned t, unsigned &waiting, unsigned &finished)
+{
+    set_thread_index(t);
+    fiber_resume(t);
+    if (g_fibers[t].done)
+        finished++;
+    else
+        waiting++;
+}
+
 /* One block. Thread 0 runs as a fiber first; if it finishes without reaching a barrier, the block is taken to
  * have none (a barrier in only some threads would be a bug) and the other threads run as plain calls, which is
  * fast. Otherwise every thread runs as a fiber, round by round from barrier to barrier. */
@@ -151,25 +162,14 @@ void run_block(unsigned nthreads)
     unsigned waiting = 1, finished = 0;
     for (unsigned t = 1; t < nthreads; t++) {
         fiber_start(g_fibers[t]);
-        set_thread_index(t);
-        fiber_resume(t);
-        if (g_fibers[t].done)
-            finished++;
-        else
-            waiting++;
+        resume_to_barrier(t, waiting, finished);
     }
     for (;;) {
         if (finished && waiting) divergent("reached by some threads while others exited");
         if (!waiting) return;
         waiting = finished = 0;
         for (unsigned t = 0; t < nthreads; t++) {
-            if (g_fibers[t].done) continue;
-            set_thread_index(t);
-            fiber_resume(t);
-            if (g_fibers[t].done)
-                finished++;
-            else
-                waiting++;
+            if (!g_fibers[t].done) resume_to_barrier(t, waiting, finished);
         }
     }
 }

@@ -162,6 +162,14 @@ ncclResult_t ncclGroupEnd(void)
     return enqueued(c, ncclSuccess);
 }
 
+/* A reduction over one rank is a copy: true when comm has one rank (recv then holds send). */
+static bool copy_if_alone(ncclComm_t comm, const void *send, void *recv, size_t count)
+{
+    if (comm->nranks != 1) return false;
+    if (send != recv) memmove(recv, send, count * sizeof(float));
+    return true;
+}
+
 ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream)
 {
@@ -172,10 +180,7 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
     return on_stream(
         comm, stream,
         [=]() {
-            if (comm->nranks == 1) {
-                if (send != recv) memmove(recv, send, count * sizeof(float));
-                return MPI_SUCCESS;
-            }
+            if (copy_if_alone(comm, send, recv, count)) return MPI_SUCCESS;
             const int mine = comm->rank == root;
             const void *s = mine && send == recv ? MPI_IN_PLACE : send;
             return MPI_Reduce(s, mine ? recv : nullptr, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi);
@@ -212,10 +217,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     return on_stream(
         comm, stream,
         [=]() {
-            if (comm->nranks == 1) {
-                if (send != recv) memmove(recv, send, count * sizeof(float));
-                return MPI_SUCCESS;
-            }
+            if (copy_if_alone(comm, send, recv, count)) return MPI_SUCCESS;
             return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi);
         },
         "MPI_Allreduce");
