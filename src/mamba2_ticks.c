@@ -23,6 +23,10 @@
 
 static const char *const prog = "mamba2_ticks";
 
+/* The bad-row summary of an import, printed after the import's outcome (docs/CLI.md: an error is the first line on
+ * stderr; a warning summary may follow it, never precede it). */
+static char bad_rows_warning[2400];
+
 static const char usage_synth[] =
     "mamba2_ticks synth --out FILE [options]\n"
     "  Simulates a zero-intelligence limit-order book and writes a tick dataset.\n"
@@ -294,14 +298,16 @@ static int cmd_import(int argc, char **argv)
     while (optind < argc) inputs[n_inputs++] = argv[optind++];
     int rc = import_inputs(inputs, n_inputs, out, &o);
     free(inputs);
-    return rc ? m2_report(prog, rc) : M2_OK;
+    if (rc) m2_report(prog, rc);
+    fputs(bad_rows_warning, stderr);
+    return rc;
 }
 
 static void warn_bad(const m2_import_report *rep, const char *what)
 {
     char bad[2048];
     m2_import_report_text(rep, bad, sizeof bad);
-    if (bad[0]) fprintf(stderr, "%s: warning: %s (%s)\n", prog, bad, what);
+    if (bad[0]) snprintf(bad_rows_warning, sizeof bad_rows_warning, "%s: warning: %s (%s)\n", prog, bad, what);
 }
 
 static int import_one(const char *csv, const char *out, const m2_import_opts *o)

@@ -104,6 +104,12 @@ grep -q "8 rows kept, 2 bad" "$dir/out" || fail "import summary: $(cat "$dir/out
 run 0 info "$dir/q.h5"
 run 1 import --csv "$dir/q.csv" --out "$dir/strict.h5" --strict; one_error_line "q.csv:4): bid 100.03 > ask 100.02"
 [ ! -e "$dir/strict.h5" ] || fail "--strict failure left a file"
+# bad rows and then a failure: the error is the first stderr line, the bad-row summary follows it
+printf 'ts,bid,ask\n1,x,1\n2,5,4\n' >"$dir/allbad.csv"
+run 1 import --csv "$dir/allbad.csv" --out "$dir/allbad.h5"
+head -1 "$dir/err" | grep -q "^mamba2_ticks: error: .*0 valid rows" || fail "error not first: $(cat "$dir/err")"
+sed -n 2p "$dir/err" | grep -q "^mamba2_ticks: warning: 2 bad rows skipped" || fail "no summary after the error: $(cat "$dir/err")"
+[ ! -e "$dir/allbad.h5" ] || fail "a failed import left a file"
 run 1 import --csv "$dir/none.csv" --out "$dir/n.h5";            one_error_line "none.csv): no such file, folder or matching file"
 run 1 synth --out /nonexistent_m2_dir/x.h5 --ticks 1000;         one_error_line "nonexistent_m2_dir"
 
