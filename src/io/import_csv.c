@@ -82,6 +82,7 @@ int m2_parse_timestamp(const char *text, int64_t *ns)
     }
     int y, mo, d, h, mi, s;
     if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d)) return M2_EFAIL;
+    if (y < M2_TS_FIRST_YEAR || y > M2_TS_LAST_YEAR) return M2_EFAIL; /* int64 ns since 1970 holds up to 2262 */
     if ((*p != 'T' && *p != 't' && *p != ' ') || (p++, digits(&p, 2, &h)) || *p++ != ':' || digits(&p, 2, &mi) ||
         *p++ != ':' || digits(&p, 2, &s))
         return M2_EFAIL;
@@ -98,7 +99,8 @@ int m2_parse_timestamp(const char *text, int64_t *ns)
     int64_t offset;
     if (parse_offset(p, &offset)) return M2_EFAIL;
     int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset;
-    *ns = secs * 1000000000LL + frac;
+    if (secs < 0) return M2_EFAIL; /* 1970-01-01 with a positive UTC offset */
+    *ns = secs * 1000000000LL + frac; /* secs < 2262-01-01's: no overflow */
     return M2_OK;
 }
 
