@@ -63,7 +63,7 @@ void m2_import_report_text(const m2_import_report *rep, char *buf, size_t cap);
 /* The times a dataset holds: int64 ns since 1970-01-01T00:00:00Z, which reaches 2262-04-11; ISO-8601 years outside
  * [M2_TS_FIRST_YEAR, M2_TS_LAST_YEAR] and instants before 1970 are refused (docs/FORMATS.md "CSV import"). */
 #define M2_TS_FIRST_YEAR 1970
-#define M2_TS_LAST_YEAR 2261
+#define M2_TS_LAST_YEAR  2261
 
 /* Parses a timestamp (integer ns >= 0, or ISO-8601 in the range above) into ns since the epoch; M2_OK or M2_EFAIL
  * (no message). */
