@@ -99,7 +99,7 @@ int m2_parse_timestamp(const char *text, int64_t *ns)
     int64_t offset;
     if (parse_offset(p, &offset)) return M2_EFAIL;
     int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset;
-    if (secs < 0) return M2_EFAIL; /* 1970-01-01 with a positive UTC offset */
+    if (secs < 0) return M2_EFAIL;    /* 1970-01-01 with a positive UTC offset */
     *ns = secs * 1000000000LL + frac; /* secs < 2262-01-01's: no overflow */
     return M2_OK;
 }
