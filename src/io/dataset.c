@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "io/h5util.h"
 
@@ -284,6 +285,18 @@ int m2_dataset_write(const char *path, const m2_dataset *ds) { return m2_dataset
 
 /* ---- reading -------------------------------------------------------------------------------------- */
 
+/* Rows are stored: their features and targets (4 bytes each) take at least that many bytes of the file, even
+ * compressed by a large factor (1024 leaves room for any real compression of floats, zeros included). A declared
+ * shape beyond that is not a dataset, and believing it would size allocations from the file's say-so. */
+static int declared_beyond_file(hid_t f, int64_t rows, int64_t columns)
+{
+    hsize_t file_bytes = 0;
+    int64_t cells, bytes;
+    if (H5Fget_filesize(f, &file_bytes) < 0) return 0; /* unknown: the reads still fail on a short file */
+    if (m2_mul_count(rows, columns, &cells) || m2_mul_count(cells, 4, &bytes)) return 1;
+    return (double)bytes > 1024.0 * (double)file_bytes;
+}
+
 static int read_shapes(hid_t f, m2_dataset *ds, const char *path)
 {
     int64_t xd[2], yd[2], sd[1];
@@ -301,6 +314,14 @@ static int read_shapes(hid_t f, m2_dataset *ds, const char *path)
     if (yd[1] < 1 || yd[1] > M2_MAX_TARGETS)
         return m2_fail(M2_EFAIL, "/targets/y (%s): %lld targets, supported 1..%d", path, (long long)yd[1],
                        M2_MAX_TARGETS);
+    if (sd[0] - 1 > xd[0])
+        return m2_fail(M2_EFAIL, "/index/sessions (%s): %lld sessions for %lld rows (a session has at least one row)",
+                       path, (long long)(sd[0] - 1), (long long)xd[0]);
+    if (declared_beyond_file(f, xd[0], xd[1] + yd[1]))
+        return m2_fail(M2_EFAIL,
+                       "/features/X (%s): %lld rows x %lld columns declared, far more than the file's size "
+                       "can hold (damaged or hostile file)",
+                       path, (long long)xd[0], (long long)(xd[1] + yd[1]));
     ds->n_rows = xd[0];
     ds->n_features = (int)xd[1];
     ds->n_targets = (int)yd[1];
@@ -339,7 +360,7 @@ static int read_attrs(hid_t f, m2_dataset *ds, const char *path)
 static int read_index(hid_t f, m2_dataset *ds)
 {
     int64_t sd = ds->n_sessions + 1, two = 2;
-    ds->sessions = malloc((size_t)sd * sizeof *ds->sessions);
+    ds->sessions = m2_alloc_array(sd, sizeof *ds->sessions, "/index/sessions");
     if (!ds->sessions || m2_h5_read(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions)) return M2_EFAIL;
     for (int k = 0; k < 3; k++) {
         char p[32];

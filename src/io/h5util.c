@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/cli.h"
 #include "base/error.h"
 
@@ -609,13 +610,15 @@ int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int
     int64_t got[M2_H5_MAX_RANK];
     if (rank < 1 || rank > M2_H5_MAX_RANK) return fail_at(loc, "dataset", path, "rank must be 1 to 3");
     if (m2_h5_shape(loc, path, rank, got)) return M2_EFAIL;
-    size_t n = 1;
+    int64_t n = 1; /* the declared shape is the file's word: the product is checked, never wrapped */
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 0) dims[i] = got[i];
-        n *= (size_t)dims[i];
+        if (m2_mul_count(n, dims[i], &n)) return fail_at(loc, "dataset", path, "declared size overflows");
     }
-    void *buf = malloc(n ? n * m2_h5_type_size(type) : 1);
-    if (!buf) return fail_at(loc, "dataset", path, "out of memory");
+    char what[600];
+    snprintf(what, sizeof what, "dataset %s", path);
+    void *buf = m2_alloc_array(n, m2_h5_type_size(type), what);
+    if (!buf) return M2_EFAIL;
     if (m2_h5_read(loc, path, type, rank, dims, buf)) {
         free(buf);
         return M2_EFAIL;

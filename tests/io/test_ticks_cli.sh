@@ -131,6 +131,23 @@ with h5py.File(d + "/newer.h5", "a") as f:
 shutil.copy(d + "/c.h5", d + "/nosplit.h5")
 with h5py.File(d + "/nosplit.h5", "a") as f:
     del f["/index/val"]
+# declared shapes no file can hold (chunked, so nothing is written): 2^61 rows (rows x columns x 4 wraps size_t),
+# and 2^40 session offsets
+def replace(f, name, shape):
+    attrs = dict(f[name].attrs)
+    del f[name]
+    ds = f.create_dataset(name, shape=shape, dtype=attrs and "f4" or "i8", chunks=(1,) + shape[1:])
+    for k, v in attrs.items():
+        ds.attrs[k] = v
+shutil.copy(d + "/c.h5", d + "/huge_rows.h5")
+with h5py.File(d + "/huge_rows.h5", "a") as f:
+    F, O = f["/features/X"].shape[1], f["/targets/y"].shape[1]
+    replace(f, "/features/X", (2**61, F))
+    replace(f, "/targets/y", (2**61, O))
+shutil.copy(d + "/c.h5", d + "/huge_index.h5")
+with h5py.File(d + "/huge_index.h5", "a") as f:
+    del f["/index/sessions"]
+    f.create_dataset("/index/sessions", shape=(2**40,), dtype="i8", chunks=(1024,))
 EOF
 run 1 info "$dir/truncated.h5";  one_error_line "truncated.h5): not an HDF5 file or truncated"
 run 1 info "$dir/garbage.h5";    one_error_line "garbage.h5): not an HDF5 file or truncated"
@@ -139,6 +156,8 @@ run 1 info "$dir/foreign.h5";    one_error_line "not a mamba2.ticks file"
 run 1 info "$dir/checkpoint.h5"; one_error_line "not a mamba2.ticks file (schema is \"mamba2.checkpoint\")"
 run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than supported 2"
 run 1 info "$dir/nosplit.h5";    one_error_line "dataset /index/val (.*nosplit.h5): missing"
+run 1 info "$dir/huge_rows.h5";  one_error_line "2305843009213693952 rows x .* declared, far more than the file"
+run 1 info "$dir/huge_index.h5"; one_error_line "/index/sessions .*: 1099511627775 sessions for"
 run 1 info "$dir/missing.h5";    one_error_line "No such file or directory"
 run 1 info "$dir";               one_error_line "is a directory"
 
