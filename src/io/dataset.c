@@ -111,6 +111,9 @@ static int check_splits(const m2_dataset *ds, const char *origin)
 
 static int check_stats(const m2_dataset *ds, const char *origin)
 {
+    /* the spread feature and the backtest's costs divide by it */
+    if (!isfinite(ds->tick_size) || !(ds->tick_size > 0))
+        return m2_fail(M2_EFAIL, "dataset (%s): tick_size %g must be finite and > 0", origin, ds->tick_size);
     for (int k = 0; k < ds->n_targets; k++)
         if (ds->horizons[k] < 1)
             return m2_fail(M2_EFAIL, "/targets/y (%s): horizon %d is %d, must be >= 1", origin, k,

@@ -144,6 +144,10 @@ with h5py.File(d + "/huge_rows.h5", "a") as f:
     F, O = f["/features/X"].shape[1], f["/targets/y"].shape[1]
     replace(f, "/features/X", (2**61, F))
     replace(f, "/targets/y", (2**61, O))
+for name, tick in (("nan_tick", float("nan")), ("zero_tick", 0.0)):
+    shutil.copy(d + "/c.h5", d + "/" + name + ".h5")
+    with h5py.File(d + "/" + name + ".h5", "a") as f:
+        f.attrs.modify("tick_size", tick)
 shutil.copy(d + "/c.h5", d + "/huge_index.h5")
 with h5py.File(d + "/huge_index.h5", "a") as f:
     del f["/index/sessions"]
@@ -158,6 +162,8 @@ run 1 info "$dir/newer.h5";      one_error_line "schema_version 3 is newer than 
 run 1 info "$dir/nosplit.h5";    one_error_line "dataset /index/val (.*nosplit.h5): missing"
 run 1 info "$dir/huge_rows.h5";  one_error_line "2305843009213693952 rows x .* declared, far more than the file"
 run 1 info "$dir/huge_index.h5"; one_error_line "/index/sessions .*: 1099511627775 sessions for"
+run 1 info "$dir/nan_tick.h5";   one_error_line "tick_size nan must be finite and > 0"
+run 1 info "$dir/zero_tick.h5";  one_error_line "tick_size 0 must be finite and > 0"
 run 1 info "$dir/missing.h5";    one_error_line "No such file or directory"
 run 1 info "$dir";               one_error_line "is a directory"
 
