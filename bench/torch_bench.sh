@@ -10,6 +10,10 @@
 # PyTorch is an optional dependency, in a venv outside the repository (PyPI's default wheel, ~5 GB with its CUDA
 # libraries, runs on the CPU too; torch.compile needs a C++ compiler, g++):
 #   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch numpy
+# Wall-clock ratios are the goal's; each round also prints CPU-time ratios, which on a shared machine count only each
+# side's own work (run with OMP_WAIT_POLICY=passive there, so that threads waiting at barriers sleep; the variable
+# reaches both bench_model and PyTorch's OpenMP). MAMBA2_CPU=<level> caps our kernels (base/cpu.h);
+# ATEN_CPU_CAPABILITY=<default|avx2|avx512> caps PyTorch's.
 # The interpreter is $TORCH_PYTHON, else /work/venv-torch/bin/python3, else python3 if it imports torch.
 set -euo pipefail
 check=0
