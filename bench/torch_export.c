@@ -10,17 +10,13 @@
  *   float32 params [n_params] (the flat layout of docs/MODEL.md §9), X [B,T,F], Y [B,T,O],
  *   pred [B,T,O] (m2_model_forward_backward's predictions), grads [n_params] (d(SSE)/dparams, burn_in 0),
  *   float64 sse.
- * The inputs are drawn as bench_model draws them (uniform features in [-1, 1], targets in [-0.1, 0.1]). */
+ * The model and inputs are bench_model's (bench_batch.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "base/config.h"
-#include "base/error.h"
-#include "base/layout.h"
-#include "base/rng.h"
-#include "core/model.h"
+#include "bench_batch.h"
 #include "core/ops.h"
 
 enum { MAGIC = 0x4d324558, VERSION = 1 };
@@ -65,21 +61,16 @@ int main(int argc, char **argv)
         return 2;
     }
     m2_ops_cpu_set_threads(1);
-    m2_config cfg;
-    m2_config_defaults(&cfg);
     m2_dims d;
     m2_layout lay;
     m2_model *m;
-    if (m2_dims_init(&d, &cfg, 8, 3) || m2_layout_init(&lay, &d) || m2_model_create(&m, &lay, B, T))
-        return m2_report("torch_export", M2_EFAIL);
+    if (bench_default_model(B, T, &d, &lay, &m)) return m2_report("torch_export", M2_EFAIL);
     const size_t nx = (size_t)B * T * d.F, ny = (size_t)B * T * d.O;
     float *params = malloc(lay.n_params * sizeof *params), *grads = calloc(lay.n_params, sizeof *grads);
     float *X = malloc(nx * sizeof *X), *Y = malloc(ny * sizeof *Y), *pred = malloc(ny * sizeof *pred);
     if (!params || !grads || !X || !Y || !pred) return fprintf(stderr, "torch_export: error: out of memory\n"), 1;
     m2_params_init(&lay, params, seed);
-    uint64_t key = m2_rng_key(seed, M2_RNG_TEST, 0, 0);
-    for (size_t i = 0; i < nx; i++) X[i] = (float)(2 * m2_rng_u01(key, i) - 1);
-    for (size_t i = 0; i < ny; i++) Y[i] = (float)(0.1 * (2 * m2_rng_u01(key, nx + i) - 1));
+    BENCH_DRAW_BATCH(seed, X, nx, Y, ny);
     double sse;
     int64_t count;
     int rc = m2_model_forward_backward(m, params, grads, X, Y, B, T, 0, &sse, &count, pred, NULL, NULL);
