@@ -167,8 +167,7 @@ static int synth_universe(const m2_synth_opts *o, int instruments, const char *o
         return rc ? m2_report(prog, rc) : M2_OK;
     }
     m2_dataset ds;
-    int rc = m2_synth_universe(o, instruments, &ds);
-    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
+    int rc = m2_synth_universe(o, instruments, out, &ds);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc ? m2_report(prog, rc) : M2_OK;
@@ -340,13 +339,12 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
     if (rc) return rc;
     m2_dataset ds;
     m2_import_report rep;
-    rc = m2_import_universe(&list, o, &ds, &rep);
+    rc = m2_import_universe(&list, o, out, &ds, &rep);
     warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
     if (rc == M2_OK)
         printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,
                (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
     m2_file_list_free(&list);
-    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;

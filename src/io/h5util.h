@@ -103,6 +103,10 @@ int m2_h5_attr_exists(hid_t obj, const char *name);
 int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, const void *data,
                 int compress);
 
+/* Writes rows [at, at + n) of the existing rank-1 or rank-2 dataset at `path` (whole rows, `n` times the row's
+ * elements from `data`): a dataset created with data NULL is filled in pieces this way (the universe writer). */
+int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data);
+
 /* The shape of the dataset at `path`: fails if it is missing, is not numeric, or its rank is not `rank`. */
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims);
 

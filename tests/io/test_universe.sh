@@ -116,6 +116,25 @@ import h5py; f = h5py.File('$dir/other.h5', 'a'); m = f['universe/mean']; v = m[
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_eval" --checkpoint "$ck" --data "$dir/other.h5"
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/other.h5"
 
+# ---- bounded memory: 4x the instruments (4x the rows) leave the peak RSS of synth and import nearly flat (one
+# instrument is in memory at a time; 16 x 50000 rows held at once would add ~150 MB at ~190 B/row, and 1.25x of a
+# ~30 MB base leaves room for the index and allocator noise) ----
+peak_kb() { "$py" -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"; }
+for k in 4 16; do
+  synth_kb[$k]=$(peak_kb "$ticks" synth --out "$dir/m$k.h5" --instruments $k --ticks 50000 --sessions 5) || fail "synth $k"
+  "$ticks" synth --csv-dir "$dir/mcsv$k" --instruments $k --ticks 50000 --sessions 5 >/dev/null || fail "csv $k"
+  import_kb[$k]=$(peak_kb "$ticks" import "$dir/mcsv$k" --out "$dir/mi$k.h5") || fail "import $k"
+done
+echo "peak RSS synth 4/16 instruments: ${synth_kb[4]}/${synth_kb[16]} KB, import: ${import_kb[4]}/${import_kb[16]} KB"
+for what in synth import; do
+  eval "a=\${${what}_kb[4]} b=\${${what}_kb[16]}"
+  [ "$b" -lt $((a * 5 / 4)) ] || fail "$what: peak RSS ${b} KB for 16 instruments vs ${a} KB for 4: memory grows with the rows"
+done
+h5diff "$dir/m16.h5" "$dir/mi16.h5" /features/X /features/X >/dev/null || fail "synth and import of the same universe differ"
+rm -rf "$dir"/m*.h5 "$dir"/mcsv*
+
 # ---- bad inputs: one line each, nothing written ----
 mkdir -p "$dir/bad1" "$dir/bad2"
 cp "$dir/days"/SYN001_*.csv.gz "$dir/bad1/"
@@ -123,7 +142,7 @@ victim=$(ls "$dir/bad1"/*.csv.gz | sed -n 3p)
 size=$(stat -c %s "$victim")
 printf '\x00\x01\x02\x03\x04\x05\x06\x07' | dd of="$victim" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 expect_error 1 "gzip data corrupt or truncated" "$ticks" import "$dir/bad1" --out "$dir/bad1.h5"
-[ ! -e "$dir/bad1.h5" ] && [ -z "$(ls -A "$dir" | grep '\.tmp\.')" ] || fail "a corrupt input left output behind"
+[ ! -e "$dir/bad1.h5" ] && [ -z "$(ls -A "$dir" | grep -E '\.tmp\.|spool')" ] || fail "a corrupt input left output behind"
 cp "$dir/days"/SYN002_*.csv.gz "$dir/bad2/"
 mv "$(ls "$dir/bad2"/*.csv.gz | head -1)" "$dir/bad2/SYN002_first.csv.gz"
 expect_error 2 "SYN002_first.csv.gz\): file name has no date" "$ticks" import "$dir/bad2" --out "$dir/bad2.h5"
