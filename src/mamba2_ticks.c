@@ -17,6 +17,7 @@
 #include "io/features.h"
 #include "io/h5util.h"
 #include "io/import_csv.h"
+#include "io/import_demux.h"
 #include "io/import_files.h"
 #include "io/synth.h"
 #include "io/synth_universe.h"
@@ -51,6 +52,7 @@ static const char usage_import[] =
     "  --csv FILE          an input CSV with a header row (repeatable; same as an INPUT)\n"
     "  --out FILE          dataset to write (required)\n"
     "  --instrument NAME   every input is this instrument     default: from the file names\n"
+    "  --instrument-column NAME  rows name their instrument in column NAME (several per file, any interleaving)\n"
     "  --tick-size X       price tick                        default: smallest price change seen\n"
     "  --horizons H,...    target horizons in rows           default 10,50,100\n"
     "  --split A,B,C       train,val,test fractions          default 0.8,0.1,0.1\n"
@@ -92,6 +94,7 @@ enum {
     OPT_OUT,
     OPT_CSV,
     OPT_INSTRUMENT,
+    OPT_INSTRUMENT_COLUMN,
     OPT_TICK_SIZE,
     OPT_STRICT,
     OPT_GAP,
@@ -251,6 +254,7 @@ static int cmd_import(int argc, char **argv)
     static const struct option opts[] = {{"csv", required_argument, 0, OPT_CSV},
                                          {"out", required_argument, 0, OPT_OUT},
                                          {"instrument", required_argument, 0, OPT_INSTRUMENT},
+                                         {"instrument-column", required_argument, 0, OPT_INSTRUMENT_COLUMN},
                                          {"tick-size", required_argument, 0, OPT_TICK_SIZE},
                                          {"horizons", required_argument, 0, OPT_HORIZONS},
                                          {"split", required_argument, 0, OPT_SPLIT},
@@ -276,6 +280,7 @@ static int cmd_import(int argc, char **argv)
                 rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
             o.instrument = optarg;
             break;
+        case OPT_INSTRUMENT_COLUMN: o.instrument_column = optarg; break;
         case OPT_TICK_SIZE: rc = m2_parse_f64("--tick-size", optarg, 0, DBL_MAX, 1, &o.tick_size); break;
         case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
@@ -330,8 +335,11 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
 {
     if (n == 0 || !out)
         return m2_fail(M2_EUSAGE, "import: an input (--csv FILE, a file, folder or glob) and --out FILE are required");
+    if (o->instrument && o->instrument_column)
+        return m2_fail(M2_EUSAGE, "import: --instrument and --instrument-column exclude each other");
     struct stat st;
-    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]))
+    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]) &&
+        !o->instrument_column)
         return import_one(inputs[0], out, o);
     double t0 = now_s();
     m2_file_list list;
@@ -339,7 +347,8 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
     if (rc) return rc;
     m2_dataset ds;
     m2_import_report rep;
-    rc = m2_import_universe(&list, o, out, &ds, &rep);
+    rc = o->instrument_column ? m2_import_universe_by_column(&list, o, out, &ds, &rep)
+                              : m2_import_universe(&list, o, out, &ds, &rep);
     warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
     if (rc == M2_OK)
         printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,

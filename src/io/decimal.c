@@ -4,7 +4,6 @@
  * field takes it; the rest goes to the C library. */
 #include "io/decimal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 
 static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
@@ -39,18 +38,12 @@ int m2_decimal_parse(const char *text, double *out)
 int m2_decimal_parse_u63(const char *text, int64_t *out)
 {
     const char *p = text;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9' && p - text < 18; p++) v = v * 10 + (uint64_t)(*p - '0');
-    if (p == text) return -1;
-    if (*p >= '0' && *p <= '9') { /* 19 digits or more: let strtoll check the range */
-        char *end;
-        errno = 0;
-        long long w = strtoll(text, &end, 10);
-        if (errno || *end || w < 0) return -1;
-        *out = w;
-        return 0;
-    }
-    if (*p) return -1;
+    if (*p < '0' || *p > '9') return -1;
+    while (*p == '0') p++;
+    const char *first = p;
+    uint64_t v = 0; /* 19 digits stay below 10^19 < 2^64: no overflow before the range check */
+    for (; *p >= '0' && *p <= '9' && p - first < 19; p++) v = v * 10 + (uint64_t)(*p - '0');
+    if (*p || v > (uint64_t)INT64_MAX) return -1;
     *out = (int64_t)v;
     return 0;
 }

@@ -116,6 +116,33 @@ import h5py; f = h5py.File('$dir/other.h5', 'a'); m = f['universe/mean']; v = m[
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_eval" --checkpoint "$ck" --data "$dir/other.h5"
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/other.h5"
 
+# ---- instruments from a column: 5 instruments' days interleaved in time into one file per day (the symbol column
+# first) give exactly the universe imported from the per-instrument files: each instrument keeps its own sessions ----
+"$py" - "$dir/days" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
+import collections, glob, gzip, os, sys
+days = collections.defaultdict(list)
+for f in sorted(glob.glob(sys.argv[1] + "/SYN00[0-4]_*.csv.gz")):
+    inst, day = os.path.basename(f)[:-7].split("_")
+    lines = gzip.open(f, "rt").read().splitlines()
+    header = lines[0]
+    days[day] += [(int(l.split(",")[0]), inst, l) for l in lines[1:]]
+os.makedirs(sys.argv[2])
+for day, rows in days.items():
+    with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
+        o.write("symbol," + header + "\n" + "".join(f"{i},{l}\n" for _, i, l in sorted(rows)))
+PY
+"$ticks" import "$dir/mixed" --instrument-column Symbol --out "$dir/col.h5" >/dev/null || fail "import --instrument-column"
+"$ticks" import "$dir/days/SYN00[0-4]_*.csv.gz" --out "$dir/five.h5" >/dev/null || fail "import of 5 instruments"
+for d in /features/X /index/sessions /universe/session_instrument /universe/mean; do
+  h5diff "$dir/col.h5" "$dir/five.h5" $d $d >/dev/null || fail "--instrument-column: $d differs from the per-file import"
+done
+[ -z "$(ls -A "$dir" | grep parts)" ] || fail "--instrument-column left its parts behind"
+expect_error 2 "no column ticker in the header" "$ticks" import "$dir/mixed" --instrument-column ticker --out "$dir/c2.h5"
+sed -i '5s/^SYN00[0-4]//' "$(ls "$dir"/mixed/*.csv | head -1)"
+expect_error 1 "ALL_[0-9]*.csv:5\): instrument column symbol is missing or empty" "$ticks" import "$dir/mixed" \
+  --instrument-column symbol --out "$dir/c3.h5"
+[ ! -e "$dir/c2.h5" ] && [ ! -e "$dir/c3.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
+
 # ---- bounded memory: 4x the instruments (4x the rows) leave the peak RSS of synth and import nearly flat (one
 # instrument is in memory at a time; 16 x 50000 rows held at once would add ~150 MB at ~190 B/row, and 1.25x of a
 # ~30 MB base leaves room for the index and allocator noise) ----
