@@ -21,6 +21,7 @@
 #include "io/import_files.h"
 #include "io/synth.h"
 #include "io/synth_universe.h"
+#include "io/universe_append.h"
 
 static const char *const prog = "mamba2_ticks";
 
@@ -50,7 +51,9 @@ static const char usage_import[] =
     "  An INPUT is a .csv or .csv.gz file, a folder (its .csv and .csv.gz files) or a quoted glob pattern; files\n"
     "  named NAME_YYYYMMDD.csv[.gz] are days of instrument NAME. More than one file makes a universe.\n"
     "  --csv FILE          an input CSV with a header row (repeatable; same as an INPUT)\n"
-    "  --out FILE          dataset to write (required)\n"
+    "  --out FILE          dataset to write (required unless --append)\n"
+    "  --append FILE       add the inputs' new days to the universe FILE (frozen cuts and statistics; the new\n"
+    "                      rows join the test split; FILE is replaced atomically)\n"
     "  --instrument NAME   every input is this instrument     default: from the file names\n"
     "  --instrument-column NAME  rows name their instrument in column NAME (several per file, any interleaving)\n"
     "  --tick-size X       price tick                        default: smallest price change seen\n"
@@ -95,6 +98,7 @@ enum {
     OPT_CSV,
     OPT_INSTRUMENT,
     OPT_INSTRUMENT_COLUMN,
+    OPT_APPEND,
     OPT_TICK_SIZE,
     OPT_STRICT,
     OPT_GAP,
@@ -248,6 +252,7 @@ static int cmd_synth(int argc, char **argv)
 /* ---- import --------------------------------------------------------------------------------------- */
 
 static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o);
+static int append_inputs(const char **inputs, int n, const char *file, const char *out, const m2_import_opts *o);
 
 static int cmd_import(int argc, char **argv)
 {
@@ -255,6 +260,7 @@ static int cmd_import(int argc, char **argv)
                                          {"out", required_argument, 0, OPT_OUT},
                                          {"instrument", required_argument, 0, OPT_INSTRUMENT},
                                          {"instrument-column", required_argument, 0, OPT_INSTRUMENT_COLUMN},
+                                         {"append", required_argument, 0, OPT_APPEND},
                                          {"tick-size", required_argument, 0, OPT_TICK_SIZE},
                                          {"horizons", required_argument, 0, OPT_HORIZONS},
                                          {"split", required_argument, 0, OPT_SPLIT},
@@ -267,7 +273,7 @@ static int cmd_import(int argc, char **argv)
     static const char help[] = "mamba2_ticks import --help";
     m2_import_opts o;
     m2_import_defaults(&o);
-    const char *out = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    const char *out = NULL, *append = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int c, n_inputs = 0;
     if (!inputs) return m2_report(prog, m2_fail(M2_EFAIL, "import: out of memory"));
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
@@ -275,6 +281,7 @@ static int cmd_import(int argc, char **argv)
         switch (c) {
         case OPT_CSV: inputs[n_inputs++] = optarg; break;
         case OPT_OUT: out = optarg; break;
+        case OPT_APPEND: append = optarg; break;
         case OPT_INSTRUMENT:
             if (strlen(optarg) >= sizeof((m2_dataset *)0)->instrument)
                 rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
@@ -300,7 +307,7 @@ static int cmd_import(int argc, char **argv)
         }
     }
     while (optind < argc) inputs[n_inputs++] = argv[optind++];
-    int rc = import_inputs(inputs, n_inputs, out, &o);
+    int rc = append ? append_inputs(inputs, n_inputs, append, out, &o) : import_inputs(inputs, n_inputs, out, &o);
     free(inputs);
     if (rc) m2_report(prog, rc);
     fputs(bad_rows_warning, stderr);
@@ -355,6 +362,30 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
                (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
     m2_file_list_free(&list);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
+    m2_dataset_free(&ds);
+    return rc;
+}
+
+/* --append FILE: the inputs' days added to the universe FILE (universe_append.h). */
+static int append_inputs(const char **inputs, int n, const char *file, const char *out, const m2_import_opts *o)
+{
+    if (n == 0 || out)
+        return m2_fail(M2_EUSAGE, "import --append FILE: inputs are required and --out is not taken (FILE is updated)");
+    if (o->instrument_column)
+        return m2_fail(M2_EUSAGE, "import --append: --instrument-column is not supported when appending");
+    double t0 = now_s();
+    m2_file_list list;
+    int rc = m2_file_list_expand(inputs, n, o, &list);
+    if (rc) return rc;
+    m2_dataset ds;
+    m2_import_report rep;
+    rc = m2_universe_append(file, &list, o, &ds, &rep);
+    warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
+    if (rc == M2_OK)
+        printf("appended %d files: %lld data lines, %lld rows kept, %lld bad\n", list.n, (long long)rep.lines,
+               (long long)rep.rows, (long long)rep.bad);
+    m2_file_list_free(&list);
+    if (rc == M2_OK) print_written(file, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
 }

@@ -91,6 +91,10 @@ int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(i
 typedef struct m2_dataset_writer m2_dataset_writer;
 int m2_dataset_writer_open(m2_dataset_writer **w, const char *path, int64_t n_rows, int n_features, int n_targets);
 int m2_dataset_writer_put(m2_dataset_writer *w, int64_t at, const m2_dataset *src, int64_t begin, int64_t end);
+/* Copies rows [begin, end) of the dataset `old`, read from the file `path` (its X and y in memory or mapped, its
+ * /raw columns read in chunks), to row `at`. */
+int m2_dataset_writer_copy(m2_dataset_writer *w, int64_t at, const char *path, const m2_dataset *old, int64_t begin,
+                           int64_t end);
 int m2_dataset_writer_finish(m2_dataset_writer *w, const m2_dataset *meta);
 void m2_dataset_writer_abort(m2_dataset_writer *w);
 

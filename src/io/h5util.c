@@ -547,24 +547,42 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
     return rc < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
 }
 
-int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data)
+/* Rows [at, at + n) of a rank-1 or rank-2 dataset, read or written. */
+static int rows_io(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, void *data, int write)
 {
     m2_h5_quiet();
     if (n <= 0) return M2_OK;
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (ds < 0) return fail_at(loc, "writing dataset", path, "cannot open");
+    if (ds < 0) return fail_at(loc, write ? "writing dataset" : "reading dataset", path, "cannot open");
     hid_t space = H5Dget_space(ds);
     hsize_t dims[2] = {0, 1}, start[2] = {(hsize_t)at, 0}, count[2];
     int rank = H5Sget_simple_extent_dims(space, dims, NULL);
     count[0] = (hsize_t)n;
     count[1] = dims[1];
-    herr_t rc = rank == 1 || rank == 2 ? H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) : -1;
+    herr_t rc = (rank == 1 || rank == 2) && at >= 0 && (hsize_t)(at + n) <= dims[0]
+                    ? H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL)
+                    : -1;
     hid_t mem = rc < 0 ? H5I_INVALID_HID : H5Screate_simple(rank, count, NULL);
-    if (mem >= 0) rc = H5Dwrite(ds, mem_type(type), mem, space, H5P_DEFAULT, data);
+    if (mem >= 0)
+        rc = write ? H5Dwrite(ds, mem_type(type), mem, space, H5P_DEFAULT, data)
+                   : H5Dread(ds, mem_type(type), mem, space, H5P_DEFAULT, data);
     if (mem >= 0) H5Sclose(mem);
     H5Sclose(space);
     H5Dclose(ds);
-    return rc < 0 || mem < 0 ? fail_at(loc, "writing dataset", path, "cannot write rows") : M2_OK;
+    if (rc < 0 || mem < 0)
+        return fail_at(loc, write ? "writing dataset" : "reading dataset", path,
+                       write ? "cannot write rows" : "cannot read rows");
+    return M2_OK;
+}
+
+int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data)
+{
+    return rows_io(loc, path, type, at, n, (void *)(uintptr_t)data, 1);
+}
+
+int m2_h5_read_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, void *data)
+{
+    return rows_io(loc, path, type, at, n, data, 0);
 }
 
 static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)

@@ -107,6 +107,9 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
  * elements from `data`): a dataset created with data NULL is filled in pieces this way (the universe writer). */
 int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data);
 
+/* Reads rows [at, at + n) of a rank-1 or rank-2 dataset (a range outside the dataset is an error). */
+int m2_h5_read_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, void *data);
+
 /* The shape of the dataset at `path`: fails if it is missing, is not numeric, or its rank is not `rank`. */
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims);
 

@@ -271,13 +271,7 @@ static int split_counts(const spool *sp, int n, const int64_t cut_ns[2], int64_t
     return M2_OK;
 }
 
-typedef struct {
-    int64_t *row;
-    int32_t *inst;
-    int64_t n, cap;
-} session_list;
-
-static int list_add(session_list *l, int64_t row, int inst)
+int m2_session_list_add(m2_session_list *l, int64_t row, int inst)
 {
     if (l->n == l->cap) {
         int64_t c = l->cap ? 2 * l->cap : 256;
@@ -294,14 +288,14 @@ static int list_add(session_list *l, int64_t row, int inst)
 }
 
 /* Writes split k of instrument i (built) at row *at and lists its session parts. */
-static int place(m2_dataset_writer *dw, const m2_dataset *ev, int i, int k, int64_t *at, session_list *l)
+static int place(m2_dataset_writer *dw, const m2_dataset *ev, int i, int k, int64_t *at, m2_session_list *l)
 {
     int64_t b = ev->split[k][0], e = ev->split[k][1];
     if (m2_dataset_writer_put(dw, *at, ev, b, e)) return M2_EFAIL;
     for (int64_t s = 0; s < ev->n_sessions; s++) {
         int64_t sb, se;
         m2_dataset_session_part(ev, k, s, &sb, &se);
-        if (sb < se && list_add(l, *at + (sb - b), i)) return M2_EFAIL;
+        if (sb < se && m2_session_list_add(l, *at + (sb - b), i)) return M2_EFAIL;
     }
     *at += e - b;
     return M2_OK;
@@ -342,7 +336,7 @@ static int build_one(const spool *sp, int i, const m2_feature_opts *o, const int
 }
 
 /* The session index in split-major order: the three lists one after the other. */
-static int join_sessions(m2_dataset *meta, session_list l[3])
+static int join_sessions(m2_dataset *meta, m2_session_list l[3])
 {
     int64_t S = l[0].n + l[1].n + l[2].n;
     free(meta->session_inst);
@@ -368,7 +362,7 @@ static int write_pass(const spool *sp, int n, const int64_t (*count)[3], const m
     meta->n_features = M2_N_FEATURES + sp->inst[0].n_extra;
     meta->n_targets = o->n_horizons;
     m2_dataset_writer *dw = NULL;
-    session_list l[3] = {{0}};
+    m2_session_list l[3] = {{0}};
     int rc = m2_dataset_alloc_universe(meta, n);
     if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets);
     for (int i = 0; rc == M2_OK && i < n; i++) {

@@ -24,4 +24,13 @@ typedef int (*m2_universe_source)(void *ctx, int k, m2_dataset *events);
 int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
                       const char *source, m2_dataset *meta);
 
+/* A growing session index: the first row and the instrument of each session. */
+typedef struct {
+    int64_t *row;
+    int32_t *inst;
+    int64_t n, cap;
+} m2_session_list;
+
+int m2_session_list_add(m2_session_list *l, int64_t row, int inst);
+
 #endif
