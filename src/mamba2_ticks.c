@@ -337,6 +337,28 @@ static int import_one(const char *csv, const char *out, const m2_import_opts *o)
     return rc;
 }
 
+/* A universe from the inputs, written to `out` or (append) grown in `out`. */
+static int universe_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o, int append)
+{
+    double t0 = now_s();
+    m2_file_list list;
+    int rc = m2_file_list_expand(inputs, n, o, &list);
+    if (rc) return rc;
+    m2_dataset ds;
+    m2_import_report rep;
+    rc = append                 ? m2_universe_append(out, &list, o, &ds, &rep)
+         : o->instrument_column ? m2_import_universe_by_column(&list, o, out, &ds, &rep)
+                                : m2_import_universe(&list, o, out, &ds, &rep);
+    warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
+    if (rc == M2_OK)
+        printf("%s %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", append ? "appended" : "read",
+               list.n, (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
+    m2_file_list_free(&list);
+    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
+    m2_dataset_free(&ds);
+    return rc;
+}
+
 /* One plain file keeps the single-instrument import (row-fraction split); anything else is a universe. */
 static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o)
 {
@@ -348,22 +370,7 @@ static int import_inputs(const char **inputs, int n, const char *out, const m2_i
     if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]) &&
         !o->instrument_column)
         return import_one(inputs[0], out, o);
-    double t0 = now_s();
-    m2_file_list list;
-    int rc = m2_file_list_expand(inputs, n, o, &list);
-    if (rc) return rc;
-    m2_dataset ds;
-    m2_import_report rep;
-    rc = o->instrument_column ? m2_import_universe_by_column(&list, o, out, &ds, &rep)
-                              : m2_import_universe(&list, o, out, &ds, &rep);
-    warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
-    if (rc == M2_OK)
-        printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,
-               (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
-    m2_file_list_free(&list);
-    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
-    m2_dataset_free(&ds);
-    return rc;
+    return universe_inputs(inputs, n, out, o, 0);
 }
 
 /* --append FILE: the inputs' days added to the universe FILE (universe_append.h). */
@@ -373,21 +380,7 @@ static int append_inputs(const char **inputs, int n, const char *file, const cha
         return m2_fail(M2_EUSAGE, "import --append FILE: inputs are required and --out is not taken (FILE is updated)");
     if (o->instrument_column)
         return m2_fail(M2_EUSAGE, "import --append: --instrument-column is not supported when appending");
-    double t0 = now_s();
-    m2_file_list list;
-    int rc = m2_file_list_expand(inputs, n, o, &list);
-    if (rc) return rc;
-    m2_dataset ds;
-    m2_import_report rep;
-    rc = m2_universe_append(file, &list, o, &ds, &rep);
-    warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
-    if (rc == M2_OK)
-        printf("appended %d files: %lld data lines, %lld rows kept, %lld bad\n", list.n, (long long)rep.lines,
-               (long long)rep.rows, (long long)rep.bad);
-    m2_file_list_free(&list);
-    if (rc == M2_OK) print_written(file, &ds, now_s() - t0);
-    m2_dataset_free(&ds);
-    return rc;
+    return universe_inputs(inputs, n, file, o, 1);
 }
 
 /* ---- info ----------------------------------------------------------------------------------------- */
