@@ -354,19 +354,23 @@ int m2_dataset_writer_copy(m2_dataset_writer *dw, int64_t at, const char *path, 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return m2_h5_fail(M2_EFAIL, "append", path, "cannot open");
     m2_dataset part = *old; /* X and y point into the old rows; the raw columns are read in chunks */
-    int rc = M2_OK;
-    for (int i = 0; rc == M2_OK && i < N_RAW; i++)
-        if (!(*raw_slot(&part, i) = malloc(CHUNK * m2_h5_type_size(raw_fields[i].type))))
+    m2_h5_rows col[N_RAW];
+    int rc = M2_OK, opened = 0;
+    for (int i = 0; i < N_RAW; i++) *raw_slot(&part, i) = NULL;
+    for (; rc == M2_OK && opened < N_RAW; opened++) {
+        rc = m2_h5_rows_open(f, raw_fields[opened].name, raw_fields[opened].type, &col[opened]);
+        if (rc == M2_OK && !(*raw_slot(&part, opened) = malloc(CHUNK * m2_h5_type_size(raw_fields[opened].type))))
             rc = m2_fail(M2_EFAIL, "append (%s): out of memory", path);
+    }
     for (int64_t b = begin; rc == M2_OK && b < end; b += CHUNK) {
         int64_t n = end - b < CHUNK ? end - b : CHUNK;
         part.X = old->X + b * old->n_features;
         part.y = old->y + b * old->n_targets;
-        for (int i = 0; rc == M2_OK && i < N_RAW; i++)
-            rc = m2_h5_read_rows(f, raw_fields[i].name, raw_fields[i].type, b, n, *raw_slot(&part, i));
+        for (int i = 0; rc == M2_OK && i < N_RAW; i++) rc = m2_h5_rows_read(&col[i], b, n, *raw_slot(&part, i));
         if (rc == M2_OK) rc = m2_dataset_writer_put(dw, at + (b - begin), &part, 0, n);
     }
     for (int i = 0; i < N_RAW; i++) free(*raw_slot(&part, i));
+    for (int i = 0; i < opened; i++) m2_h5_rows_close(&col[i]);
     H5Fclose(f);
     return rc;
 }

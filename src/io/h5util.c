@@ -547,13 +547,12 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
     return rc < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
 }
 
-/* Rows [at, at + n) of a rank-1 or rank-2 dataset, read or written. */
-static int rows_io(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, void *data, int write)
+int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data)
 {
     m2_h5_quiet();
     if (n <= 0) return M2_OK;
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (ds < 0) return fail_at(loc, write ? "writing dataset" : "reading dataset", path, "cannot open");
+    if (ds < 0) return fail_at(loc, "writing dataset", path, "cannot open");
     hid_t space = H5Dget_space(ds);
     hsize_t dims[2] = {0, 1}, start[2] = {(hsize_t)at, 0}, count[2];
     int rank = H5Sget_simple_extent_dims(space, dims, NULL);
@@ -563,26 +562,11 @@ static int rows_io(hid_t loc, const char *path, m2_h5_type type, int64_t at, int
                     ? H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL)
                     : -1;
     hid_t mem = rc < 0 ? H5I_INVALID_HID : H5Screate_simple(rank, count, NULL);
-    if (mem >= 0)
-        rc = write ? H5Dwrite(ds, mem_type(type), mem, space, H5P_DEFAULT, data)
-                   : H5Dread(ds, mem_type(type), mem, space, H5P_DEFAULT, data);
+    if (mem >= 0) rc = H5Dwrite(ds, mem_type(type), mem, space, H5P_DEFAULT, data);
     if (mem >= 0) H5Sclose(mem);
     H5Sclose(space);
     H5Dclose(ds);
-    if (rc < 0 || mem < 0)
-        return fail_at(loc, write ? "writing dataset" : "reading dataset", path,
-                       write ? "cannot write rows" : "cannot read rows");
-    return M2_OK;
-}
-
-int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data)
-{
-    return rows_io(loc, path, type, at, n, (void *)(uintptr_t)data, 1);
-}
-
-int m2_h5_read_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, void *data)
-{
-    return rows_io(loc, path, type, at, n, data, 0);
+    return rc < 0 || mem < 0 ? fail_at(loc, "writing dataset", path, "cannot write rows") : M2_OK;
 }
 
 static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
@@ -663,6 +647,52 @@ int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int
     }
     *data = buf;
     return M2_OK;
+}
+
+/* ---- row ranges ----------------------------------------------------------------------------------- */
+
+int m2_h5_rows_open(hid_t loc, const char *path, m2_h5_type type, m2_h5_rows *r)
+{
+    *r = (m2_h5_rows){.ds = H5I_INVALID_HID, .type = type};
+    int64_t n;
+    if (m2_h5_shape(loc, path, 1, &n)) return M2_EFAIL;
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    hid_t ft = H5Dget_type(ds);
+    const char *why = class_mismatch(ft, type);
+    H5Tclose(ft);
+    if (why) {
+        H5Dclose(ds);
+        return fail_at(loc, "dataset", path, why);
+    }
+    r->ds = ds;
+    r->n_rows = n;
+    if (H5Iget_name(ds, r->path, sizeof r->path) <= 0) snprintf(r->path, sizeof r->path, "/%s", path);
+    return M2_OK;
+}
+
+int m2_h5_rows_read(m2_h5_rows *r, int64_t lo, int64_t n, void *out)
+{
+    if (lo < 0 || n < 0 || lo > r->n_rows - n) {
+        char why[128];
+        snprintf(why, sizeof why, "rows [%lld, %lld) outside its %lld rows", (long long)lo, (long long)(lo + n),
+                 (long long)r->n_rows);
+        return fail_at(r->ds, "dataset", r->path, why);
+    }
+    if (n == 0) return M2_OK;
+    hsize_t start = (hsize_t)lo, count = (hsize_t)n;
+    hid_t file_space = H5Dget_space(r->ds), mem_space = H5Screate_simple(1, &count, NULL);
+    herr_t rc = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, NULL, &count, NULL);
+    if (rc >= 0) rc = H5Dread(r->ds, mem_type(r->type), mem_space, file_space, H5P_DEFAULT, out);
+    H5Sclose(mem_space);
+    H5Sclose(file_space);
+    if (rc < 0) return fail_at(r->ds, "dataset", r->path, "cannot read (file damaged?)");
+    return M2_OK;
+}
+
+void m2_h5_rows_close(m2_h5_rows *r)
+{
+    if (r->ds >= 0) H5Dclose(r->ds);
+    r->ds = H5I_INVALID_HID;
 }
 
 /* ---- string datasets ------------------------------------------------------------------------------ */

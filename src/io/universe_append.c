@@ -49,10 +49,15 @@ static int find_groups(const m2_dataset *old, const m2_file_list *list, const ch
 /* The time of instrument k's last row in the file (its last session's end). */
 static int last_time(hid_t f, const m2_dataset *old, int k, int64_t *ts)
 {
-    for (int64_t s = old->n_sessions - 1; s >= 0; s--)
-        if (old->session_inst[s] == k)
-            return m2_h5_read_rows(f, "/raw/ts_ns", M2_H5_I64, old->sessions[s + 1] - 1, 1, ts);
     *ts = INT64_MIN;
+    for (int64_t s = old->n_sessions - 1; s >= 0; s--)
+        if (old->session_inst[s] == k) {
+            m2_h5_rows r;
+            if (m2_h5_rows_open(f, "/raw/ts_ns", M2_H5_I64, &r)) return M2_EFAIL;
+            int rc = m2_h5_rows_read(&r, old->sessions[s + 1] - 1, 1, ts);
+            m2_h5_rows_close(&r);
+            return rc;
+        }
     return M2_OK;
 }
 
