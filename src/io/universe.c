@@ -328,7 +328,9 @@ static int build_one(const spool *sp, int i, const m2_feature_opts *o, const int
 {
     if (spool_get(sp, i, ev)) return M2_EFAIL;
     int64_t c1 = lower_bound(ev->ts_ns, ev->n_rows, cut_ns[0]), c2 = lower_bound(ev->ts_ns, ev->n_rows, cut_ns[1]);
-    if (m2_features_split_at(ev, c1, c2) || m2_features_compute(ev, o) || m2_features_normalise(ev, o->clip)) {
+    /* the check covers what the file's reader checks of X and y (finite features), which the writer cannot see */
+    if (m2_features_split_at(ev, c1, c2) || m2_features_compute(ev, o) || m2_features_normalise(ev, o->clip) ||
+        m2_dataset_check(ev, ev->instrument)) {
         m2_dataset_free(ev);
         return M2_EFAIL;
     }
