@@ -346,13 +346,14 @@ static int universe_inputs(const char **inputs, int n, const char *out, const m2
     if (rc) return rc;
     m2_dataset ds;
     m2_import_report rep;
+    int n_files = list.n; /* --instrument-column replaces the list by one part per instrument */
     rc = append                 ? m2_universe_append(out, &list, o, &ds, &rep)
          : o->instrument_column ? m2_import_universe_by_column(&list, o, out, &ds, &rep)
                                 : m2_import_universe(&list, o, out, &ds, &rep);
     warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
     if (rc == M2_OK)
         printf("%s %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", append ? "appended" : "read",
-               list.n, (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
+               n_files, (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
     m2_file_list_free(&list);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);

@@ -144,7 +144,8 @@ for day, rows in days.items():
     with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
         o.write("symbol," + header + "\n" + "".join(f"{i},{l}\n" for _, i, l in sorted(rows)))
 PY
-"$ticks" import "$dir/mixed" --instrument-column Symbol --out "$dir/col.h5" >/dev/null || fail "import --instrument-column"
+"$ticks" import "$dir/mixed" --instrument-column Symbol --out "$dir/col.h5" >"$dir/col.log" || fail "import --instrument-column"
+grep -q "read 10 files: 10000 data lines, 10000 rows kept, 0 bad; 5 instruments" "$dir/col.log" || fail "column log: $(cat "$dir/col.log")"
 "$ticks" import "$dir/days/SYN00[0-4]_*.csv.gz" --out "$dir/five.h5" >/dev/null || fail "import of 5 instruments"
 for d in /features/X /index/sessions /universe/session_instrument /universe/mean; do
   h5diff "$dir/col.h5" "$dir/five.h5" $d $d >/dev/null || fail "--instrument-column: $d differs from the per-file import"
