@@ -152,10 +152,15 @@ for d in /features/X /index/sessions /universe/session_instrument /universe/mean
 done
 [ -z "$(ls -A "$dir" | grep parts)" ] || fail "--instrument-column left its parts behind"
 expect_error 2 "no column ticker in the header" "$ticks" import "$dir/mixed" --instrument-column ticker --out "$dir/c2.h5"
+mkdir -p "$dir/mixed2"
+cp "$dir"/mixed/*.csv "$dir/mixed2/"
+sed -i '1s/^symbol,ts,bid,ask/symbol,ts,ask,bid/' "$(ls "$dir"/mixed2/*.csv | tail -1)"
+expect_error 2 "header differs from that of .*ALL_[0-9]*.csv" "$ticks" import "$dir/mixed2" --instrument-column symbol \
+  --out "$dir/c4.h5"
 sed -i '5s/^SYN00[0-4]//' "$(ls "$dir"/mixed/*.csv | head -1)"
 expect_error 1 "ALL_[0-9]*.csv:5\): instrument column symbol is missing or empty" "$ticks" import "$dir/mixed" \
   --instrument-column symbol --out "$dir/c3.h5"
-[ ! -e "$dir/c2.h5" ] && [ ! -e "$dir/c3.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
+[ ! -e "$dir/c2.h5" ] && [ ! -e "$dir/c3.h5" ] && [ ! -e "$dir/c4.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
 
 # ---- bounded memory: 4x the instruments (4x the rows) leave the peak RSS of synth and import nearly flat (one
 # instrument is in memory at a time; 16 x 50000 rows held at once would add ~150 MB at ~190 B/row, and 1.25x of a
