@@ -98,7 +98,7 @@ int m2_h5_attr_exists(hid_t obj, const char *name);
 #define M2_H5_MAX_RANK 3
 
 /* Writes a rank-1, 2 or 3 array at `path` (intermediate groups are created). With compress != 0 the
- * dataset is chunked with shuffle + deflate (for raw arrays kept for audits); otherwise it is contiguous and
+ * dataset is chunked with shuffle + deflate (for audit-only arrays such as /synth/latent); otherwise it is contiguous and
  * uncompressed, so readers can load it in one call. */
 int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, const void *data,
                 int compress);
