@@ -129,6 +129,26 @@ import h5py; f = h5py.File('$dir/other.h5', 'a'); m = f['universe/mean']; v = m[
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_eval" --checkpoint "$ck" --data "$dir/other.h5"
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/other.h5"
 
+# ---- the cut rule (FORMATS.md "Calendar cuts") recomputed from the pooled times: with one session per instrument
+# the cuts fall inside the day (the spool's day read-back), with 10 they snap to midnights ----
+for sessions in 1 10; do
+  "$ticks" synth --out "$dir/cut$sessions.h5" --instruments 4 --ticks 10000 --sessions $sessions --seed 9 >/dev/null ||
+    fail "synth for the cut rule"
+  "$py" - "$dir/cut$sessions.h5" <<'PY' || fail "calendar cuts with $sessions session(s) per instrument"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+ts, D = np.sort(f["raw/ts_ns"][()]), 86400 * 10**9
+N, want = len(ts), []
+for q, tol in ((0.8, 0.025 * len(ts)), (0.9, 0.025 * len(ts))):
+    r = int(N * q + 0.5)
+    lo = ts[r] // D * D
+    rl, rh = np.searchsorted(ts, lo), np.searchsorted(ts, lo + D)
+    best, moved = (lo, r - rl) if r - rl <= rh - r else (lo + D, rh - r)
+    want.append(best if moved <= tol else ts[r])
+assert list(f["universe/cut_ns"][()]) == want, (f["universe/cut_ns"][()], want)
+PY
+done
+
 # ---- instruments from a column: 5 instruments' days interleaved in time into one file per day (the symbol column
 # first) give exactly the universe imported from the per-instrument files: each instrument keeps its own sessions ----
 "$py" - "$dir/days" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
