@@ -5,12 +5,15 @@
 #   2. 2-rank training on it (tiny model, STEPS steps): each rank's private resident memory (RssAnon, sampled every
 #      0.2 s, the maximum) and the mean data_wait_share of the metrics log;
 #   3. import throughput of one CSV_ROWS-row quote CSV by `mamba2_ticks import` against pandas and polars
-#      read_csv of the same file in the same run (PYTHON: a venv with pandas and polars, optional).
-# Usage: bench/universe_bench.sh BUILD_DIR [INSTR ROWS STEPS CSV_ROWS]   (defaults 30 1000000 40 5000000)
+#      read_csv of the same file in the same run (PYTHON: a venv with pandas and polars, optional);
+#   4. import of a folder of GZ_INSTR instruments x 10 days of .csv.gz files, GZ_ROWS rows per instrument (wall time,
+#      peak RSS: the streaming import holds one instrument at a time).
+# Usage: bench/universe_bench.sh BUILD_DIR [INSTR ROWS STEPS CSV_ROWS GZ_INSTR GZ_ROWS]
+#   (defaults 30 1000000 40 5000000 10 1000000)
 # Environment: WORK (scratch folder, default /tmp/m2_universe_bench), PYTHON (default /work/venv-bench/bin/python).
 set -euo pipefail
 build=$(cd "$1" && pwd)
-instr=${2:-30} rows=${3:-1000000} steps=${4:-40} csv_rows=${5:-5000000}
+instr=${2:-30} rows=${3:-1000000} steps=${4:-40} csv_rows=${5:-5000000} gz_instr=${6:-10} gz_rows=${7:-1000000}
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${WORK:-/tmp/m2_universe_bench}
 python=${PYTHON:-/work/venv-bench/bin/python}
@@ -21,7 +24,8 @@ peak() { grep -o 'Maximum resident set size (kbytes): [0-9]*' "$1" | awk '{print
 echo "== 1. synth universe: $instr instruments x $rows rows"
 /usr/bin/time -v "$build/mamba2_ticks" synth --out "$work/u.h5" --instruments "$instr" --ticks "$rows" \
   --sessions $((rows / 20000)) 2>"$work/synth.time" | tail -1
-echo "peak RSS $(peak "$work/synth.time"); file $(du -m "$work/u.h5" | cut -f1) MB"
+echo "peak RSS $(peak "$work/synth.time"); file $(du -m "$work/u.h5" | cut -f1) MB;" \
+  "$(grep -E 'User time|System time' "$work/synth.time" | awk -F': ' '{printf "%s %s s; ", $1, $2}')"
 
 echo "== 2. 2-rank training, $steps steps"
 rm -rf "$work/run"
@@ -79,3 +83,10 @@ PY
 else
   echo "no $python: pandas/polars comparison skipped"
 fi
+
+echo "== 4. import of a folder: $gz_instr instruments x 10 days, $gz_rows rows each, .csv.gz"
+rm -rf "$work/gz"
+"$build/mamba2_ticks" synth --csv-dir "$work/gz" --instruments "$gz_instr" --ticks "$gz_rows" --sessions 10 | tail -1
+echo "folder $(du -sm "$work/gz" | cut -f1) MB, $(ls "$work/gz" | wc -l) files"
+s=$(timed "$work/gz" --out "$work/gz.h5")
+echo "mamba2_ticks import (folder): $s s, $(awk -v n="$gz_instr" -v r="$gz_rows" -v s="$s" 'BEGIN {printf "%.3f", n * r / s / 1e6}') M rows/s, peak RSS $(peak "$work/last.time")"

@@ -17,9 +17,11 @@
 #include "io/features.h"
 #include "io/h5util.h"
 #include "io/import_csv.h"
+#include "io/import_demux.h"
 #include "io/import_files.h"
 #include "io/synth.h"
 #include "io/synth_universe.h"
+#include "io/universe_append.h"
 
 static const char *const prog = "mamba2_ticks";
 
@@ -49,8 +51,11 @@ static const char usage_import[] =
     "  An INPUT is a .csv or .csv.gz file, a folder (its .csv and .csv.gz files) or a quoted glob pattern; files\n"
     "  named NAME_YYYYMMDD.csv[.gz] are days of instrument NAME. More than one file makes a universe.\n"
     "  --csv FILE          an input CSV with a header row (repeatable; same as an INPUT)\n"
-    "  --out FILE          dataset to write (required)\n"
+    "  --out FILE          dataset to write (required unless --append)\n"
+    "  --append FILE       add the inputs' new days to the universe FILE (frozen cuts and statistics; the new\n"
+    "                      rows join the test split; FILE is replaced atomically)\n"
     "  --instrument NAME   every input is this instrument     default: from the file names\n"
+    "  --instrument-column NAME  rows name their instrument in column NAME (several per file, any interleaving)\n"
     "  --tick-size X       price tick                        default: smallest price change seen\n"
     "  --horizons H,...    target horizons in rows           default 10,50,100\n"
     "  --split A,B,C       train,val,test fractions          default 0.8,0.1,0.1\n"
@@ -92,6 +97,8 @@ enum {
     OPT_OUT,
     OPT_CSV,
     OPT_INSTRUMENT,
+    OPT_INSTRUMENT_COLUMN,
+    OPT_APPEND,
     OPT_TICK_SIZE,
     OPT_STRICT,
     OPT_GAP,
@@ -167,8 +174,7 @@ static int synth_universe(const m2_synth_opts *o, int instruments, const char *o
         return rc ? m2_report(prog, rc) : M2_OK;
     }
     m2_dataset ds;
-    int rc = m2_synth_universe(o, instruments, &ds);
-    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
+    int rc = m2_synth_universe(o, instruments, out, &ds);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc ? m2_report(prog, rc) : M2_OK;
@@ -246,12 +252,15 @@ static int cmd_synth(int argc, char **argv)
 /* ---- import --------------------------------------------------------------------------------------- */
 
 static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o);
+static int append_inputs(const char **inputs, int n, const char *file, const char *out, const m2_import_opts *o);
 
 static int cmd_import(int argc, char **argv)
 {
     static const struct option opts[] = {{"csv", required_argument, 0, OPT_CSV},
                                          {"out", required_argument, 0, OPT_OUT},
                                          {"instrument", required_argument, 0, OPT_INSTRUMENT},
+                                         {"instrument-column", required_argument, 0, OPT_INSTRUMENT_COLUMN},
+                                         {"append", required_argument, 0, OPT_APPEND},
                                          {"tick-size", required_argument, 0, OPT_TICK_SIZE},
                                          {"horizons", required_argument, 0, OPT_HORIZONS},
                                          {"split", required_argument, 0, OPT_SPLIT},
@@ -264,7 +273,7 @@ static int cmd_import(int argc, char **argv)
     static const char help[] = "mamba2_ticks import --help";
     m2_import_opts o;
     m2_import_defaults(&o);
-    const char *out = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    const char *out = NULL, *append = NULL, **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int c, n_inputs = 0;
     if (!inputs) return m2_report(prog, m2_fail(M2_EFAIL, "import: out of memory"));
     while ((c = m2_cli_next(argc, argv, opts, help)) != -1) {
@@ -272,11 +281,13 @@ static int cmd_import(int argc, char **argv)
         switch (c) {
         case OPT_CSV: inputs[n_inputs++] = optarg; break;
         case OPT_OUT: out = optarg; break;
+        case OPT_APPEND: append = optarg; break;
         case OPT_INSTRUMENT:
             if (strlen(optarg) >= sizeof((m2_dataset *)0)->instrument)
                 rc = m2_fail(M2_EUSAGE, "--instrument (%.20s...): longer than 63 characters", optarg);
             o.instrument = optarg;
             break;
+        case OPT_INSTRUMENT_COLUMN: o.instrument_column = optarg; break;
         case OPT_TICK_SIZE: rc = m2_parse_f64("--tick-size", optarg, 0, DBL_MAX, 1, &o.tick_size); break;
         case OPT_GAP: rc = m2_parse_f64("--session-gap", optarg, 0, DBL_MAX, 1, &o.session_gap_s); break;
         case OPT_STRICT: o.strict = 1; break;
@@ -296,7 +307,7 @@ static int cmd_import(int argc, char **argv)
         }
     }
     while (optind < argc) inputs[n_inputs++] = argv[optind++];
-    int rc = import_inputs(inputs, n_inputs, out, &o);
+    int rc = append ? append_inputs(inputs, n_inputs, append, out, &o) : import_inputs(inputs, n_inputs, out, &o);
     free(inputs);
     if (rc) m2_report(prog, rc);
     fputs(bad_rows_warning, stderr);
@@ -326,30 +337,51 @@ static int import_one(const char *csv, const char *out, const m2_import_opts *o)
     return rc;
 }
 
-/* One plain file keeps the single-instrument import (row-fraction split); anything else is a universe. */
-static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o)
+/* A universe from the inputs, written to `out` or (append) grown in `out`. */
+static int universe_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o, int append)
 {
-    if (n == 0 || !out)
-        return m2_fail(M2_EUSAGE, "import: an input (--csv FILE, a file, folder or glob) and --out FILE are required");
-    struct stat st;
-    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]))
-        return import_one(inputs[0], out, o);
     double t0 = now_s();
     m2_file_list list;
     int rc = m2_file_list_expand(inputs, n, o, &list);
     if (rc) return rc;
     m2_dataset ds;
     m2_import_report rep;
-    rc = m2_import_universe(&list, o, &ds, &rep);
+    int n_files = list.n; /* --instrument-column replaces the list by one part per instrument */
+    rc = append                 ? m2_universe_append(out, &list, o, &ds, &rep)
+         : o->instrument_column ? m2_import_universe_by_column(&list, o, out, &ds, &rep)
+                                : m2_import_universe(&list, o, out, &ds, &rep);
     warn_bad(&rep, n == 1 ? inputs[0] : "inputs");
     if (rc == M2_OK)
-        printf("read %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", list.n,
-               (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
+        printf("%s %d files: %lld data lines, %lld rows kept, %lld bad; %d instruments\n", append ? "appended" : "read",
+               n_files, (long long)rep.lines, (long long)rep.rows, (long long)rep.bad, ds.n_instruments);
     m2_file_list_free(&list);
-    if (rc == M2_OK) rc = m2_dataset_write(out, &ds);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
+}
+
+/* One plain file keeps the single-instrument import (row-fraction split); anything else is a universe. */
+static int import_inputs(const char **inputs, int n, const char *out, const m2_import_opts *o)
+{
+    if (n == 0 || !out)
+        return m2_fail(M2_EUSAGE, "import: an input (--csv FILE, a file, folder or glob) and --out FILE are required");
+    if (o->instrument && o->instrument_column)
+        return m2_fail(M2_EUSAGE, "import: --instrument and --instrument-column exclude each other");
+    struct stat st;
+    if (n == 1 && stat(inputs[0], &st) == 0 && S_ISREG(st.st_mode) && !m2_lobster_is_message(inputs[0]) &&
+        !o->instrument_column)
+        return import_one(inputs[0], out, o);
+    return universe_inputs(inputs, n, out, o, 0);
+}
+
+/* --append FILE: the inputs' days added to the universe FILE (universe_append.h). */
+static int append_inputs(const char **inputs, int n, const char *file, const char *out, const m2_import_opts *o)
+{
+    if (n == 0 || out)
+        return m2_fail(M2_EUSAGE, "import --append FILE: inputs are required and --out is not taken (FILE is updated)");
+    if (o->instrument_column)
+        return m2_fail(M2_EUSAGE, "import --append: --instrument-column is not supported when appending");
+    return universe_inputs(inputs, n, file, o, 1);
 }
 
 /* ---- info ----------------------------------------------------------------------------------------- */

@@ -207,19 +207,26 @@ static int write_raw(hid_t f, const m2_dataset *ds)
     if (present == 0) return M2_OK; /* a dataset made from arrays alone (tests) has no raw events */
     if (present != N_RAW) return m2_fail(M2_EFAIL, "/raw (dataset): some raw arrays are missing");
     for (int i = 0; i < N_RAW; i++)
-        if (m2_h5_write(f, raw_fields[i].name, raw_fields[i].type, 1, &ds->n_rows, *raw_slot(ds, i), 1))
+        if (m2_h5_write(f, raw_fields[i].name, raw_fields[i].type, 1, &ds->n_rows, *raw_slot(ds, i), 0))
             return M2_EFAIL;
     return M2_OK;
 }
 
+static int write_index(hid_t f, const m2_dataset *ds);
+
 static int write_arrays(hid_t f, const m2_dataset *ds)
 {
     int64_t xd[2] = {ds->n_rows, ds->n_features}, yd[2] = {ds->n_rows, ds->n_targets};
-    int64_t sd = ds->n_sessions + 1, two = 2;
     if (m2_h5_write(f, "/features/X", M2_H5_F32, 2, xd, ds->X, 0) ||
-        m2_h5_write(f, "/targets/y", M2_H5_F32, 2, yd, ds->y, 0) ||
-        m2_h5_write(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions, 0))
+        m2_h5_write(f, "/targets/y", M2_H5_F32, 2, yd, ds->y, 0))
         return M2_EFAIL;
+    return write_index(f, ds);
+}
+
+static int write_index(hid_t f, const m2_dataset *ds)
+{
+    int64_t sd = ds->n_sessions + 1, two = 2;
+    if (m2_h5_write(f, "/index/sessions", M2_H5_I64, 1, &sd, ds->sessions, 0)) return M2_EFAIL;
     for (int k = 0; k < 3; k++) {
         char path[32];
         snprintf(path, sizeof path, "/index/%s", split_names[k]);
@@ -285,6 +292,113 @@ int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(i
 }
 
 int m2_dataset_write(const char *path, const m2_dataset *ds) { return m2_dataset_write_with(path, ds, NULL, NULL); }
+
+/* ---- writing in pieces ---------------------------------------------------------------------------- */
+
+struct m2_dataset_writer {
+    m2_h5_writer w;
+    int64_t n_rows;
+    int n_features, n_targets;
+};
+
+int m2_dataset_writer_open(m2_dataset_writer **out, const char *path, int64_t n_rows, int n_features, int n_targets)
+{
+    m2_dataset_writer *dw = calloc(1, sizeof *dw);
+    *out = NULL;
+    if (!dw) return m2_fail(M2_EFAIL, "write (%s): out of memory", path);
+    dw->n_rows = n_rows;
+    dw->n_features = n_features;
+    dw->n_targets = n_targets;
+    if (m2_h5_create(&dw->w, path, M2_TICKS_SCHEMA, M2_TICKS_VERSION)) {
+        free(dw);
+        return M2_EFAIL;
+    }
+    int64_t xd[2] = {n_rows, n_features}, yd[2] = {n_rows, n_targets};
+    int rc = m2_h5_write(dw->w.file, "/features/X", M2_H5_F32, 2, xd, NULL, 0) ||
+             m2_h5_write(dw->w.file, "/targets/y", M2_H5_F32, 2, yd, NULL, 0);
+    for (int i = 0; rc == M2_OK && i < N_RAW; i++)
+        rc = m2_h5_write(dw->w.file, raw_fields[i].name, raw_fields[i].type, 1, &n_rows, NULL, 0);
+    if (rc) {
+        m2_dataset_writer_abort(dw);
+        return M2_EFAIL;
+    }
+    *out = dw;
+    return M2_OK;
+}
+
+int m2_dataset_writer_put(m2_dataset_writer *dw, int64_t at, const m2_dataset *src, int64_t begin, int64_t end)
+{
+    int64_t n = end - begin;
+    if (n <= 0) return M2_OK;
+    if (at < 0 || at + n > dw->n_rows || src->n_features != dw->n_features || src->n_targets != dw->n_targets)
+        return m2_fail(M2_EFAIL, "write (%s): rows [%lld, %lld) with %d features do not fit the file's %lld x %d",
+                       dw->w.path, (long long)at, (long long)(at + n), src->n_features, (long long)dw->n_rows,
+                       dw->n_features);
+    hid_t f = dw->w.file;
+    if (m2_h5_write_rows(f, "/features/X", M2_H5_F32, at, n, src->X + begin * src->n_features) ||
+        m2_h5_write_rows(f, "/targets/y", M2_H5_F32, at, n, src->y + begin * src->n_targets))
+        return M2_EFAIL;
+    for (int i = 0; i < N_RAW; i++) {
+        const char *col = *raw_slot(src, i);
+        if (m2_h5_write_rows(f, raw_fields[i].name, raw_fields[i].type, at, n,
+                             col + (size_t)begin * m2_h5_type_size(raw_fields[i].type)))
+            return M2_EFAIL;
+    }
+    return M2_OK;
+}
+
+int m2_dataset_writer_copy(m2_dataset_writer *dw, int64_t at, const char *path, const m2_dataset *old, int64_t begin,
+                           int64_t end)
+{
+    enum { CHUNK = 1 << 16 };
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return m2_h5_fail(M2_EFAIL, "append", path, "cannot open");
+    m2_dataset part = *old; /* X and y point into the old rows; the raw columns are read in chunks */
+    m2_h5_rows col[N_RAW];
+    int rc = M2_OK, opened = 0;
+    for (int i = 0; i < N_RAW; i++) *raw_slot(&part, i) = NULL;
+    for (; rc == M2_OK && opened < N_RAW; opened++) {
+        rc = m2_h5_rows_open(f, raw_fields[opened].name, raw_fields[opened].type, &col[opened]);
+        if (rc == M2_OK && !(*raw_slot(&part, opened) = malloc(CHUNK * m2_h5_type_size(raw_fields[opened].type))))
+            rc = m2_fail(M2_EFAIL, "append (%s): out of memory", path);
+    }
+    for (int64_t b = begin; rc == M2_OK && b < end; b += CHUNK) {
+        int64_t n = end - b < CHUNK ? end - b : CHUNK;
+        part.X = old->X + b * old->n_features;
+        part.y = old->y + b * old->n_targets;
+        for (int i = 0; rc == M2_OK && i < N_RAW; i++) rc = m2_h5_rows_read(&col[i], b, n, *raw_slot(&part, i));
+        if (rc == M2_OK) rc = m2_dataset_writer_put(dw, at + (b - begin), &part, 0, n);
+    }
+    for (int i = 0; i < N_RAW; i++) free(*raw_slot(&part, i));
+    for (int i = 0; i < opened; i++) m2_h5_rows_close(&col[i]);
+    H5Fclose(f);
+    return rc;
+}
+
+int m2_dataset_writer_finish(m2_dataset_writer *dw, const m2_dataset *meta)
+{
+    hid_t f = dw->w.file;
+    int rc = meta->n_rows != dw->n_rows || meta->X || meta->y
+                 ? m2_fail(M2_EFAIL, "write (%s): the index does not describe the rows written", dw->w.path)
+                 : M2_OK;
+    if (rc == M2_OK &&
+        (m2_dataset_check(meta, dw->w.path) || write_index(f, meta) || write_attrs(f, meta) || write_universe(f, meta)))
+        rc = M2_EFAIL;
+    if (rc == M2_OK) {
+        rc = m2_h5_commit(&dw->w);
+        free(dw);
+        return rc;
+    }
+    m2_dataset_writer_abort(dw);
+    return rc;
+}
+
+void m2_dataset_writer_abort(m2_dataset_writer *dw)
+{
+    if (!dw) return;
+    m2_h5_abort(&dw->w);
+    free(dw);
+}
 
 /* ---- reading -------------------------------------------------------------------------------------- */
 

@@ -248,13 +248,21 @@ int m2_features_normalise(m2_dataset *ds, float clip)
         ds->mean[j] = mean;
         ds->std[j] = sd > 1e-9 * fmax(1.0, fabs(mean)) ? sd : 1.0;
     }
+    m2_features_apply(ds, ds->mean, ds->std, clip);
+    return M2_OK;
+}
+
+void m2_features_apply(m2_dataset *ds, const double *mean, const double *std, float clip)
+{
+    const int F = ds->n_features;
+    if (mean != ds->mean) memcpy(ds->mean, mean, sizeof(double) * (size_t)F);
+    if (std != ds->std) memcpy(ds->std, std, sizeof(double) * (size_t)F);
     for (int64_t i = 0; i < ds->n_rows; i++)
         for (int j = 0; j < F; j++) {
             double z = (ds->X[i * F + j] - ds->mean[j]) / ds->std[j];
             ds->X[i * F + j] = (float)(z > clip ? clip : z < -clip ? -clip : z);
         }
     ds->clip = clip;
-    return M2_OK;
 }
 
 int m2_features_build(m2_dataset *ds, const m2_feature_opts *o)

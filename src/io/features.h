@@ -61,6 +61,10 @@ int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o);
  * A constant feature gets std 1 (it stays 0 after centring). */
 int m2_features_normalise(m2_dataset *ds, float clip);
 
+/* X <- clip((X - mean) / std) with given statistics (kept in ds->mean, ds->std): rows appended to a universe are
+ * normalised with the instrument's frozen train statistics (universe_append.c). */
+void m2_features_apply(m2_dataset *ds, const double *mean, const double *std, float clip);
+
 /* split + compute + normalise: raw events and sessions in, a complete dataset out. */
 int m2_features_build(m2_dataset *ds, const m2_feature_opts *o);
 

@@ -547,6 +547,28 @@ int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const in
     return rc < 0 ? fail_at(loc, "writing dataset", path, "cannot write") : M2_OK;
 }
 
+int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data)
+{
+    m2_h5_quiet();
+    if (n <= 0) return M2_OK;
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (ds < 0) return fail_at(loc, "writing dataset", path, "cannot open");
+    hid_t space = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 1}, start[2] = {(hsize_t)at, 0}, count[2];
+    int rank = H5Sget_simple_extent_dims(space, dims, NULL);
+    count[0] = (hsize_t)n;
+    count[1] = dims[1];
+    herr_t rc = (rank == 1 || rank == 2) && at >= 0 && (hsize_t)(at + n) <= dims[0]
+                    ? H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL)
+                    : -1;
+    hid_t mem = rc < 0 ? H5I_INVALID_HID : H5Screate_simple(rank, count, NULL);
+    if (mem >= 0) rc = H5Dwrite(ds, mem_type(type), mem, space, H5P_DEFAULT, data);
+    if (mem >= 0) H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+    return rc < 0 || mem < 0 ? fail_at(loc, "writing dataset", path, "cannot write rows") : M2_OK;
+}
+
 static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
 {
     size_t len = 0;

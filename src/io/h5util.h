@@ -98,10 +98,14 @@ int m2_h5_attr_exists(hid_t obj, const char *name);
 #define M2_H5_MAX_RANK 3
 
 /* Writes a rank-1, 2 or 3 array at `path` (intermediate groups are created). With compress != 0 the
- * dataset is chunked with shuffle + deflate (for raw arrays kept for audits); otherwise it is contiguous and
+ * dataset is chunked with shuffle + deflate (for audit-only arrays such as /synth/latent); otherwise it is contiguous and
  * uncompressed, so readers can load it in one call. */
 int m2_h5_write(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, const void *data,
                 int compress);
+
+/* Writes rows [at, at + n) of the existing rank-1 or rank-2 dataset at `path` (whole rows, `n` times the row's
+ * elements from `data`): a dataset created with data NULL is filled in pieces this way (the universe writer). */
+int m2_h5_write_rows(hid_t loc, const char *path, m2_h5_type type, int64_t at, int64_t n, const void *data);
 
 /* The shape of the dataset at `path`: fails if it is missing, is not numeric, or its rank is not `rank`. */
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims);

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "base/error.h"
+#include "io/decimal.h"
 #include "io/import_rows.h"
 
 void m2_import_defaults(m2_import_opts *o)
@@ -72,14 +73,12 @@ static int parse_offset(const char *p, int64_t *offset_s)
 int m2_parse_timestamp(const char *text, int64_t *ns)
 {
     const char *p = text;
-    if (isdigit((unsigned char)*p) && strspn(p, "0123456789") == strlen(p)) {
-        errno = 0;
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (errno || *end) return M2_EFAIL;
+    int64_t v;
+    if (m2_decimal_parse_u63(p, &v) == 0) {
         *ns = v;
         return M2_OK;
     }
+    if (isdigit((unsigned char)*p) && strspn(p, "0123456789") == strlen(p)) return M2_EFAIL; /* beyond int64 */
     int y, mo, d, h, mi, s;
     if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d)) return M2_EFAIL;
     if (y < M2_TS_FIRST_YEAR || y > M2_TS_LAST_YEAR) return M2_EFAIL; /* int64 ns since 1970 holds up to 2262 */
@@ -208,10 +207,8 @@ static const char *number(const char *text, const char *name, double dflt, int e
         sprintf(why, "empty %s", name);
         return why;
     }
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end) {
+    double v;
+    if (m2_decimal_parse(text, &v)) {
         snprintf(why, 80, "unparsable %s \"%.20s\"", name, text);
         return why;
     }

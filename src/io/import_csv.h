@@ -19,10 +19,11 @@
 #define M2_IMPORT_MAX_DEPTH 10
 
 typedef struct {
-    const char *instrument; /* NULL: the CSV's file name without folder and extension */
-    int depth_levels;       /* LOBSTER: depth features from the first k book levels (0: none) */
-    double tick_size;       /* 0: inferred as the smallest price change seen (0.01 if none) */
-    double session_gap_s;   /* a gap longer than this starts a new session */
+    const char *instrument;        /* NULL: the CSV's file name without folder and extension */
+    const char *instrument_column; /* non-NULL: rows name their instrument in this column (import_demux.h) */
+    int depth_levels;              /* LOBSTER: depth features from the first k book levels (0: none) */
+    double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
+    double session_gap_s;          /* a gap longer than this starts a new session */
     int strict;
     m2_feature_opts feat;
 } m2_import_opts;

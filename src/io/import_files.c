@@ -226,33 +226,40 @@ static void add_report(m2_import_report *sum, const m2_import_report *r)
     sum->tick_inferred |= r->tick_inferred;
 }
 
-int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, m2_dataset *out, m2_import_report *rep)
+typedef struct {
+    const m2_file_list *list;
+    const m2_import_opts *o;
+    int *first; /* [n_instruments + 1]: instrument k's files are list entries [first[k], first[k+1]) */
+    m2_import_report *rep;
+} import_ctx;
+
+static int import_source(void *ctx, int k, m2_dataset *events)
+{
+    import_ctx *c = ctx;
+    m2_import_opts one = *c->o;
+    m2_import_report r;
+    int a = c->first[k];
+    one.instrument = c->list->instrument[a];
+    int rc = m2_import_events_files((const char *const *)c->list->path + a, c->first[k + 1] - a, &one, events, &r);
+    add_report(c->rep, &r);
+    return rc;
+}
+
+int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
+                       m2_import_report *rep)
 {
     memset(rep, 0, sizeof *rep);
-    memset(out, 0, sizeof *out);
+    memset(meta, 0, sizeof *meta);
     int n_inst = 0;
-    for (int i = 0; i < list->n; i++) n_inst += i == 0 || strcmp(list->instrument[i], list->instrument[i - 1]) != 0;
-    m2_dataset *ev = calloc((size_t)n_inst, sizeof *ev);
-    if (!ev) return m2_fail(M2_EFAIL, "import (%d instruments): out of memory", n_inst);
-    int rc = M2_OK, k = 0;
-    m2_import_opts one = *o;
-    for (int i = 0; rc == M2_OK && i < list->n; k++) {
-        int j = i;
-        while (j < list->n && strcmp(list->instrument[j], list->instrument[i]) == 0) j++;
-        m2_import_report r;
-        one.instrument = list->instrument[i];
-        rc = m2_import_events_files((const char *const *)list->path + i, j - i, &one, &ev[k], &r);
-        add_report(rep, &r);
-        i = j;
-    }
-    if (rc) {
-        for (int i = 0; i < n_inst; i++) m2_dataset_free(&ev[i]);
-        free(ev);
-        return rc;
-    }
-    rc = m2_universe_build(ev, n_inst, &o->feat, out);
-    free(ev);
-    if (rc == M2_OK && n_inst > 1)
-        snprintf(out->source, sizeof out->source, "import %d instruments, %d files", n_inst, list->n);
+    int *first = malloc(sizeof *first * (size_t)(list->n + 1));
+    if (!first) return m2_fail(M2_EFAIL, "import (%d files): out of memory", list->n);
+    for (int i = 0; i < list->n; i++)
+        if (i == 0 || strcmp(list->instrument[i], list->instrument[i - 1]) != 0) first[n_inst++] = i;
+    first[n_inst] = list->n;
+    char source[64];
+    snprintf(source, sizeof source, "import %d instruments, %d files", n_inst, list->n);
+    import_ctx c = {list, o, first, rep};
+    int rc = m2_universe_write(path, n_inst, import_source, &c, &o->feat, n_inst > 1 ? source : NULL, meta);
+    free(first);
     return rc;
 }

@@ -23,8 +23,9 @@ void m2_file_list_free(m2_file_list *list);
 /* Parses NAME[_DATE].csv[.gz] into the instrument and the date (0 when none). M2_EUSAGE on a name too long. */
 int m2_file_name_parse(const char *path, char instrument[64], int *date);
 
-/* Imports every instrument of the list and builds the universe (universe.h). `rep` sums the instruments'
- * reports; `n_instruments` receives the count. */
-int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, m2_dataset *out, m2_import_report *rep);
+/* Imports every instrument of the list into the universe file `path`, one instrument in memory at a time
+ * (m2_universe_write). `rep` sums the instruments' reports; `meta` receives the index and statistics. */
+int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
+                       m2_import_report *rep);
 
 #endif

@@ -25,21 +25,14 @@ int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events)
     return M2_OK;
 }
 
-int m2_synth_universe(const m2_synth_opts *o, int K, m2_dataset *out)
+static int synth_source(void *ctx, int k, m2_dataset *events) { return m2_synth_instrument(ctx, k, events); }
+
+int m2_synth_universe(const m2_synth_opts *o, int K, const char *path, m2_dataset *meta)
 {
-    m2_dataset *ev = calloc((size_t)K, sizeof *ev);
-    if (!ev) return m2_fail(M2_EFAIL, "synth (%d instruments): out of memory", K);
-    int rc = M2_OK;
-    for (int k = 0; rc == M2_OK && k < K; k++) rc = m2_synth_instrument(o, k, &ev[k]);
-    if (rc == M2_OK)
-        rc = m2_universe_build(ev, K, &o->feat, out);
-    else
-        for (int k = 0; k < K; k++) m2_dataset_free(&ev[k]);
-    free(ev);
-    if (rc == M2_OK)
-        snprintf(out->source, sizeof out->source, "synth signal=%s seed=%llu instruments=%d", m2_signal_name(o->signal),
-                 (unsigned long long)o->seed, K);
-    return rc;
+    char source[64];
+    snprintf(source, sizeof source, "synth signal=%s seed=%llu instruments=%d", m2_signal_name(o->signal),
+             (unsigned long long)o->seed, K);
+    return m2_universe_write(path, K, synth_source, (void *)o, &o->feat, source, meta);
 }
 
 static void put_row(gzFile g, const m2_dataset *ds, int64_t i)

@@ -1,5 +1,6 @@
 /* A universe of instruments in one tick dataset (FORMATS.md "Universe"): common calendar-time cuts, features
- * normalised per instrument with that instrument's train statistics, rows laid out split-major. */
+ * normalised per instrument with that instrument's train statistics, rows laid out split-major. Written in a
+ * bounded-memory stream (FORMATS.md "Universe import"): one instrument's events are held at a time. */
 #ifndef MAMBA2_UNIVERSE_H
 #define MAMBA2_UNIVERSE_H
 
@@ -8,15 +9,28 @@
 #include "io/dataset.h"
 #include "io/features.h"
 
-/* The two calendar cuts (ns since the epoch) of the pooled event times: the times at the pooled row quantiles
- * f_train and f_train + f_val, each moved to the UTC midnight before or after when that moves it by at most a
- * quarter of the smaller neighbouring split's pooled rows (the rule of m2_features_split, in calendar time). */
-int m2_universe_cuts(const m2_dataset *events, int n, const double fractions[3], int64_t cut_ns[2]);
+/* Produces instrument k's raw events (sessions, tick_size and instrument set, as m2_import_events_files or
+ * m2_synth_instrument leave them) into *events; called once per instrument, in order. */
+typedef int (*m2_universe_source)(void *ctx, int k, m2_dataset *events);
 
-/* Builds the universe from n instruments' raw events (each with sessions, tick_size and instrument set, as
- * m2_import_csv_events or m2_synth_events leave them): cuts every instrument at the common cuts, computes its
- * features and targets, normalises with its own train rows, and lays everything out split-major in `out`. The
- * events are consumed (freed) whatever the result. An instrument without a train row is an error. */
-int m2_universe_build(m2_dataset *events, int n, const m2_feature_opts *o, m2_dataset *out);
+/* Builds the universe of n instruments into the file `path` (atomically): pass 1 takes each instrument's events
+ * once and spools them to an unlinked temporary file next to `path`, counting rows per instrument and UTC day;
+ * the two calendar cuts come from those counts (the times at the pooled row quantiles f_train and f_train + f_val,
+ * each moved to the UTC midnight before or after when that moves it by at most a quarter of the smaller
+ * neighbouring split's pooled rows: the rule of m2_features_split in calendar time); pass 2 reads one instrument
+ * back at a time, cuts it, computes its features and targets, normalises them with its own train rows and writes
+ * its three split parts at their places. `source` names the file's origin (NULL: instrument 0's). `meta` receives the index and statistics (X, y and raw arrays NULL; free
+ * it with m2_dataset_free). An instrument without a train row is an error. */
+int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                      const char *source, m2_dataset *meta);
+
+/* A growing session index: the first row and the instrument of each session. */
+typedef struct {
+    int64_t *row;
+    int32_t *inst;
+    int64_t n, cap;
+} m2_session_list;
+
+int m2_session_list_add(m2_session_list *l, int64_t row, int inst);
 
 #endif

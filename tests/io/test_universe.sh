@@ -129,6 +129,78 @@ import h5py; f = h5py.File('$dir/other.h5', 'a'); m = f['universe/mean']; v = m[
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_eval" --checkpoint "$ck" --data "$dir/other.h5"
 expect_error 1 "instrument SYN010, feature queue_imb is normalised with" "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/other.h5"
 
+# ---- the cut rule (FORMATS.md "Calendar cuts") recomputed from the pooled times: with one session per instrument
+# the cuts fall inside the day (the spool's day read-back), with 10 they snap to midnights ----
+for sessions in 1 10; do
+  "$ticks" synth --out "$dir/cut$sessions.h5" --instruments 4 --ticks 10000 --sessions $sessions --seed 9 >/dev/null ||
+    fail "synth for the cut rule"
+  "$py" - "$dir/cut$sessions.h5" <<'PY' || fail "calendar cuts with $sessions session(s) per instrument"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+ts, D = np.sort(f["raw/ts_ns"][()]), 86400 * 10**9
+N, want = len(ts), []
+for q, tol in ((0.8, 0.025 * len(ts)), (0.9, 0.025 * len(ts))):
+    r = int(N * q + 0.5)
+    lo = ts[r] // D * D
+    rl, rh = np.searchsorted(ts, lo), np.searchsorted(ts, lo + D)
+    best, moved = (lo, r - rl) if r - rl <= rh - r else (lo + D, rh - r)
+    want.append(best if moved <= tol else ts[r])
+assert list(f["universe/cut_ns"][()]) == want, (f["universe/cut_ns"][()], want)
+PY
+done
+
+# ---- instruments from a column: 5 instruments' days interleaved in time into one file per day (the symbol column
+# first) give exactly the universe imported from the per-instrument files: each instrument keeps its own sessions ----
+"$py" - "$dir/days" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
+import collections, glob, gzip, os, sys
+days = collections.defaultdict(list)
+for f in sorted(glob.glob(sys.argv[1] + "/SYN00[0-4]_*.csv.gz")):
+    inst, day = os.path.basename(f)[:-7].split("_")
+    lines = gzip.open(f, "rt").read().splitlines()
+    header = lines[0]
+    days[day] += [(int(l.split(",")[0]), inst, l) for l in lines[1:]]
+os.makedirs(sys.argv[2])
+for day, rows in days.items():
+    with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
+        o.write("symbol," + header + "\n" + "".join(f"{i},{l}\n" for _, i, l in sorted(rows)))
+PY
+"$ticks" import "$dir/mixed" --instrument-column Symbol --out "$dir/col.h5" >"$dir/col.log" || fail "import --instrument-column"
+grep -q "read 10 files: 10000 data lines, 10000 rows kept, 0 bad; 5 instruments" "$dir/col.log" || fail "column log: $(cat "$dir/col.log")"
+"$ticks" import "$dir/days/SYN00[0-4]_*.csv.gz" --out "$dir/five.h5" >/dev/null || fail "import of 5 instruments"
+for d in /features/X /index/sessions /universe/session_instrument /universe/mean; do
+  h5diff "$dir/col.h5" "$dir/five.h5" $d $d >/dev/null || fail "--instrument-column: $d differs from the per-file import"
+done
+[ -z "$(ls -A "$dir" | grep parts)" ] || fail "--instrument-column left its parts behind"
+expect_error 2 "no column ticker in the header" "$ticks" import "$dir/mixed" --instrument-column ticker --out "$dir/c2.h5"
+mkdir -p "$dir/mixed2"
+cp "$dir"/mixed/*.csv "$dir/mixed2/"
+sed -i '1s/^symbol,ts,bid,ask/symbol,ts,ask,bid/' "$(ls "$dir"/mixed2/*.csv | tail -1)"
+expect_error 2 "header differs from that of .*ALL_[0-9]*.csv" "$ticks" import "$dir/mixed2" --instrument-column symbol \
+  --out "$dir/c4.h5"
+sed -i '5s/^SYN00[0-4]//' "$(ls "$dir"/mixed/*.csv | head -1)"
+expect_error 1 "ALL_[0-9]*.csv:5\): instrument column symbol is missing or empty" "$ticks" import "$dir/mixed" \
+  --instrument-column symbol --out "$dir/c3.h5"
+[ ! -e "$dir/c2.h5" ] && [ ! -e "$dir/c3.h5" ] && [ ! -e "$dir/c4.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
+
+# ---- bounded memory: 4x the instruments (4x the rows) leave the peak RSS of synth and import nearly flat (one
+# instrument is in memory at a time; 16 x 50000 rows held at once would add ~150 MB at ~190 B/row, and 1.25x of a
+# ~30 MB base leaves room for the index and allocator noise) ----
+peak_kb() { "$py" -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"; }
+for k in 4 16; do
+  synth_kb[$k]=$(peak_kb "$ticks" synth --out "$dir/m$k.h5" --instruments $k --ticks 50000 --sessions 5) || fail "synth $k"
+  "$ticks" synth --csv-dir "$dir/mcsv$k" --instruments $k --ticks 50000 --sessions 5 >/dev/null || fail "csv $k"
+  import_kb[$k]=$(peak_kb "$ticks" import "$dir/mcsv$k" --out "$dir/mi$k.h5") || fail "import $k"
+done
+echo "peak RSS synth 4/16 instruments: ${synth_kb[4]}/${synth_kb[16]} KB, import: ${import_kb[4]}/${import_kb[16]} KB"
+for what in synth import; do
+  eval "a=\${${what}_kb[4]} b=\${${what}_kb[16]}"
+  [ "$b" -lt $((a * 5 / 4)) ] || fail "$what: peak RSS ${b} KB for 16 instruments vs ${a} KB for 4: memory grows with the rows"
+done
+h5diff "$dir/m16.h5" "$dir/mi16.h5" /features/X /features/X >/dev/null || fail "synth and import of the same universe differ"
+rm -rf "$dir"/m*.h5 "$dir"/mcsv*
+
 # ---- bad inputs: one line each, nothing written ----
 mkdir -p "$dir/bad1" "$dir/bad2"
 cp "$dir/days"/SYN001_*.csv.gz "$dir/bad1/"
@@ -136,7 +208,7 @@ victim=$(ls "$dir/bad1"/*.csv.gz | sed -n 3p)
 size=$(stat -c %s "$victim")
 printf '\x00\x01\x02\x03\x04\x05\x06\x07' | dd of="$victim" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 expect_error 1 "gzip data corrupt or truncated" "$ticks" import "$dir/bad1" --out "$dir/bad1.h5"
-[ ! -e "$dir/bad1.h5" ] && [ -z "$(ls -A "$dir" | grep '\.tmp\.')" ] || fail "a corrupt input left output behind"
+[ ! -e "$dir/bad1.h5" ] && [ -z "$(ls -A "$dir" | grep -E '\.tmp\.|spool')" ] || fail "a corrupt input left output behind"
 cp "$dir/days"/SYN002_*.csv.gz "$dir/bad2/"
 mv "$(ls "$dir/bad2"/*.csv.gz | head -1)" "$dir/bad2/SYN002_first.csv.gz"
 expect_error 2 "SYN002_first.csv.gz\): file name has no date" "$ticks" import "$dir/bad2" --out "$dir/bad2.h5"
