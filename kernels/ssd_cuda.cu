@@ -110,33 +110,37 @@ struct ssd_y_op {
         kb = 0;
         ke = s.N + i1; /* s <= l < i1 */
     }
-    /* entry zh with its head's rows and arrays located once per block */
-    struct view {
+    /* k < N and k >= N in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
+     * block: the state part e^{a_l} C_l[k] . S[p][k], then the chunk part CB[l][j] e^{a_l-a_j} dt_j . x_j[p] */
+    __device__ int ksplit(int zh) const { return s.N; }
+    struct state_view {
+        const float *acs;
+        ssd_mat C, ST;
+        __device__ float a(int l, int k) const { return ssd_args::dexp(acs[l]) * C(l, k); }
+        __device__ float b(int k, int p) const { return ST(k, p); }
+    };
+    struct chunk_view {
         int N, Q, H;
         const float *acs, *CB, *dt;
-        ssd_mat C;
-        const float *S;
         ssd_mat x;
         __device__ float a(int l, int k) const
         {
-            const float al = acs[l];
-            if (k < N) return ssd_args::dexp(al) * C(l, k);
             const int j = k - N;
             if (j > l) return 0.0f;
-            return CB[(size_t)l * Q + j] * ssd_args::dexp(al - acs[j]) * dt[(size_t)j * H];
+            return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[(size_t)j * H];
         }
-        __device__ float b(int k, int p) const
-        {
-            if (k < N) return S[(size_t)p * N + k];
-            return x(k - N, p);
-        }
+        __device__ float b(int k, int p) const { return x(k - N, p); }
+    };
+    struct view {
+        state_view lo;
+        chunk_view hi;
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{
-            s.N,           s.Q,        s.H,          s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h),
-            s.C_of(bc, g), s.S_of(zh), s.x_of(bc, h)};
+        const float *acs = s.acs + (size_t)zh * s.Q;
+        return view{state_view{acs, s.C_of(bc, g), ssd_mat{s.S_of(zh), 1, (size_t)s.N}},
+                    chunk_view{s.N, s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h), s.x_of(bc, h)}};
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {

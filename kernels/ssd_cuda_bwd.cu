@@ -83,42 +83,43 @@ struct ssd_dx_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zh / s.H) + s.N;
     }
-    /* entry zh with its head's rows and arrays located once per block */
-    struct view {
-        int N, Q, H, L;
-        float a_last;
+    /* k < Lc and k >= Lc in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
+     * block: the chunk part CB[k][s] e^{a_k-a_s} dt_s . dy_k[p] (k >= s), then the state part
+     * e^{a_last-a_s} dt_s B_s[n] . dSt[p][n] (n = k - Lc) */
+    __device__ int ksplit(int zh) const { return s.len(zh / s.H); }
+    struct chunk_view {
+        int Q, H;
         const float *acs, *CB, *dt;
-        ssd_mat Bg, dy;
-        const float *dS;
+        ssd_mat dy;
         __device__ float a(int si, int k) const
         {
-            const float as = acs[si], dts = dt[(size_t)si * H];
-            if (k < L) {
-                if (k < si) return 0.0f;
-                return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - as) * dts;
-            }
-            return ssd_args::dexp(a_last - as) * dts * Bg(si, k - L);
+            if (k < si) return 0.0f;
+            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
         }
-        __device__ float b(int k, int p) const
+        __device__ float b(int k, int p) const { return dy(k, p); }
+    };
+    struct state_view {
+        int L, H;
+        float a_last;
+        const float *acs, *dt;
+        ssd_mat Bg, dST;
+        __device__ float a(int si, int k) const
         {
-            if (k < L) return dy(k, p);
-            return dS[(size_t)p * N + (k - L)];
+            return ssd_args::dexp(a_last - acs[si]) * dt[(size_t)si * H] * Bg(si, k - L);
         }
+        __device__ float b(int k, int p) const { return dST(k - L, p); }
+    };
+    struct view {
+        chunk_view lo;
+        state_view hi;
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{s.N,
-                    s.Q,
-                    s.H,
-                    s.len(bc),
-                    s.a_last(zh),
-                    s.acs + (size_t)zh * s.Q,
-                    s.QQ(s.CB, bc * s.G + g),
-                    s.dt_of(bc, h),
-                    s.B_of(bc, g),
-                    s.dy_of(bc, h),
-                    s.dS_of(zh)};
+        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
+        return view{
+            chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
+            state_view{s.len(bc), s.H, s.a_last(zh), acs, dt, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {

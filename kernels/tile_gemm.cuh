@@ -33,7 +33,12 @@
  * and optionally
  *   V bind(int z)        a view of entry z with a(i,k) and b(k,j): the indices and base pointers that are the same
  *                        for the whole block (head, group, chunk, token row) computed once per block, so that the
- *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step") */
+ *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step")
+ *   int ksplit(int z)    with bind(z) returning {lo, hi}: two views, lo read for k < ksplit(z) and hi for the k
+ *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
+ *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
+ *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
+ *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise. */
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
@@ -117,7 +122,7 @@ template <class Op> __device__ bool locate(const Op &op, int tiles_m, int tiles_
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
  * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. */
 template <int KB, class R, class Op, class V, class T>
-__device__ __forceinline__ void stage(const V &v, const span &t, int k0, T *As, int lda, T *Bs, int ldb)
+__device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
 #pragma unroll
@@ -125,10 +130,23 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, T *As, 
         const int e = tid + THREADS * q;
         const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
-        As[ak * lda + ai] = R::round((gi < t.i1 && gka < t.ke) ? v.a(gi, gka) : 0.0f);
+        As[ak * lda + ai] = R::round((gi < t.i1 && gka < ke) ? v.a(gi, gka) : 0.0f);
         const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
         const int gj = t.j0 + bj, gkb = k0 + bk;
-        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < t.ke) ? v.b(gkb, gj) : 0.0f);
+        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < ke) ? v.b(gkb, gj) : 0.0f);
+    }
+}
+
+/* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
+template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
+{
+    const auto v = bind(op, t.z);
+    if constexpr (requires { op.ksplit(t.z); }) {
+        const int ks = op.ksplit(t.z);
+        acc_k(v.lo, t.kb, min(t.ke, ks));
+        acc_k(v.hi, max(t.kb, ks), t.ke);
+    } else {
+        acc_k(v, t.kb, t.ke);
     }
 }
 } // namespace m2tile
@@ -150,24 +168,25 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 #pragma unroll
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
-    const auto v = bind(op, t.z);
-    for (int k0 = t.kb; k0 < t.ke; k0 += BK) {
-        stage<BK, fp32_operands, Op>(v, t, k0, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
-        __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        for (int k0 = kb; k0 < ke; k0 += BK) {
+            stage<BK, fp32_operands, Op>(v, t, k0, ke, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
+            __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < BK; kk++) {
-            float av[SUB], bv[SUB];
+            for (int kk = 0; kk < BK; kk++) {
+                float av[SUB], bv[SUB];
 #pragma unroll
-            for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
+                for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
 #pragma unroll
-            for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
+                for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
 #pragma unroll
-            for (int r = 0; r < SUB; r++)
+                for (int r = 0; r < SUB; r++)
 #pragma unroll
-                for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                    for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+            }
+            __syncthreads();
         }
-        __syncthreads();
-    }
+    });
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
@@ -210,23 +229,24 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
 #pragma unroll
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
-    const auto v = bind(op, t.z);
-    for (int k0 = t.kb; k0 < t.ke; k0 += TBK) {
-        stage<TBK, Prec, Op>(v, t, k0, sm.ab.a, LDA, sm.ab.b, LDB);
-        __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        for (int k0 = kb; k0 < ke; k0 += TBK) {
+            stage<TBK, Prec, Op>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
+            __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < TBK; kk += WK) {
-            wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
-            wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+            for (int kk = 0; kk < TBK; kk += WK) {
+                wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
+                wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
 #pragma unroll
-            for (int f = 0; f < FRAGS; f++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
-                wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
-                wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                for (int f = 0; f < FRAGS; f++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
+                    wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
+                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                }
             }
+            __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
         }
-        __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
-    }
+    });
 #pragma unroll
     for (int f = 0; f < FRAGS; f++)
         wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
