@@ -38,14 +38,14 @@ struct ssd_dsoff_op {
     }
     struct view {
         ssd_mat dyT, C;
-        const float *acs;
+        const float *eA;
         __device__ float a(int p, int l) const { return dyT(p, l); }
-        __device__ float b(int l, int n) const { return ssd_args::dexp(acs[l]) * C(l, n); }
+        __device__ float b(int l, int n) const { return eA[l] * C(l, n); }
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H;
-        return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q};
+        return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.eA + (size_t)zh * s.Q};
     }
     __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
 };
@@ -99,14 +99,10 @@ struct ssd_dx_op {
         __device__ float b(int k, int p) const { return dy(k, p); }
     };
     struct state_view {
-        int L, H;
-        float a_last;
-        const float *acs, *dt;
+        int L;
+        const float *wR;
         ssd_mat Bg, dST;
-        __device__ float a(int si, int k) const
-        {
-            return ssd_args::dexp(a_last - acs[si]) * dt[(size_t)si * H] * Bg(si, k - L);
-        }
+        __device__ float a(int si, int k) const { return wR[si] * Bg(si, k - L); }
         __device__ float b(int k, int p) const { return dST(k - L, p); }
     };
     struct view {
@@ -119,7 +115,7 @@ struct ssd_dx_op {
         const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
         return view{
             chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
-            state_view{s.len(bc), s.H, s.a_last(zh), acs, dt, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
+            state_view{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
@@ -128,10 +124,10 @@ struct ssd_dx_op {
     }
 };
 
-/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l, else 0 ---- */
+/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l (s > l is never read: not stored) ---- */
 struct ssd_e_op {
     ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = false;
+    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = n = s.len(zh / s.H);
@@ -148,7 +144,7 @@ struct ssd_e_op {
     }
     __device__ void store(int zh, int l, int si, float acc) const
     {
-        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = si <= l ? s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc : 0.0f;
+        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc;
     }
 };
 
@@ -195,7 +191,7 @@ struct ssd_dcoff_op : ssd_rows_by_states {
     }
     __device__ void store(int zh, int l, int n, float acc) const
     {
-        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.dexp(s.a_at(zh, l)) * acc;
+        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.eA[(size_t)zh * s.Q + l] * acc;
     }
 };
 
@@ -364,6 +360,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
+    ssd_compute_tables(c, a);
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);

@@ -29,11 +29,13 @@
  *        [kb, ke) within [0, k): every k where A(i,k) B(k,j) can be non-zero for i in [i0,i1), j in [j0,j1)
  *        (causal masks let a tile skip the k it never needs; kb >= ke means the tile is all zero)
  *   float a(int z, int i, int k), float b(int z, int k, int j)   only called inside the ranges above
- *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n)
+ *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n) (j <= i: below)
  * and optionally
  *   V bind(int z)        a view of entry z with a(i,k) and b(k,j): the indices and base pointers that are the same
  *                        for the whole block (head, group, chunk, token row) computed once per block, so that the
  *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step")
+ *   static constexpr bool lower_only;  C(i, j) for j > i is never read by anyone: only j <= i is stored (tiles
+ *                        wholly above the diagonal are neither computed nor stored)
  *   int ksplit(int z)    with bind(z) returning {lo, hi}: two views, lo read for k < ksplit(z) and hi for the k
  *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
  *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
@@ -90,6 +92,14 @@ template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z)
         return entry_view<Op>{op, z};
 }
 
+template <class Op> constexpr bool lower_only()
+{
+    if constexpr (requires { Op::lower_only; })
+        return Op::lower_only;
+    else
+        return false;
+}
+
 /* One block's tile: batch entry z, rows [i0, i1), columns [j0, j1), reduction range [kb, ke). */
 struct span {
     int z, i0, i1, j0, j1, kb, ke;
@@ -113,10 +123,17 @@ template <class Op> __device__ bool locate(const Op &op, int tiles_m, int tiles_
     t.j1 = min(n, t.j0 + BN);
     t.kb = 0;
     t.ke = k;
+    if (lower_only<Op>() && t.j0 > t.i1 - 1) return false;
     op.krange(t.z, t.i0, t.i1, t.j0, t.j1, t.kb, t.ke);
     if (t.kb < 0) t.kb = 0;
     if (t.ke > k) t.ke = k;
     return true;
+}
+
+/* Whether the block stores C(i, j) (inside the entry, and on or below the diagonal for a lower_only Op). */
+template <class Op> __device__ __forceinline__ bool stored(const span &t, int i, int j)
+{
+    return i < t.i1 && j < t.j1 && (!lower_only<Op>() || j <= i);
 }
 
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
@@ -192,7 +209,7 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, acc[r][c]);
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, acc[r][c]);
         }
 }
 
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
         }
 }
 
