@@ -70,7 +70,11 @@ template <int V> struct alignas(sizeof(float) * V) m2_vec {
 };
 template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const float *p)
 {
+#ifdef M2EMU_VECTOR_LOAD /* the CPU emulation: one counted access, as on the GPU (tests/gpu/emu/cuda_runtime.h) */
+    return M2EMU_VECTOR_LOAD(m2_vec<V>, p);
+#else
     return *reinterpret_cast<const m2_vec<V> *>(p);
+#endif
 }
 template <int V> __device__ __forceinline__ void m2_vstore(float *p, const m2_vec<V> &x)
 {

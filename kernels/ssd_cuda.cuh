@@ -20,7 +20,8 @@
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
  *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
  *            CB [B*nc*G][Q][Q],  the decay tables eA, wR [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],  dS [B*nc*H][P][N],
- *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H]
+ *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H],
+ *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -30,11 +31,13 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                                    /* in the saved buffer */
-    size_t fwd_saved, CB, eA, wR, E, dCBw, dS, dCoff, dBst, pA, pD, scratch_total; /* in the scratch buffer */
+    size_t acs, S, saved_total;                                                               /* in the saved buffer */
+    size_t fwd_saved, CB, eA, wR, E, dCBw, dS, dCoff, dBst, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
+/* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
+static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
@@ -55,7 +58,9 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.dBst = L.dCoff + ssd_round(heads * Q * s->N);
     L.pA = L.dBst + ssd_round(heads * Q * s->N);
     L.pD = L.pA + ssd_round(heads);
-    L.scratch_total = L.pD + ssd_round(heads);
+    L.rOff = L.pD + ssd_round(heads);
+    L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
+    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
     return L;
 }
 
@@ -80,7 +85,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD;
+    float *acs, *S, *CB, *eA, *wR, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -163,6 +168,8 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->dBst = scratch + L->dBst;
     a->pA = scratch + L->pA;
     a->pD = scratch + L->pD;
+    a->rOff = scratch + L->rOff;
+    a->rSt = scratch + L->rSt;
 }
 
 /* The per-(head, position) decays that the products read for every row or column of every tile, computed once

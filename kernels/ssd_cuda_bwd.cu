@@ -183,28 +183,49 @@ struct ssd_rows_by_states {
     }
 };
 
-/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] ---- */
+/* The row sums the scalars need from the two products through the state, sum_n value[l][n] . M_l[n] with M = C or
+ * B (tile_gemm.cuh, row_term), one partial per column tile at r[zh][l][tn]: the scalars kernel reads these instead
+ * of the [Q][N] results. */
+__device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int zh, int l, int tn, float sum)
+{
+    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
+    r[((size_t)zh * s.Q + l) * tiles + tn] = sum;
+}
+
+/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n]; row sums with C_l ---- */
 struct ssd_dcoff_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
     }
+    __device__ float value(int zh, int l, float acc) const { return s.eA[(size_t)zh * s.Q + l] * acc; }
     __device__ void store(int zh, int l, int n, float acc) const
     {
-        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.eA[(size_t)zh * s.Q + l] * acc;
+        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = value(zh, l, acc);
     }
+    __device__ float row_term(int zh, int l, int n, float acc) const
+    {
+        return s.Cv(zh / s.H, l, zh % s.H / s.hpg, n) * value(zh, l, acc);
+    }
+    __device__ void row_store(int zh, int l, int tn, float sum) const { ssd_row_partial(s, s.rOff, zh, l, tn, sum); }
 };
 
-/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] ---- */
+/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n]; row sums with B_s ---- */
 struct ssd_dbst_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
     }
+    __device__ float value(int zh, int si, float acc) const { return s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc; }
     __device__ void store(int zh, int si, int n, float acc) const
     {
-        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc;
+        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = value(zh, si, acc);
     }
+    __device__ float row_term(int zh, int si, int n, float acc) const
+    {
+        return s.Bv(zh / s.H, si, zh % s.H / s.hpg, n) * value(zh, si, acc);
+    }
+    __device__ void row_store(int zh, int si, int tn, float sum) const { ssd_row_partial(s, s.rSt, zh, si, tn, sum); }
 };
 
 /* dCBw (or its transpose) as the A operand, zero where s > l: A(i, k) for k <= i (upper: k >= i). */
@@ -280,7 +301,9 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, g = h / s.hpg, zg = bc * s.G + g, L = s.len(bc);
     const int tid = threadIdx.x;
     const size_t PN = (size_t)s.P * s.N;
-    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh), *dCoff = s.QN(s.dCoff, zh), *dBst = s.QN(s.dBst, zh);
+    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
+    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh);
+    const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * tiles;
 
     /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
     float ps = 0.0f;
@@ -297,9 +320,9 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
         float rowsum = 0.0f, colsum = 0.0f, off = 0.0f, stp = 0.0f;
         for (int j = 0; j <= i; j++) rowsum += CB[(size_t)i * s.Q + j] * E[(size_t)i * s.Q + j] * s.dtv(bc, j, h);
         for (int l = i; l < L; l++) colsum += CB[(size_t)l * s.Q + i] * E[(size_t)l * s.Q + i];
-        for (int n = 0; n < s.N; n++) {
-            off += s.Cv(bc, i, g, n) * dCoff[(size_t)i * s.N + n];
-            stp += s.Bv(bc, i, g, n) * dBst[(size_t)i * s.N + n];
+        for (int tn = 0; tn < tiles; tn++) { /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
+            off += rOff[(size_t)i * tiles + tn];
+            stp += rSt[(size_t)i * tiles + tn];
         }
         da[i] = rowsum - colsum * dti + off - dti * stp;
         direct[i] = colsum + stp;

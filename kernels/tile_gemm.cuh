@@ -36,6 +36,10 @@
  *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step")
  *   static constexpr bool lower_only;  C(i, j) for j > i is never read by anyone: only j <= i is stored (tiles
  *                        wholly above the diagonal are neither computed nor stored)
+ *   float row_term(int z, int i, int j, float acc), void row_store(int z, int i, int tn, float sum)
+ *                        also the sum over the tile's columns of row_term for each row i, in column order, handed to
+ *                        row_store with the column tile tn = j0 / BN: a row reduction of the result that its reader
+ *                        would otherwise read back from memory (the partials of the tiles are added by the reader)
  *   int ksplit(int z)    with bind(z) returning {lo, hi}: two views, lo read for k < ksplit(z) and hi for the k
  *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
  *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
@@ -166,6 +170,18 @@ template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op
         acc_k(v, t.kb, t.ke);
     }
 }
+
+/* The row sums of the block's tile c[(i - i0) * ldc + (j - j0)] (shared memory, complete: after a barrier). */
+template <class Op> __device__ void row_sums(const Op &op, const span &t, const float *c, int ldc)
+{
+    if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
+        const int r = threadIdx.x, i = t.i0 + r;
+        if (r >= BM || i >= t.i1) return;
+        float sum = 0.0f;
+        for (int j = t.j0; j < t.j1; j++) sum += op.row_term(t.z, i, j, c[r * ldc + (j - t.j0)]);
+        op.row_store(t.z, i, t.j0 / BN, sum);
+    }
+}
 } // namespace m2tile
 
 /* FP32: CUDA cores (the reference path: the GPU tests compare it with the CPU at fp32 tolerances). */
@@ -211,6 +227,15 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
             if (stored<Op>(t, i, j)) op.store(t.z, i, j, acc[r][c]);
         }
+    if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
+        __shared__ float Cs[BM][BN + 1];
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) Cs[ty + 16 * r][tx + 16 * c] = acc[r][c];
+        __syncthreads();
+        row_sums(op, t, &Cs[0][0], BN + 1);
+    }
 }
 
 /* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
@@ -276,6 +301,7 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
             if (stored<Op>(t, i, j)) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
         }
+    row_sums(op, t, sm.c, LDC);
 }
 
 /* Runs op over nbatch entries whose sizes are at most max_m x max_n, on c's stream, at c's precision. */
