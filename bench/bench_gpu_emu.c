@@ -303,6 +303,9 @@ static int run(const options *o)
     m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
     if (!m2emu_counts_bytes()) return m2_fail(M2_EFAIL, "bench_gpu_emu: not linked with the counting emulation");
     const int T = o->seq, Lfull = cfg.model.n_layers, mb = cfg.train.micro_batch;
+    if (T % cfg.model.chunk_size) /* a chunk cut short is not a linear share of a full one: nothing extrapolates */
+        return m2_fail(M2_EUSAGE, "bench_gpu_emu (--seq %d): a multiple of the chunk size (%d)", T,
+                       cfg.model.chunk_size);
     const int accum = cfg.train.global_batch / (mb * o->ranks);
     if (accum < 1) return m2_fail(M2_EUSAGE, "bench_gpu_emu: global_batch below micro_batch x ranks");
     const double step_tokens = (double)mb * cfg.train.seq_len * accum;

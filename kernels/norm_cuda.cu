@@ -182,16 +182,32 @@ struct gated_dw_term {
     }
 };
 
+/* Launched from templates on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
+ * (gated_norm_fwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
+template <class Cfg>
+static void gated_fwd_run(cudaStream_t st, const float *y, const float *z, int ld_z, const float *w, int rows, int n,
+                          int G, float *out)
+{
+    gated_norm_fwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
+    M2_CUDA_LAUNCHED("gated_norm_fwd");
+}
+template <class Cfg>
+static void gated_bwd_run(cudaStream_t st, const float *dout, const float *y, const float *z, int ld_z, const float *w,
+                          int rows, int n, int G, float *dy, float *dz, int ld_dz, float *rstd)
+{
+    gated_norm_bwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(dout, y, z, ld_z, w, n, G, dy, dz, ld_dz, rstd);
+    M2_CUDA_LAUNCHED("gated_norm_bwd");
+}
+
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
                             int n, int G, m2_real *out)
 {
     if (rows <= 0 || n <= 0) return;
     cudaStream_t st = m2_cuda_ctx_of(o)->stream;
     if (norm_vec4(n, G, {y, z, w, out}, {ld_z}))
-        gated_norm_fwd_kernel<norm_v4><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
+        gated_fwd_run<norm_v4>(st, y, z, ld_z, w, rows, n, G, out);
     else
-        gated_norm_fwd_kernel<norm_v1><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
-    M2_CUDA_LAUNCHED("gated_norm_fwd");
+        gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
 }
 
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
@@ -202,12 +218,9 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real 
     const size_t off = m2_cuda_align((size_t)rows * G * sizeof(float));
     float *rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
     if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-        gated_norm_bwd_kernel<norm_v4>
-            <<<rows, M2_CUDA_THREADS, 0, c->stream>>>(dout, y, z, ld_z, w, n, G, dy, dz, ld_dz, rstd);
+        gated_bwd_run<norm_v4>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
     else
-        gated_norm_bwd_kernel<norm_v1>
-            <<<rows, M2_CUDA_THREADS, 0, c->stream>>>(dout, y, z, ld_z, w, n, G, dy, dz, ld_dz, rstd);
-    M2_CUDA_LAUNCHED("gated_norm_bwd");
+        gated_bwd_run<norm_v1>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
     m2_colsum(c, off, rows, n, gated_dw_term{dout, y, z, rstd, ld_z, n, G, n / G}, m2_add_to{dw},
               "gated_norm_bwd (weight)");
 }
