@@ -128,6 +128,11 @@ static const char *class_mismatch(hid_t stored, m2_h5_type want)
         return c == H5T_INTEGER ? "stored as integers, expected floating point" : "not a floating-point array";
     if (!is_float(want) && c != H5T_INTEGER)
         return c == H5T_FLOAT ? "stored as floating point, expected integers" : "not an integer array";
+    /* Only the standard widths: a damaged type of, say, 60,424 bytes per integer sent HDF5 1.10's conversion past
+     * its buffers (a segfault inside H5Dread, found by tests/fuzz). */
+    size_t size = H5Tget_size(stored);
+    if (c == H5T_FLOAT ? size != 4 && size != 8 : size != 1 && size != 2 && size != 4 && size != 8)
+        return "stored with an element size that is not 1, 2, 4 or 8 bytes (damaged type?)";
     return NULL;
 }
 
