@@ -6,8 +6,10 @@
  * Case i of seed S is the same input on every machine, so a finding is reproduced with --seed S --first i
  * --cases 1. A finding (sanitizer report, crash, hang past the timeout, a failure without one line of message,
  * an HDF5 object or file descriptor left open) is copied to the crash folder as TARGET-sS-iI.EXT, to be added
- * to tests/fuzz/corpus/TARGET/ once fixed. --isolate runs each case in a child process (long runs go on past a
- * crash, and each case is leak-checked on its own); the counts in the summary are the parent's (corpus only) then. Exit 0 when nothing was found, 1 otherwise, 2 for bad usage. */
+ * to tests/fuzz/corpus/TARGET/ once fixed. --isolate runs the cases in a child process and starts a new one after
+ * a crash, so a long run goes on past it (the reader-call counts in the summary are then the corpus's only).
+ * Exit 1 when a finding outside libhdf5 was made, 0 otherwise (a fault whose innermost frame is in libhdf5 is
+ * counted, printed and kept, but is HDF5's to fix), 2 for bad usage. */
 #include <dirent.h>
 #include <errno.h>
 #include <execinfo.h>
@@ -29,6 +31,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
+#include <sanitizer/lsan_interface.h>
 #endif
 
 enum { MAX_SEEDS = 16 };
@@ -117,6 +120,11 @@ static int run_one(const options *o, const char *path, int fd_base)
     alarm((unsigned)o->timeout_s);
     int bad = o->t->run(path);
     alarm(0);
+#if defined(__SANITIZE_ADDRESS__)
+    /* each case's leaks, named by the case; in an --isolate child only at its exit (in a forked child the check
+     * also reports the parent's HDF5 free-list blocks) */
+    if (!o->isolate) bad |= __lsan_do_recoverable_leak_check();
+#endif
     return bad | leaked(fd_base);
 }
 
@@ -203,6 +211,10 @@ static void run_range(const options *o, const fuzz_buf *seeds, int n_seeds, int 
                     (unsigned long long)o->seed, (long long)i);
             keep_case();
             p->findings++;
+        }
+        if ((i + 1 - o->first) % 10000 == 0) { /* progress of a long run */
+            printf("fuzz %s: %lld cases done\n", o->t->name, (long long)(i + 1 - o->first));
+            fflush(stdout);
         }
     }
     p->current = end;
@@ -340,5 +352,6 @@ int main(int argc, char **argv)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     if (system(cmd) != 0) fprintf(stderr, "fuzz_readers: could not remove %s\n", work);
-    return findings ? 1 : 0;
+    /* A fault inside libhdf5 is reported and kept, but it is HDF5 1.10.8's to fix: only the others fail the run. */
+    return findings > hdf5_faults ? 1 : 0;
 }

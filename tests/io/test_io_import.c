@@ -65,6 +65,17 @@ static const char quotes_csv[] =
     "2024-01-03T09:30:01Z,100.03,100.04,100,200,X\r\n"              /* 16 ok (CRLF) */
     "2024-01-03T09:30:02Z,100.03,100.05,100,200,X\n";               /* 17 ok */
 
+/* The report lists exactly these bad rows, in order, each with its reason. */
+static void expect_bad_rows(const m2_import_report *rep, const int64_t *lines, const char *const *why, int n)
+{
+    assert_int_equal(rep->n_listed, n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rep->bad_line[i], lines[i]);
+        if (!strstr(rep->bad_why[i], why[i]))
+            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep->bad_why[i], why[i]);
+    }
+}
+
 static void test_quotes_good_and_bad_rows(void **state)
 {
     const char *p = test_path("quotes.csv");
@@ -77,15 +88,10 @@ static void test_quotes_good_and_bad_rows(void **state)
     assert_int_equal(rep.lines, 15);
     assert_int_equal(rep.rows, 7);
     assert_int_equal(rep.bad, 8);
-    int64_t lines[] = {5, 6, 7, 8, 9, 11, 12, 13};
+    const int64_t lines[] = {5, 6, 7, 8, 9, 11, 12, 13};
     const char *why[] = {"unparsable bid", "bid 100.05 > ask 100.03", "time goes backwards", "non-positive bid",
                          "non-finite ask", "3 fields, expected 5",    "negative bid_size",   "unparsable ts"};
-    assert_int_equal(rep.n_listed, 8);
-    for (int i = 0; i < 8; i++) {
-        assert_int_equal(rep.bad_line[i], lines[i]);
-        if (!strstr(rep.bad_why[i], why[i]))
-            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep.bad_why[i], why[i]);
-    }
+    expect_bad_rows(&rep, lines, why, 8);
     /* Only good rows were kept, in order. */
     assert_int_equal(ds.n_rows, 7);
     assert_true(ds.ts_ns[0] == T0);
@@ -252,11 +258,7 @@ static void test_absurd_prices_are_bad_rows(void **state)
     assert_int_equal(rep.bad, 3);
     const int64_t lines[] = {12, 22, 32};
     const char *why[] = {"ask 1e+300 above 1e+12", "bid 1e+300 above 1e+12", "price 1e+13 above 1e+12"};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(rep.bad_line[i], lines[i]);
-        if (!strstr(rep.bad_why[i], why[i]))
-            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep.bad_why[i], why[i]);
-    }
+    expect_bad_rows(&rep, lines, why, 3);
     assert_int_equal(ds.n_rows, 397);
     assert_int_equal(m2_dataset_check(&ds, "import"), M2_OK);
     m2_dataset_free(&ds);
