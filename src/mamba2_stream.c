@@ -5,7 +5,9 @@
  *
  * Rows of the split are cut into parts (session ∩ split, as mamba2_eval --mode stream does): a stream's state is
  * reset at each part's first row, so predictions equal mamba2_eval --mode stream's. With --batch S, parts are
- * dealt round-robin to S streams advanced together (one step = one tick of every stream that has rows left). */
+ * dealt round-robin to S streams advanced together (one step = one tick of every stream that has rows left).
+ * With --per-instrument, one stream per instrument and the ticks in the order they happened across instruments
+ * (io/replay.h): a step is a batch of ticks of distinct instruments within --window-us of each other. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/predictions.h"
+#include "io/replay.h"
 
 #define PROG "mamba2_stream"
 
@@ -26,13 +29,15 @@ typedef struct {
     m2_checkpoint_job job; /* first: --checkpoint, --data and what runs on them */
     const char *predictions, *split_name;
     int split, bf16, batch, per_instrument;
+    double window_us; /* -1: not given */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16] [--batch S]\n"
+        "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16]\n"
+        "                     [--batch S | --per-instrument [--window-us W]]\n"
         "\n"
         "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
         "with the state reset at each session's first row inside the split, and prints the latency per step\n"
@@ -46,8 +51,10 @@ static void usage(FILE *f)
         "  --bf16              store the weights as bf16 (half the bytes per tick); also reports the max abs\n"
         "                      difference to fp32 predictions on the split\n"
         "  --batch S           advance S streams together, parts of the split dealt round-robin (default: 1)\n"
-        "  --per-instrument    a universe: one stream per instrument, all advanced together, each through its\n"
-        "                      instrument's parts in time order (instead of --batch)\n"
+        "  --per-instrument    a universe: one stream per instrument, the ticks replayed in time order across\n"
+        "                      instruments (needs /raw/ts_ns); a step is a batch of ticks of distinct instruments\n"
+        "  --window-us W       with --per-instrument: a step takes the ticks within W microseconds of its first\n"
+        "                      (default 0: only simultaneous ticks go together)\n"
         "  --help              this text\n"
         "  --version           version and built-in backends\n");
 }
@@ -56,13 +63,18 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.job.task = stream_split, .split = M2_SPLIT_TEST, .split_name = "test", .batch = 1};
-    static const struct option opts[] = {
-        {"checkpoint", required_argument, 0, 'c'}, {"data", required_argument, 0, 'D'},
-        {"split", required_argument, 0, 's'},      {"predictions", required_argument, 0, 'p'},
-        {"batch", required_argument, 0, 'b'},      {"bf16", no_argument, 0, 'f'},
-        {"per-instrument", no_argument, 0, 'i'},   {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
+    *o = (options){.job.task = stream_split, .split = M2_SPLIT_TEST, .split_name = "test", .batch = 1, .window_us = -1};
+    static const struct option opts[] = {{"checkpoint", required_argument, 0, 'c'},
+                                         {"data", required_argument, 0, 'D'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"predictions", required_argument, 0, 'p'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"bf16", no_argument, 0, 'f'},
+                                         {"per-instrument", no_argument, 0, 'i'},
+                                         {"window-us", required_argument, 0, 'w'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
     int c;
     while ((c = m2_cli_next(argc, argv, opts, PROG " --help")) != -1) {
         switch (c) {
@@ -71,6 +83,10 @@ static int parse_args(int argc, char **argv, options *o)
         case 'p': o->predictions = optarg; break;
         case 'f': o->bf16 = 1; break;
         case 'i': o->per_instrument = 1; break;
+        case 'w':
+            /* up to a day: any wider window is the same as one that never closes on time */
+            if (m2_parse_f64("--window-us", optarg, 0, 86400e6, 0, &o->window_us)) return M2_EUSAGE;
+            break;
         case 'b':
             if (m2_parse_int("--batch", optarg, 1, 1 << 16, &o->batch)) return M2_EUSAGE;
             break;
@@ -84,6 +100,9 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->job.checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
+    if (o->window_us >= 0 && !o->per_instrument) return m2_fail(M2_EUSAGE, "--window-us needs --per-instrument");
+    if (o->per_instrument && o->batch != 1)
+        return m2_fail(M2_EUSAGE, "--batch and --per-instrument exclude each other");
     return M2_CLI_RUN;
 }
 
@@ -120,90 +139,98 @@ static void free_parts(parts *p)
     free(p->inst);
 }
 
-/* Per-stream cursor over the parts dealt to it: parts k, k+S, k+2S, ... (round-robin) or, per instrument, the
- * instrument's parts one after the other. */
+/* Per-stream cursor over the parts dealt to it round-robin: parts k, k+S, k+2S, ... */
 typedef struct {
-    int64_t part, row; /* current part index and next row in it; part >= last: done */
-    int64_t last;
+    int64_t part, row; /* current part index and next row in it; part >= n: done */
 } cursor;
 
 typedef struct {
     m2_stream *s;
     const m2_dataset *ds;
     const parts *pt;
-    int S, per_instrument;
-    int64_t lo; /* first row of the split: pred row r goes to pred[(r - lo) * O] */
+    int S;
+    m2_replay *replay; /* --per-instrument: the steps come from here (stream = instrument) */
+    int64_t lo;        /* first row of the split: pred row r goes to pred[(r - lo) * O] */
     /* preallocated per-step buffers */
     cursor *cur;
     int *ids;
+    unsigned char *reset;
     float *X, *P;
     int64_t *rows;
 } runner;
 
-/* Gathers the next tick of every stream that has rows left (resetting a stream at each part's first row).
- * Returns how many. */
-static int gather(runner *r)
+/* The next tick of every round-robin stream that has rows left; reset[i] at a part's first row. */
+static int deal(runner *r)
 {
-    const int F = r->ds->n_features;
     int n = 0;
     for (int k = 0; k < r->S; k++) {
         cursor *c = &r->cur[k];
-        if (c->part >= c->last) continue;
-        if (c->row == r->pt->begin[c->part]) m2_stream_reset(r->s, k);
+        if (c->part >= r->pt->n) continue;
         r->ids[n] = k;
-        r->rows[n] = c->row;
-        memcpy(r->X + (size_t)n * F, r->ds->X + (size_t)c->row * F, sizeof(float) * (size_t)F);
+        r->reset[n] = c->row == r->pt->begin[c->part];
+        r->rows[n++] = c->row;
         if (++c->row == r->pt->end[c->part]) {
-            c->part += r->per_instrument ? 1 : r->S;
-            if (c->part < c->last) c->row = r->pt->begin[c->part];
+            c->part += r->S;
+            if (c->part < r->pt->n) c->row = r->pt->begin[c->part];
         }
-        n++;
     }
     return n;
 }
 
-/* Runs the whole split; lat (may be NULL) receives each step's latency; returns the number of steps. */
-static int64_t run_split(runner *r, float *pred, double *lat, double *seconds)
+/* Gathers the next step's ticks (*n, 0 at the end), resetting a stream at each part's first row. */
+static int gather(runner *r, int *n)
+{
+    const int F = r->ds->n_features;
+    if (r->replay) {
+        if (m2_replay_next(r->replay, r->rows, r->ids, r->reset, n)) return M2_EFAIL;
+    } else {
+        *n = deal(r);
+    }
+    for (int i = 0; i < *n; i++) {
+        if (r->reset[i]) m2_stream_reset(r->s, r->ids[i]);
+        memcpy(r->X + (size_t)i * F, r->ds->X + (size_t)r->rows[i] * F, sizeof(float) * (size_t)F);
+    }
+    return M2_OK;
+}
+
+/* Runs the whole split; lat (may be NULL) receives each step's latency, *steps their count. */
+static int run_split(runner *r, float *pred, double *lat, int64_t *steps, double *seconds)
 {
     const int O = r->ds->n_targets;
-    for (int64_t k = 0, p = 0; k < r->S; k++) {
-        cursor *c = &r->cur[k];
-        if (r->per_instrument) { /* stream k: instrument k's parts */
-            c->part = p;
-            while (p < r->pt->n && r->pt->inst[p] == k) p++;
-            c->last = p;
-        } else {
-            c->part = k;
-            c->last = r->pt->n;
-        }
-        c->row = c->part < c->last ? r->pt->begin[c->part] : 0;
+    for (int64_t k = 0; k < r->S; k++) {
+        r->cur[k].part = k;
+        r->cur[k].row = k < r->pt->n ? r->pt->begin[k] : 0;
     }
-    int64_t steps = 0;
+    *steps = 0;
     double t_start = m2_now_ns();
-    for (int n; (n = gather(r)) > 0; steps++) {
+    for (int n;; ++*steps) {
+        if (gather(r, &n)) return M2_EFAIL;
+        if (n == 0) break;
         double t0 = m2_now_ns();
         if (n == 1 && r->S == 1)
             m2_stream_step(r->s, 0, r->X, r->P);
         else
             m2_stream_step_batch(r->s, n, r->ids, r->X, r->P);
-        if (lat) lat[steps] = m2_now_ns() - t0;
+        if (lat) lat[*steps] = m2_now_ns() - t0;
         for (int i = 0; i < n; i++)
             memcpy(pred + (size_t)(r->rows[i] - r->lo) * O, r->P + (size_t)i * O, sizeof(float) * (size_t)O);
     }
     *seconds = (m2_now_ns() - t_start) * 1e-9;
-    return steps;
+    return M2_OK;
 }
 
 static int runner_init(runner *r, m2_stream *s, const m2_dataset *ds, const parts *pt, int split, int S,
-                       int per_instrument)
+                       m2_replay *replay)
 {
-    *r = (runner){.s = s, .ds = ds, .pt = pt, .S = S, .per_instrument = per_instrument, .lo = ds->split[split][0]};
+    *r = (runner){.s = s, .ds = ds, .pt = pt, .S = S, .replay = replay, .lo = ds->split[split][0]};
     r->cur = calloc((size_t)S, sizeof *r->cur);
     r->ids = calloc((size_t)S, sizeof *r->ids);
+    r->reset = calloc((size_t)S, sizeof *r->reset);
     r->rows = calloc((size_t)S, sizeof *r->rows);
     r->X = calloc((size_t)S * ds->n_features, sizeof *r->X);
     r->P = calloc((size_t)S * ds->n_targets, sizeof *r->P);
-    if (!r->cur || !r->ids || !r->rows || !r->X || !r->P) return m2_fail(M2_EFAIL, "stream: out of memory");
+    if (!r->cur || !r->ids || !r->reset || !r->rows || !r->X || !r->P)
+        return m2_fail(M2_EFAIL, "stream: out of memory");
     return M2_OK;
 }
 
@@ -211,6 +238,7 @@ static void runner_free(runner *r)
 {
     free(r->cur);
     free(r->ids);
+    free(r->reset);
     free(r->rows);
     free(r->X);
     free(r->P);
@@ -233,18 +261,19 @@ static int bf16_difference(const m2_checkpoint *ck, const m2_dataset *ds, const 
     if (rc) return rc;
     float *ref = malloc(sizeof(float) * (size_t)M * ds->n_targets);
     runner r;
-    rc = ref ? runner_init(&r, s, ds, pt, split, 1, 0) : m2_fail(M2_EFAIL, "stream: out of memory");
+    rc = ref ? runner_init(&r, s, ds, pt, split, 1, NULL) : m2_fail(M2_EFAIL, "stream: out of memory");
+    int64_t steps;
+    double secs;
+    if (rc == M2_OK) rc = run_split(&r, ref, NULL, &steps, &secs);
     if (rc == M2_OK) {
-        double secs;
-        run_split(&r, ref, NULL, &secs);
         *diff = 0;
         for (int64_t i = 0; i < M * ds->n_targets; i++) {
             double d = (double)pred[i] - ref[i];
             if (d < 0) d = -d;
             if (d > *diff) *diff = d;
         }
-        runner_free(&r);
     }
+    if (ref) runner_free(&r);
     free(ref);
     m2_stream_close(s);
     return rc;
@@ -284,10 +313,13 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("model: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d; weights %.1f KB (%s), state %.1f KB per stream\n",
            d->F, d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, wb / 1024.0, o->bf16 ? "bf16 matrices" : "fp32",
            m2_stream_state_bytes(s) / 1024.0);
+    char mode[96] = "";
+    if (o->per_instrument)
+        snprintf(mode, sizeof mode, " (one per instrument, in time order, window %g us; %.2f ticks per step)",
+                 o->window_us > 0 ? o->window_us : 0, (double)ticks / (double)(steps > 0 ? steps : 1));
     printf("run: %lld ticks in %lld steps of up to %d stream(s)%s, one thread%s%d, %s kernels\n", (long long)ticks,
-           (long long)steps, o->per_instrument ? m2_stream_max_streams(s) : o->batch,
-           o->per_instrument ? " (one per instrument)" : "", cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu,
-           m2_stream_cpu(s));
+           (long long)steps, o->per_instrument ? m2_stream_max_streams(s) : o->batch, mode,
+           cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu, m2_stream_cpu(s));
     printf("latency per %s (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f\n",
            o->batch == 1 && !o->per_instrument ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
     printf("throughput: %.0f ticks/s (wall, including the split's bookkeeping); %.0f ticks/s in steps\n",
@@ -311,17 +343,27 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
     float *pred = rc ? NULL : malloc(sizeof(float) * (size_t)M * ds->n_targets);
     double *lat = rc ? NULL : malloc(sizeof(double) * (size_t)M);
     runner r = {0};
+    m2_replay replay = {0};
+    m2_replay_file *ts = NULL;
     if (rc == M2_OK && (!pred || !lat)) rc = m2_fail(M2_EFAIL, "stream: out of memory for %lld rows", (long long)M);
-    if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, S, o->per_instrument);
+    if (rc == M2_OK && o->per_instrument) rc = m2_replay_file_open(data, &ts);
+    if (rc == M2_OK && o->per_instrument)
+        rc = m2_replay_init(&replay, ds, o->split, (int64_t)((o->window_us > 0 ? o->window_us : 0) * 1e3),
+                            m2_replay_file_fetch, ts);
+    if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, S, o->per_instrument ? &replay : NULL);
+    int64_t steps;
+    double secs;
+    int cpu = -1;
     if (rc == M2_OK) {
-        int cpu = m2_pin_to_current_cpu();
+        cpu = m2_pin_to_current_cpu();
         printf(PROG ": checkpoint %s (step %lld), split %s: %lld rows in %lld session part(s)\n", o->job.checkpoint,
                (long long)ck->step, o->split_name, (long long)M, (long long)pt.n);
-        double secs;
-        int64_t steps = run_split(&r, pred, lat, &secs);
+        rc = run_split(&r, pred, lat, &steps, &secs);
+    }
+    if (rc == M2_OK) {
         report(o, s, M, steps, secs, lat, cpu);
         if (o->bf16) {
-            double diff;
+            double diff = 0;
             rc = bf16_difference(ck, ds, &pt, o->split, pred, M, &diff);
             if (rc == M2_OK) printf("bf16: max |pred - fp32 pred| over the split = %.3g\n", diff);
         }
@@ -331,6 +373,8 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
         }
     }
     runner_free(&r);
+    m2_replay_free(&replay);
+    m2_replay_file_close(ts);
     free(pred);
     free(lat);
     m2_stream_close(s);

@@ -701,6 +701,52 @@ int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int
     return M2_OK;
 }
 
+/* ---- row ranges ----------------------------------------------------------------------------------- */
+
+int m2_h5_rows_open(hid_t loc, const char *path, m2_h5_type type, m2_h5_rows *r)
+{
+    *r = (m2_h5_rows){.ds = H5I_INVALID_HID, .type = type};
+    int64_t n;
+    if (m2_h5_shape(loc, path, 1, &n)) return M2_EFAIL;
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    hid_t ft = H5Dget_type(ds);
+    const char *why = class_mismatch(ft, type);
+    H5Tclose(ft);
+    if (why) {
+        H5Dclose(ds);
+        return fail_at(loc, "dataset", path, why);
+    }
+    r->ds = ds;
+    r->n_rows = n;
+    if (H5Iget_name(ds, r->path, sizeof r->path) <= 0) snprintf(r->path, sizeof r->path, "/%s", path);
+    return M2_OK;
+}
+
+int m2_h5_rows_read(m2_h5_rows *r, int64_t lo, int64_t n, void *out)
+{
+    if (lo < 0 || n < 0 || lo > r->n_rows - n) {
+        char why[128];
+        snprintf(why, sizeof why, "rows [%lld, %lld) outside its %lld rows", (long long)lo, (long long)(lo + n),
+                 (long long)r->n_rows);
+        return fail_at(r->ds, "dataset", r->path, why);
+    }
+    if (n == 0) return M2_OK;
+    hsize_t start = (hsize_t)lo, count = (hsize_t)n;
+    hid_t file_space = H5Dget_space(r->ds), mem_space = H5Screate_simple(1, &count, NULL);
+    herr_t rc = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, NULL, &count, NULL);
+    if (rc >= 0) rc = H5Dread(r->ds, mem_type(r->type), mem_space, file_space, H5P_DEFAULT, out);
+    H5Sclose(mem_space);
+    H5Sclose(file_space);
+    if (rc < 0) return fail_at(r->ds, "dataset", r->path, "cannot read (file damaged?)");
+    return M2_OK;
+}
+
+void m2_h5_rows_close(m2_h5_rows *r)
+{
+    if (r->ds >= 0) H5Dclose(r->ds);
+    r->ds = H5I_INVALID_HID;
+}
+
 /* ---- string datasets ------------------------------------------------------------------------------ */
 
 static hid_t string_dataset_parents(void)

@@ -114,6 +114,23 @@ int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int
  * *data is malloc'd (free it); NULL on failure. */
 int m2_h5_read_alloc(hid_t loc, const char *path, m2_h5_type type, int rank, int64_t *dims, void **data);
 
+/* Rows [lo, lo + n) of a 1-D dataset, read without loading the rest (a hyperslab: for a chunked, compressed
+ * array only the chunks that hold those rows are decompressed, and HDF5's chunk cache keeps the last ones).
+ * For arrays too large to hold, read a window at a time. */
+typedef struct {
+    hid_t ds;
+    m2_h5_type type;
+    int64_t n_rows;
+    char path[256]; /* the dataset's name in its file, for messages */
+} m2_h5_rows;
+
+/* Opens the 1-D numeric dataset at `path` to read it as `type` (fails as m2_h5_shape does, or on a class
+ * mismatch). */
+int m2_h5_rows_open(hid_t loc, const char *path, m2_h5_type type, m2_h5_rows *r);
+/* Reads rows [lo, lo + n) into out (0 <= lo, lo + n <= n_rows, else an error naming the range). */
+int m2_h5_rows_read(m2_h5_rows *r, int64_t lo, int64_t n, void *out);
+void m2_h5_rows_close(m2_h5_rows *r);
+
 /* 1 if a link (dataset or group) exists at `path` (every intermediate group must exist too), else 0. */
 /* 1-D datasets of n fixed-length, NUL-terminated strings held `stride` bytes apart (attributes are limited to
  * 64 KiB, so long name lists are datasets). The reader wants exactly n strings. */

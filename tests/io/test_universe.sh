@@ -97,17 +97,30 @@ assert b["horizons"][0]["model"]["mse"] == s3["horizons"][0]["model"]["mse"]
 PY
 expect_error 2 "--instrument NOPE: not in the dataset" "$bin/mamba2_eval" --checkpoint "$ck" --instrument NOPE
 
-# mamba2_stream: one stream per instrument replays the test split like one stream over all parts. Tolerance as in
-# test_stream_cli: fp32 with another summation order in the batched step, 2e-5 relative to the output scale.
+# mamba2_stream: one stream per instrument, ticks in time order across instruments (the order and batching rules
+# are tested in test_io_replay), replays the test split like one stream over all parts, whatever the batching
+# window. Tolerance as in test_stream_cli: fp32 with another summation order in the batched step, 2e-5 relative
+# to the output scale.
 "$bin/mamba2_stream" --checkpoint "$ck" --per-instrument --predictions "$dir/sp.h5" >"$dir/sp.txt" ||
   fail "stream --per-instrument"
-grep -q "steps of up to 50 stream(s) (one per instrument)" "$dir/sp.txt" || fail "per-instrument run: $(cat "$dir/sp.txt")"
+grep -q "steps of up to 50 stream(s) (one per instrument, in time order, window 0 us" "$dir/sp.txt" ||
+  fail "per-instrument run: $(cat "$dir/sp.txt")"
+"$bin/mamba2_stream" --checkpoint "$ck" --per-instrument --window-us 60e6 --predictions "$dir/spw.h5" >"$dir/spw.txt" ||
+  fail "stream --per-instrument --window-us"
+steps0=$(sed -n 's/^run: [0-9]* ticks in \([0-9]*\) steps.*/\1/p' "$dir/sp.txt")
+steps1=$(sed -n 's/^run: [0-9]* ticks in \([0-9]*\) steps.*/\1/p' "$dir/spw.txt")
+[ -n "$steps1" ] && [ "$steps1" -lt $((steps0 / 4)) ] || fail "a 60 s window should batch many ticks: $steps0 vs $steps1 steps"
 "$bin/mamba2_stream" --checkpoint "$ck" --predictions "$dir/s1.h5" >/dev/null || fail "stream"
-"$py" - "$dir/sp.h5" "$dir/s1.h5" <<'PY' || fail "per-instrument stream predictions differ"
+"$py" - "$dir/sp.h5" "$dir/s1.h5" "$dir/spw.h5" <<'PY' || fail "per-instrument stream predictions differ"
 import sys, h5py, numpy as np
-a, b = (h5py.File(f, "r")["pred"][()] for f in sys.argv[1:3])
-assert a.shape == b.shape and np.abs(a - b).max() <= 2e-5 * max(1.0, np.abs(b).max()), np.abs(a - b).max()
+a, b, c = (h5py.File(f, "r")["pred"][()] for f in sys.argv[1:4])
+for x in (a, c):
+    assert x.shape == b.shape and np.abs(x - b).max() <= 2e-5 * max(1.0, np.abs(b).max()), np.abs(x - b).max()
 PY
+expect_error 2 "--window-us needs --per-instrument" "$bin/mamba2_stream" --checkpoint "$ck" --window-us 5
+"$py" -c "import h5py, shutil; shutil.copy('$dir/u.h5', '$dir/nots.h5'); del h5py.File('$dir/nots.h5', 'a')['raw/ts_ns']"
+expect_error 1 "dataset /raw/ts_ns .*nots.h5.: missing: replaying instruments in time order needs" \
+  "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/nots.h5" --per-instrument
 
 # A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
 cp "$dir/u.h5" "$dir/other.h5"
