@@ -1,13 +1,14 @@
 /* fuzz_readers: runs a reader over its crash corpus, then over mutated seeds (fuzz.h; docs/TESTING.md "Fuzzing").
  *
  *   fuzz_readers TARGET [--cases N] [--seed S] [--first K] [--corpus DIR] [--crashes DIR] [--timeout SECONDS]
- *                [--isolate]
+ *                [--isolate] [--save]
  *
  * Case i of seed S is the same input on every machine, so a finding is reproduced with --seed S --first i
  * --cases 1. A finding (sanitizer report, crash, hang past the timeout, a failure without one line of message,
  * an HDF5 object or file descriptor left open) is copied to the crash folder as TARGET-sS-iI.EXT, to be added
  * to tests/fuzz/corpus/TARGET/ once fixed. --isolate runs the cases in a child process and starts a new one after
  * a crash, so a long run goes on past it (the reader-call counts in the summary are then the corpus's only).
+ * --save copies every case of the range to the crash folder (to make a corpus file of one).
  * Exit 1 when a finding outside libhdf5 was made, 0 otherwise (a fault whose innermost frame is in libhdf5 is
  * counted, printed and kept, but is HDF5's to fix), 2 for bad usage. */
 #include <dirent.h>
@@ -41,7 +42,7 @@ typedef struct {
     int64_t cases, first, timeout_s;
     uint64_t seed;
     const char *corpus, *crashes;
-    int isolate;
+    int isolate, save;
 } options;
 
 /* What a crash handler needs: async-signal-safe copies of the case file's path and the finding's name. */
@@ -165,7 +166,7 @@ static int in_libhdf5(const char *report_path)
         const char *p = line + strspn(line, " ");
         if (p[0] != '#' || !strstr(p, " in ")) continue;
         if (strstr(p, "libc.so") || strstr(p, "libasan") || strstr(p, "libubsan") || strstr(p, "sanitizer_common") ||
-            strstr(p, "asan_") || strstr(p, "__interceptor"))
+            strstr(p, "asan_") || strstr(p, "__interceptor") || strstr(p, "/sysdeps/"))
             continue;
         hdf5 = strstr(p, "libhdf5") != NULL;
         break;
@@ -206,6 +207,7 @@ static void run_range(const options *o, const fuzz_buf *seeds, int n_seeds, int 
             exit(1);
         }
         set_keep_name(o, i);
+        if (o->save) keep_case(); /* --save: every case of the range, to turn into corpus files */
         if (run_one(o, g_case, fd_base)) {
             fprintf(stderr, "fuzz: case %lld (--seed %llu --first %lld --cases 1): a finding\n", (long long)i,
                     (unsigned long long)o->seed, (long long)i);
@@ -291,10 +293,15 @@ static int run_cases(const options *o, const fuzz_buf *seeds, int n_seeds, const
 
 static int parse(int argc, char **argv, options *o)
 {
-    static const struct option opts[] = {{"cases", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
-                                         {"first", required_argument, 0, 'f'},   {"corpus", required_argument, 0, 'c'},
-                                         {"crashes", required_argument, 0, 'k'}, {"timeout", required_argument, 0, 't'},
-                                         {"isolate", no_argument, 0, 'i'},       {0, 0, 0, 0}};
+    static const struct option opts[] = {{"cases", required_argument, 0, 'n'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"first", required_argument, 0, 'f'},
+                                         {"corpus", required_argument, 0, 'c'},
+                                         {"crashes", required_argument, 0, 'k'},
+                                         {"timeout", required_argument, 0, 't'},
+                                         {"isolate", no_argument, 0, 'i'},
+                                         {"save", no_argument, 0, 'S'},
+                                         {0, 0, 0, 0}};
     *o = (options){.cases = 1000, .seed = 1, .timeout_s = 60, .crashes = "."};
     int c, rc = M2_OK;
     while (rc == M2_OK && (c = m2_cli_next(argc, argv, opts, "see tests/fuzz/fuzz_main.c")) != -1) switch (c) {
@@ -305,6 +312,7 @@ static int parse(int argc, char **argv, options *o)
         case 'k': o->crashes = optarg; break;
         case 't': rc = m2_parse_i64("--timeout", optarg, 1, 3600, &o->timeout_s); break;
         case 'i': o->isolate = 1; break;
+        case 'S': o->save = 1; break;
         default: rc = M2_EUSAGE; break;
         }
     if (rc) return rc;
