@@ -202,8 +202,11 @@ static int dataset_seeds(fuzz_buf *seeds, int cap, int *n, const char *work)
     m2_dataset ds;
     if (m2_synth_dataset(&o, &ds, NULL) || write_seed_dataset(seeds, cap, n, work, &ds, "one.h5")) return M2_EFAIL;
     small_synth(&o, 200, 2, 6);
-    if (m2_synth_universe(&o, 2, &ds) || write_seed_dataset(seeds, cap, n, work, &ds, "universe.h5")) return M2_EFAIL;
-    return M2_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/universe.h5", work);
+    if (m2_synth_universe(&o, 2, path, &ds)) return M2_EFAIL;
+    m2_dataset_free(&ds);
+    return add_seed_file(seeds, cap, n, path);
 }
 
 static int dataset_run(const char *path)
