@@ -33,22 +33,22 @@ static void **slot(const m2_dataset *ds, int c) { return (void **)((char *)ds + 
 
 static int64_t day_of(int64_t t) { return t >= 0 ? t / DAY_NS : -((-t + DAY_NS - 1) / DAY_NS); }
 
-static int put_bytes(m2_spool *sp, const void *p, size_t n)
+static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
 {
     for (const char *c = p; n > 0;) {
-        ssize_t w = pwrite(sp->fd, c, n, (off_t)sp->end);
+        ssize_t w = pwrite(sp->fd[f], c, n, (off_t)sp->end[f]);
         if (w <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot write: %s", strerror(errno));
         c += w;
         n -= (size_t)w;
-        sp->end += w;
+        sp->end[f] += w;
     }
     return M2_OK;
 }
 
-static int get_bytes(const m2_spool *sp, void *p, size_t n, int64_t at)
+static int get_bytes(const m2_spool *sp, int f, void *p, size_t n, int64_t at)
 {
     for (char *c = p; n > 0;) {
-        ssize_t r = pread(sp->fd, c, n, (off_t)at);
+        ssize_t r = pread(sp->fd[f], c, n, (off_t)at);
         if (r <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot read: %s", r ? strerror(errno) : "short");
         c += r;
         n -= (size_t)r;
@@ -57,31 +57,45 @@ static int get_bytes(const m2_spool *sp, void *p, size_t n, int64_t at)
     return M2_OK;
 }
 
+/* One unlinked file per column (the raw columns, the extra features, the session offsets), so that an
+ * instrument's rows, which arrive in pieces, lie contiguous in each. */
 static int spool_open(m2_spool *sp, const char *path, int n)
 {
     memset(sp, 0, sizeof *sp);
+    for (int f = 0; f < M2_SPOOL_FILES; f++) sp->fd[f] = -1;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.spool.XXXXXX", path);
-    sp->fd = mkstemp(tmp);
-    if (sp->fd < 0) return m2_fail(M2_EFAIL, "universe (%s): cannot create the spool file: %s", tmp, strerror(errno));
-    unlink(tmp); /* anonymous from here on: freed by the kernel whatever happens */
+    for (int f = 0; f < M2_SPOOL_FILES; f++) {
+        snprintf(tmp, sizeof tmp, "%s.spool.XXXXXX", path);
+        sp->fd[f] = mkstemp(tmp);
+        if (sp->fd[f] < 0)
+            return m2_fail(M2_EFAIL, "universe (%s): cannot create the spool file: %s", tmp, strerror(errno));
+        unlink(tmp); /* anonymous from here on: freed by the kernel whatever happens */
+    }
     sp->inst = calloc((size_t)n, sizeof *sp->inst);
     return sp->inst ? M2_OK : m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
 }
 
 static void spool_close(m2_spool *sp)
 {
-    if (sp->fd >= 0) close(sp->fd);
+    for (int f = 0; f < M2_SPOOL_FILES; f++)
+        if (sp->fd[f] >= 0) close(sp->fd[f]);
     free(sp->inst);
     free(sp->parts);
 }
 
-/* One part per (instrument, UTC day) with rows: rows are in time order, so a day's rows are consecutive. */
-static int add_days(m2_spool *sp, const m2_dataset *ev, int64_t ts_at)
+/* One part per (instrument, UTC day) with rows: rows are in time order, so a day's rows are consecutive; a day
+ * continued by the next piece extends its part. */
+static int add_days(m2_spool *sp, int k, const m2_dataset *ev, int64_t ts_at)
 {
     for (int64_t i = 0; i < ev->n_rows;) {
         int64_t d = day_of(ev->ts_ns[i]), j = i;
         while (j < ev->n_rows && day_of(ev->ts_ns[j]) == d) j++;
+        m2_day_part *last = sp->n_parts ? &sp->parts[sp->n_parts - 1] : NULL;
+        if (last && last->inst == k && last->day == d && last->at + 8 * last->rows == ts_at + 8 * i) {
+            last->rows += j - i;
+            i = j;
+            continue;
+        }
         if (sp->n_parts == sp->cap_parts) {
             int64_t c = sp->cap_parts ? 2 * sp->cap_parts : 1024;
             m2_day_part *p = realloc(sp->parts, sizeof *p * (size_t)c);
@@ -89,36 +103,47 @@ static int add_days(m2_spool *sp, const m2_dataset *ev, int64_t ts_at)
             sp->parts = p;
             sp->cap_parts = c;
         }
-        sp->parts[sp->n_parts++] = (m2_day_part){d, i, j - i, ts_at + 8 * i};
+        sp->parts[sp->n_parts++] = (m2_day_part){d, j - i, ts_at + 8 * i, k};
         i = j;
     }
     return M2_OK;
 }
 
-static int spool_put(m2_spool *sp, int k, const m2_dataset *ev)
-{
-    m2_spooled *s = &sp->inst[k];
-    s->off = sp->end;
-    s->rows = ev->n_rows;
-    s->sessions = ev->n_sessions;
-    s->n_extra = ev->n_extra;
-    s->tick = ev->tick_size;
-    snprintf(s->name, sizeof s->name, "%s", ev->instrument);
-    snprintf(s->source, sizeof s->source, "%s", ev->source);
-    int rc = add_days(sp, ev, sp->end);
-    for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
-        rc = put_bytes(sp, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
-    if (rc == M2_OK && ev->n_extra) rc = put_bytes(sp, ev->extra, sizeof(float) * (size_t)(ev->n_rows * ev->n_extra));
-    if (rc == M2_OK) rc = put_bytes(sp, ev->sessions, sizeof(int64_t) * (size_t)(ev->n_sessions + 1));
-    return rc;
-}
+typedef struct {
+    m2_spool *sp;
+    int k;
+} sink;
 
-/* Where column c (N_COLUMNS: the extra features, N_COLUMNS + 1: the sessions) of instrument s begins. */
-static int64_t column_at(const m2_spooled *s, int c)
+/* A piece of instrument k's events (m2_universe_emit): its rows after the earlier pieces', its sessions after
+ * theirs. The first piece names the instrument. */
+static int spool_piece(void *ctx, const m2_dataset *ev)
 {
-    int64_t at = s->off;
-    for (int k = 0; k < c && k < N_COLUMNS; k++) at += (int64_t)columns[k].size * s->rows;
-    return c > N_COLUMNS ? at + (int64_t)sizeof(float) * s->rows * s->n_extra : at;
+    m2_spool *sp = ((sink *)ctx)->sp;
+    m2_spooled *s = &sp->inst[((sink *)ctx)->k];
+    if (s->rows == 0 && s->sessions == 0) {
+        s->first = sp->end[0] / 8;
+        s->extra_at = sp->end[N_COLUMNS];
+        s->sessions_at = sp->end[N_COLUMNS + 1];
+        s->n_extra = ev->n_extra;
+        s->tick = ev->tick_size;
+        snprintf(s->name, sizeof s->name, "%s", ev->instrument);
+        snprintf(s->source, sizeof s->source, "%s", ev->source);
+    } else if (ev->n_extra != s->n_extra) {
+        return m2_fail(M2_EFAIL, "universe (instrument %s): pieces with %d and %d depth features", s->name, s->n_extra,
+                       ev->n_extra);
+    }
+    int rc = add_days(sp, ((sink *)ctx)->k, ev, sp->end[0]);
+    for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
+        rc = put_bytes(sp, c, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
+    if (rc == M2_OK && ev->n_extra)
+        rc = put_bytes(sp, N_COLUMNS, ev->extra, sizeof(float) * (size_t)(ev->n_rows * ev->n_extra));
+    for (int64_t j = 0; rc == M2_OK && j < ev->n_sessions; j++) {
+        int64_t row = s->rows + ev->sessions[j];
+        rc = put_bytes(sp, N_COLUMNS + 1, &row, sizeof row);
+    }
+    s->rows += ev->n_rows;
+    s->sessions += ev->n_sessions;
+    return rc;
 }
 
 int m2_spool_rows(const m2_spool *sp, int k, int64_t lo, int64_t hi, m2_dataset *blk)
@@ -126,20 +151,22 @@ int m2_spool_rows(const m2_spool *sp, int k, int64_t lo, int64_t hi, m2_dataset 
     const m2_spooled *s = &sp->inst[k];
     int rc = M2_OK;
     for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
-        rc = get_bytes(sp, *slot(blk, c), columns[c].size * (size_t)(hi - lo),
-                       column_at(s, c) + (int64_t)columns[c].size * lo);
+        rc = get_bytes(sp, c, *slot(blk, c), columns[c].size * (size_t)(hi - lo),
+                       (int64_t)columns[c].size * (s->first + lo));
     size_t w = sizeof(float) * (size_t)s->n_extra;
     if (rc == M2_OK && w)
-        rc = get_bytes(sp, blk->extra, w * (size_t)(hi - lo), column_at(s, N_COLUMNS) + (int64_t)w * lo);
+        rc = get_bytes(sp, N_COLUMNS, blk->extra, w * (size_t)(hi - lo), s->extra_at + (int64_t)w * lo);
     return rc;
 }
 
 int m2_spool_sessions(const m2_spool *sp, int k, int64_t **sessions)
 {
     const m2_spooled *s = &sp->inst[k];
-    size_t n = sizeof(int64_t) * (size_t)(s->sessions + 1);
-    if (!(*sessions = malloc(n))) return m2_fail(M2_EFAIL, "universe (instrument %s): out of memory", s->name);
-    return get_bytes(sp, *sessions, n, column_at(s, N_COLUMNS + 1));
+    size_t n = sizeof(int64_t) * (size_t)s->sessions;
+    if (!(*sessions = malloc(n + sizeof(int64_t))))
+        return m2_fail(M2_EFAIL, "universe (instrument %s): out of memory", s->name);
+    (*sessions)[s->sessions] = s->rows;
+    return get_bytes(sp, N_COLUMNS + 1, *sessions, n, s->sessions_at);
 }
 
 int m2_spool_count_before(const m2_spool *sp, int64_t at, int64_t n, int64_t t, int64_t *count)
@@ -147,7 +174,7 @@ int m2_spool_count_before(const m2_spool *sp, int64_t at, int64_t n, int64_t t, 
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2, v;
-        if (get_bytes(sp, &v, sizeof v, at + 8 * mid)) return M2_EFAIL;
+        if (get_bytes(sp, 0, &v, sizeof v, at + 8 * mid)) return M2_EFAIL;
         if (v < t)
             lo = mid + 1;
         else
@@ -173,8 +200,8 @@ static int time_in_day(const m2_spool *sp, int64_t a, int64_t b, int64_t r, int6
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int64_t p = a; p < b; p++) {
         int64_t first, last;
-        if (get_bytes(sp, &first, 8, sp->parts[p].at) ||
-            get_bytes(sp, &last, 8, sp->parts[p].at + 8 * (sp->parts[p].rows - 1)))
+        if (get_bytes(sp, 0, &first, 8, sp->parts[p].at) ||
+            get_bytes(sp, 0, &last, 8, sp->parts[p].at + 8 * (sp->parts[p].rows - 1)))
             return M2_EFAIL;
         lo = first < lo ? first : lo;
         hi = last > hi ? last : hi;
@@ -238,8 +265,8 @@ static int split_counts(const m2_spool *sp, int n, const int64_t cut_ns[2], int6
     for (int i = 0; i < n; i++) {
         const m2_spooled *s = &sp->inst[i];
         int64_t c1, c2;
-        if (m2_spool_count_before(sp, s->off, s->rows, cut_ns[0], &c1) ||
-            m2_spool_count_before(sp, s->off, s->rows, cut_ns[1], &c2))
+        if (m2_spool_count_before(sp, 8 * s->first, s->rows, cut_ns[0], &c1) ||
+            m2_spool_count_before(sp, 8 * s->first, s->rows, cut_ns[1], &c2))
             return M2_EFAIL;
         if (c1 == 0)
             return m2_fail(M2_EFAIL,
@@ -324,12 +351,9 @@ int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx
     int rc = spool_open(&sp, path, n);
     int64_t N = 0, (*count)[3] = NULL;
     for (int k = 0; rc == M2_OK && k < n; k++) {
-        m2_dataset ev;
-        memset(&ev, 0, sizeof ev);
-        rc = get(ctx, k, &ev);
-        if (rc == M2_OK) rc = spool_put(&sp, k, &ev);
-        N += ev.n_rows;
-        m2_dataset_free(&ev);
+        sink to = {&sp, k};
+        rc = get(ctx, k, spool_piece, &to);
+        N += sp.inst[k].rows;
     }
     if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
     if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))

@@ -1,6 +1,6 @@
 /* The universe writer's spool (universe.c; FORMATS.md "Universe import"), shared with its per-instrument pass
- * (universe_rows.c): each instrument's raw columns one after the other in an unlinked file, read back a block of
- * rows at a time. Internal to src/io. */
+ * (universe_rows.c): one unlinked file per column, each instrument's rows contiguous in each, written in pieces and
+ * read back a block of rows at a time. Internal to src/io. */
 #ifndef MAMBA2_UNIVERSE_SPOOL_H
 #define MAMBA2_UNIVERSE_SPOOL_H
 
@@ -11,20 +11,24 @@
 #include "io/universe.h"
 
 typedef struct {
-    int64_t off, rows, sessions;
+    int64_t first, rows, sessions; /* first: the instrument's first row in the column files */
+    int64_t extra_at, sessions_at; /* where its extra features and session offsets begin in their files */
     int n_extra;
     double tick;
     char name[64], source[64];
 } m2_spooled;
 
 typedef struct {
-    int64_t day;             /* UTC day number */
-    int64_t first, rows, at; /* the instrument's rows of that day, and where its times start in the spool */
+    int64_t day;      /* UTC day number */
+    int64_t rows, at; /* the instrument's rows of that day, and where their times start in the spool */
+    int inst;         /* the instrument: a part holds one instrument's rows, in time order */
 } m2_day_part;
 
+enum { M2_SPOOL_FILES = 10 }; /* the 8 raw columns, the extra features, the session offsets */
+
 typedef struct {
-    int fd;
-    int64_t end;
+    int fd[M2_SPOOL_FILES];
+    int64_t end[M2_SPOOL_FILES];
     m2_spooled *inst;
     m2_day_part *parts;
     int64_t n_parts, cap_parts;
