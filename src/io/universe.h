@@ -1,6 +1,7 @@
 /* A universe of instruments in one tick dataset (FORMATS.md "Universe"): common calendar-time cuts, features
  * normalised per instrument with that instrument's train statistics, rows laid out split-major. Written in a
- * bounded-memory stream (FORMATS.md "Universe import"): one instrument's events are held at a time. */
+ * bounded-memory stream (FORMATS.md "Universe import"): what the source makes (one piece of an instrument's events)
+ * and one block of rows are held at a time. */
 #ifndef MAMBA2_UNIVERSE_H
 #define MAMBA2_UNIVERSE_H
 
