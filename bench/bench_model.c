@@ -28,6 +28,7 @@
 #include "core/ops.h"
 #include "base/rng.h"
 #include "core/ssd.h"
+#include "bench_batch.h"
 
 enum { BATCH = 8, SEQ = 512, PEAK_N = 2048 };
 
@@ -96,13 +97,10 @@ int main(int argc, char **argv)
     if (iters <= 0) iters = 5;
     m2_ops_cpu_set_threads(threads);
 
-    m2_config cfg;
-    m2_config_defaults(&cfg);
     m2_dims d;
     m2_layout lay;
     m2_model *m;
-    if (m2_dims_init(&d, &cfg, 8, 3) || m2_layout_init(&lay, &d) || m2_model_create(&m, &lay, BATCH, SEQ))
-        return m2_report("bench_model", M2_EFAIL);
+    if (bench_default_model(BATCH, SEQ, &d, &lay, &m)) return m2_report("bench_model", M2_EFAIL);
 
     const size_t nx = (size_t)BATCH * SEQ * d.F, ny = (size_t)BATCH * SEQ * d.O;
     float *p32 = malloc(lay.n_params * sizeof *p32);
@@ -111,9 +109,7 @@ int main(int argc, char **argv)
     if (!p32 || !params || !grads || !X || !Y) return fprintf(stderr, "bench_model: error: out of memory\n"), 1;
     m2_params_init(&lay, p32, 1);
     for (size_t i = 0; i < lay.n_params; i++) params[i] = p32[i];
-    uint64_t key = m2_rng_key(1, M2_RNG_TEST, 0, 0);
-    for (size_t i = 0; i < nx; i++) X[i] = (m2_real)(2 * m2_rng_u01(key, i) - 1);
-    for (size_t i = 0; i < ny; i++) Y[i] = (m2_real)(0.1 * (2 * m2_rng_u01(key, nx + i) - 1));
+    BENCH_DRAW_BATCH(1, X, nx, Y, ny);
 
     double peak_cpu, peak = sgemm_peak(threads, &peak_cpu);
     double sse;

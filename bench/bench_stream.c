@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -61,26 +62,38 @@ static void latency(m2_stream *s, const float *X, int F, int O, long ticks, m2_l
     m2_latency_summarize(buf, (size_t)ticks, lat);
 }
 
+/* This thread's CPU time in ns: on a loaded machine it leaves out the time slices other processes take. */
+static double thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
+}
+
 /* Ticks per second with S streams advanced together: 25 blocks of ~15 ms, the median block's rate (robust to the
- * time slices other processes take on a shared machine). */
-static double batched_rate(const m2_layout *lay, const float *params, int bf16, int S, const float *X)
+ * time slices other processes take on a shared machine). *cpu_rate (may be NULL): the same blocks' median rate by
+ * this thread's CPU time. */
+static double batched_rate(const m2_layout *lay, const float *params, int bf16, int S, const float *X, double *cpu_rate)
 {
     m2_stream *s;
     if (open_model(lay, params, bf16, S, &s)) return -1;
     const int F = lay->d.F;
     float *pred = malloc((size_t)S * lay->d.O * sizeof *pred);
-    double rates[25];
+    double rates[25], cpu_rates[25];
     long steps = 0;
     for (int i = 0; i < 50; i++) m2_stream_step_batch(s, S, NULL, X + (size_t)(i * S % N_INPUTS) * F, pred);
     for (int b = 0; b < 25; b++) {
         long n = 0;
-        double t0 = m2_now_ns(), t;
+        double t0 = m2_now_ns(), c0 = thread_cpu_ns(), t;
         while ((t = m2_now_ns() - t0) < 15e6)
             for (int i = 0; i < 8; i++, n++, steps++)
                 m2_stream_step_batch(s, S, NULL, X + (size_t)(steps * S % (N_INPUTS - S)) * F, pred);
         rates[b] = (double)n * S / (t * 1e-9);
+        cpu_rates[b] = (double)n * S / ((thread_cpu_ns() - c0) * 1e-9);
     }
     m2_latency med;
+    m2_latency_summarize(cpu_rates, 25, &med);
+    if (cpu_rate) *cpu_rate = med.p50;
     m2_latency_summarize(rates, 25, &med);
     free(pred);
     m2_stream_close(s);
@@ -193,13 +206,15 @@ static double state_floor_ns(size_t bytes)
 
 /* Issue 14, item 5: at S streams, time per tick against the larger of the compute floor (its FLOPs at the
  * sgemm rate) and the state floor (its states read and written at the bandwidth for their size). */
-static void batched_floors(const m2_dims *d, int S, double rate, size_t state_bytes, double gflop_rate)
+static void batched_floors(const m2_dims *d, int S, double rate, double cpu_rate, size_t state_bytes, double gflop_rate)
 {
     double per_tick = 1e9 / rate, comp = tick_flops(d) / gflop_rate * 1e9;
     double state = state_floor_ns((size_t)S * state_bytes) / S, floor = comp > state ? comp : state;
     printf("  S=%d: %.0f ns per tick; compute floor %.0f ns (%.3g MFLOP at %.1f GFLOP/s), state floor %.0f ns "
-           "(%.1f KB read+written per tick); ratio to the larger: %.2fx\n",
-           S, per_tick, comp, tick_flops(d) / 1e6, gflop_rate / 1e9, state, state_bytes / 1024.0, per_tick / floor);
+           "(%.1f KB read+written per tick); by thread CPU time %.0f ns per tick, ratio %.2fx; ratio to the larger: "
+           "%.2fx\n",
+           S, per_tick, comp, tick_flops(d) / 1e6, gflop_rate / 1e9, state, state_bytes / 1024.0, 1e9 / cpu_rate,
+           1e9 / cpu_rate / floor, per_tick / floor);
 }
 
 static double stalls_per_s; /* m2_stall_census in main */
@@ -234,11 +249,12 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         printf("  ratio to hot floor: p50 %.2fx  p99 %.2fx;  ticks of p50 length hit by a stall >= 10 us: ~%.2f%%\n",
                lat.p50 / hot, lat.p99 / hot, 100 * stalls_per_s * lat.p50 * 1e-9);
         m2_stream_close(s);
-        double r1 = batched_rate(&lay, params, bf16, 1, X), r8 = batched_rate(&lay, params, bf16, 8, X),
-               r64 = batched_rate(&lay, params, bf16, 64, X);
+        double cpu64, r1 = batched_rate(&lay, params, bf16, 1, X, NULL),
+                      r8 = batched_rate(&lay, params, bf16, 8, X, NULL),
+                      r64 = batched_rate(&lay, params, bf16, 64, X, &cpu64);
         printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1, r64,
                r64 / r1);
-        batched_floors(d, 64, r64, sb, sgemm_rate());
+        batched_floors(d, 64, r64, cpu64, sb, sgemm_rate());
         double c1 = cold_step(&lay, params, bf16, 1, X, 100), c64 = cold_step(&lay, params, bf16, 64, X, 50);
         printf("  cold steps (weights and states evicted before each step, as for sparse ticks): S=1 p50 %.0f ns "
                "(%.2fx the cold floor) = %.0f ticks/s; S=64 p50 %.0f ns = %.0f ticks/s (%.2fx)\n",

@@ -14,10 +14,19 @@ static m2_real *transpose_w(const m2_real *w, int C, int K)
     return wT;
 }
 
-/* Pre-activation of row t of sequence `seq`: a[c] = b[c] + sum_k w[c,k] in[t-K+1+k, c] (zero before t=0). */
+/* Pre-activation of row t of sequence `seq`: a[c] = b[c] + sum_k w[c,k] in[t-K+1+k, c] (zero before t=0).
+ * The usual K = 4 past the first ticks takes one pass over the channels instead of one per tap (the same sums in
+ * the same order: b, then the taps oldest first). */
 static inline void conv_row(const m2_real *seq, int ld_in, const m2_real *wT, const m2_real *b, int t, int C, int K,
-                            m2_real *a)
+                            m2_real *restrict a)
 {
+    if (K == 4 && t >= 3) {
+        const m2_real *restrict i0 = seq + (size_t)(t - 3) * ld_in, *restrict i1 = i0 + ld_in,
+                                *restrict i2 = i1 + ld_in, *restrict i3 = i2 + ld_in;
+        const m2_real *restrict w0 = wT, *restrict w1 = wT + C, *restrict w2 = w1 + C, *restrict w3 = w2 + C;
+        for (int c = 0; c < C; c++) a[c] = b[c] + w0[c] * i0[c] + w1[c] * i1[c] + w2[c] * i2[c] + w3[c] * i3[c];
+        return;
+    }
     memcpy(a, b, (size_t)C * sizeof *a);
     for (int k = 0; k < K; k++) {
         int ts = t - K + 1 + k;
@@ -39,6 +48,28 @@ void m2_cpu_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m
         for (int c = 0; c < C; c++) a[c] *= m2_sigmoid(a[c]);
     }
     free(wT);
+}
+
+/* One input tick t of the backward with K = 4 and every tap inside the block, in one pass over the channels (the
+ * general loop below takes one per tap; the same sums in the same order): d = d(pre-activation) of ticks t..t+3,
+ * in = input ticks t-3..t. din[t] = sum_k w_k d[t+3-k]; the weight partials pw [K][C] and then the bias's [C] get
+ * d[t] times input tick t-3+k, and d[t]. */
+static void conv4_bwd_row(const m2_real *d, const m2_real *in, int ld_in, const m2_real *wT, int C,
+                          m2_real *restrict dir, m2_real *restrict pw)
+{
+    const m2_real *restrict d0 = d, *restrict d1 = d + C, *restrict d2 = d1 + C, *restrict d3 = d2 + C;
+    const m2_real *restrict i0 = in, *restrict i1 = i0 + ld_in, *restrict i2 = i1 + ld_in, *restrict i3 = i2 + ld_in;
+    const m2_real *restrict w0 = wT, *restrict w1 = wT + C, *restrict w2 = w1 + C, *restrict w3 = w2 + C;
+    m2_real *restrict p0 = pw, *restrict p1 = pw + C, *restrict p2 = p1 + C, *restrict p3 = p2 + C,
+                      *restrict pb = p3 + C;
+    for (int c = 0; c < C; c++) {
+        dir[c] = w0[c] * d3[c] + w1[c] * d2[c] + w2[c] * d1[c] + w3[c] * d0[c];
+        p0[c] += d0[c] * i0[c];
+        p1[c] += d0[c] * i1[c];
+        p2[c] += d0[c] * i2[c];
+        p3[c] += d0[c] * i3[c];
+        pb[c] += d0[c];
+    }
 }
 
 /* Work is cut into blocks of M2_CPU_ROW_BLOCK ticks of one sequence. A block needs d(pre-activation) of its
@@ -75,6 +106,10 @@ void m2_cpu_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *i
             for (int t = t0; t < t1; t++) {
                 m2_real *dir = din + ((size_t)bb * T + t) * ld_din;
                 const m2_real *dt_ = dpre + (size_t)(t - t0) * C;
+                if (K == 4 && t >= 3 && t + 3 < te) {
+                    conv4_bwd_row(dpre + (size_t)(t - t0) * C, seq + (size_t)(t - 3) * ld_in, ld_in, wT, C, dir, pw);
+                    continue;
+                }
                 memset(dir, 0, (size_t)C * sizeof *dir);
                 for (int k = 0; k < K; k++) {
                     int tf = t + K - 1 - k; /* the output tick that saw input t through tap k */

@@ -9,22 +9,50 @@
 
 #include <stdlib.h>
 
+/* The segments' sums go through NPART partial sums, element-wise, so that GCC vectorises them without
+ * -ffast-math (one running sum is a chain of n dependent additions: it made the norms a sixth of the training
+ * step at AVX2, BENCHMARKS.md "One portable binary"). The order is fixed, so results stay deterministic. */
+enum { NPART = 16 };
+
+static inline m2_real sum_parts(const m2_real *part)
+{
+    m2_real s = 0;
+    for (int i = 0; i < NPART; i++) s += part[i];
+    return s;
+}
+
+/* sum v^2 and (when a is not NULL) sum a v over one segment */
+static inline void seg_sums(const m2_real *restrict v, const m2_real *restrict a, int n, m2_real *ss, m2_real *sa)
+{
+    m2_real p2[NPART] = {0}, pa[NPART] = {0};
+    int j = 0;
+    for (; j + NPART <= n; j += NPART)
+        for (int i = 0; i < NPART; i++) {
+            p2[i] += v[j + i] * v[j + i];
+            if (a) pa[i] += a[j + i] * v[j + i];
+        }
+    for (int i = 0; j + i < n; i++) {
+        p2[i] += v[j + i] * v[j + i];
+        if (a) pa[i] += a[j + i] * v[j + i];
+    }
+    *ss = sum_parts(p2);
+    *sa = sum_parts(pa);
+}
+
 static inline m2_real seg_rstd(const m2_real *v, int n)
 {
-    m2_real ss = 0;
-    for (int j = 0; j < n; j++) ss += v[j] * v[j];
+    m2_real ss, unused;
+    seg_sums(v, NULL, n, &ss, &unused);
     return (m2_real)1 / M2_SQRT(ss / (m2_real)n + (m2_real)M2_NORM_EPS);
 }
 
-/* dv (overwritten) and dw partial (ADDS) of one segment. */
+/* dv (overwritten; it holds w * dout for the sums first) and dw partial (ADDS) of one segment. */
 static inline void seg_bwd(const m2_real *dout, const m2_real *v, const m2_real *w, int n, m2_real *dv,
                            m2_real *dw_part)
 {
-    m2_real ss = 0, s = 0;
-    for (int j = 0; j < n; j++) {
-        ss += v[j] * v[j];
-        s += w[j] * dout[j] * v[j];
-    }
+    m2_real ss, s;
+    for (int j = 0; j < n; j++) dv[j] = w[j] * dout[j];
+    seg_sums(v, dv, n, &ss, &s);
     const m2_real r = (m2_real)1 / M2_SQRT(ss / (m2_real)n + (m2_real)M2_NORM_EPS);
     const m2_real c = r * r * r * s / (m2_real)n;
     for (int j = 0; j < n; j++) {
