@@ -409,18 +409,20 @@ static void tick_rule(rows *r, const int64_t *sessions, int64_t n_sessions)
     }
 }
 
-/* The smallest price change seen, rounded to 1e-9 (decimal prices are not exact in binary). */
-static double infer_tick(const rows *r)
+/* The smallest of `best` and the bid and ask changes between consecutive rows from row `from` (>= 1) on. */
+static double min_step(const rows *r, int64_t from, double best)
 {
-    double best = INFINITY;
     const double *cols[] = {r->bid, r->ask};
     for (int c = 0; c < 2; c++)
-        for (int64_t i = 1; i < r->n; i++) {
+        for (int64_t i = from; i < r->n; i++) {
             double d = fabs(cols[c][i] - cols[c][i - 1]);
             if (d > 5e-10 && d < best) best = d;
         }
-    return isfinite(best) ? round(best * 1e9) / 1e9 : 0.01;
+    return best;
 }
+
+/* The smallest price change seen, rounded to 1e-9 (decimal prices are not exact in binary). */
+static double tick_of(double best) { return isfinite(best) ? round(best * 1e9) / 1e9 : 0.01; }
 
 static int make_sessions(const rows *r, double gap_s, m2_dataset *ds)
 {
@@ -459,6 +461,9 @@ static void free_rows(rows *r)
     free(r->side);
 }
 
+/* The instrument (o->instrument or the first file's base name) and the source line. */
+static void name_events(m2_dataset *ds, const char *first, int n_files, const m2_import_opts *o);
+
 /* Moves the rows into ds as its raw arrays, with sessions, trade sides, tick size and names. */
 static int take_rows(rows *r, const char *first, int n_files, const m2_import_opts *o, m2_dataset *ds,
                      m2_import_report *rep)
@@ -477,7 +482,13 @@ static int take_rows(rows *r, const char *first, int n_files, const m2_import_op
     ds->extra = r->extra;
     ds->n_extra = r->n_extra;
     rep->tick_inferred = o->tick_size == 0;
-    ds->tick_size = o->tick_size > 0 ? o->tick_size : infer_tick(r);
+    ds->tick_size = o->tick_size > 0 ? o->tick_size : tick_of(min_step(r, 1, INFINITY));
+    name_events(ds, first, n_files, o);
+    return M2_OK;
+}
+
+static void name_events(m2_dataset *ds, const char *first, int n_files, const m2_import_opts *o)
+{
     if (o->instrument)
         snprintf(ds->instrument, sizeof ds->instrument, "%s", o->instrument);
     else
@@ -487,7 +498,6 @@ static int take_rows(rows *r, const char *first, int n_files, const m2_import_op
         snprintf(ds->source, sizeof ds->source, "import %s", base);
     else
         snprintf(ds->source, sizeof ds->source, "import %d files from %.40s", n_files, base);
-    return M2_OK;
 }
 
 static int read_file(const char *csv, const m2_import_opts *o, rows *r, m2_import_report *rep, int name_files)
@@ -501,14 +511,20 @@ static int read_file(const char *csv, const m2_import_opts *o, rows *r, m2_impor
     return rc;
 }
 
+static int check_opts(const m2_import_opts *o)
+{
+    if (!(o->session_gap_s > 0)) return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
+    if (o->tick_size < 0 || !isfinite(o->tick_size))
+        return m2_fail(M2_EUSAGE, "--tick-size (%g): must be > 0", o->tick_size);
+    return M2_OK;
+}
+
 int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
                            m2_import_report *rep)
 {
     memset(ds, 0, sizeof *ds);
     memset(rep, 0, sizeof *rep);
-    if (!(o->session_gap_s > 0)) return m2_fail(M2_EUSAGE, "--session-gap (%g): must be > 0 seconds", o->session_gap_s);
-    if (o->tick_size < 0 || !isfinite(o->tick_size))
-        return m2_fail(M2_EUSAGE, "--tick-size (%g): must be > 0", o->tick_size);
+    if (check_opts(o)) return M2_EUSAGE;
     rows r = {.n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0};
     int rc = M2_OK;
     for (int i = 0; rc == M2_OK && i < n; i++) rc = read_file(csv[i], o, &r, rep, n > 1);
@@ -517,6 +533,76 @@ int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *
     if (rc == M2_OK && (rc = take_rows(&r, csv[0], n, o, ds, rep)) == M2_OK) return M2_OK;
     free_rows(&r);
     m2_dataset_free(ds);
+    return rc;
+}
+
+/* Rows [0, cut) of r, whole sessions, as one piece of events: sessions found, trade sides set, then emitted; the
+ * rows from cut on move to the front. */
+static int emit_rows(rows *r, int64_t cut, const m2_import_opts *o, m2_dataset *piece, m2_universe_emit emit,
+                     void *sink)
+{
+    rows head = *r;
+    head.n = cut;
+    if (make_sessions(&head, o->session_gap_s, piece)) return M2_EFAIL;
+    tick_rule(&head, piece->sessions, piece->n_sessions);
+    piece->n_rows = cut;
+    piece->ts_ns = r->ts;
+    piece->bid_px = r->bid;
+    piece->ask_px = r->ask;
+    piece->bid_sz = r->bsz;
+    piece->ask_sz = r->asz;
+    piece->trade_px = r->tpx;
+    piece->trade_sz = r->tsz;
+    piece->side = r->side;
+    piece->extra = r->extra;
+    piece->n_extra = r->n_extra;
+    int rc = emit(sink, piece);
+    free(piece->sessions);
+    piece->sessions = NULL;
+    size_t m = (size_t)(r->n - cut);
+    memmove(r->ts, r->ts + cut, m * sizeof *r->ts);
+    double *cols[] = {r->bid, r->ask, r->bsz, r->asz, r->tpx, r->tsz};
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) memmove(cols[c], cols[c] + cut, m * sizeof *cols[c]);
+    memmove(r->side, r->side + cut, m);
+    if (r->n_extra) memmove(r->extra, r->extra + cut * r->n_extra, m * (size_t)r->n_extra * sizeof *r->extra);
+    r->n -= cut;
+    return rc;
+}
+
+/* Where the last session of r begins (0 when r is one session): the rows before it are complete sessions, since a
+ * later file's rows can only continue the last one (make_sessions' rule, applied across the file boundary). */
+static int64_t last_session(const rows *r, double gap_s)
+{
+    for (int64_t i = r->n - 1; i > 0; i--)
+        if ((double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s) return i;
+    return 0;
+}
+
+int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts *o, m2_universe_emit emit, void *sink,
+                            m2_import_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    if (check_opts(o)) return M2_EUSAGE;
+    rows r = {.n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0};
+    m2_dataset piece;
+    memset(&piece, 0, sizeof piece);
+    name_events(&piece, csv[0], n, o);
+    double best = INFINITY; /* the raw smallest price step over all rows, rounded only at the end (tick_of) */
+    int rc = M2_OK;
+    for (int i = 0; rc == M2_OK && i < n; i++) {
+        int64_t before = r.n;
+        rc = read_file(csv[i], o, &r, rep, n > 1);
+        best = min_step(&r, before > 0 ? before : 1, best);
+        rep->rows += r.n - before;
+        piece.tick_size = o->tick_size > 0 ? o->tick_size : tick_of(best); /* provisional: the last piece's counts */
+        int64_t cut = i + 1 < n ? last_session(&r, o->session_gap_s) : 0;
+        if (rc == M2_OK && cut > 0) rc = emit_rows(&r, cut, o, &piece, emit, sink);
+    }
+    if (rc == M2_OK && rep->rows < 2)
+        rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv[0], (long long)rep->rows);
+    rep->tick_inferred = o->tick_size == 0;
+    if (rc == M2_OK) rc = emit_rows(&r, r.n, o, &piece, emit, sink);
+    free_rows(&r);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 
 #include "io/dataset.h"
 #include "io/features.h"
+#include "io/universe.h"
 
 #define M2_IMPORT_MAX_DEPTH 10
 
@@ -55,6 +56,14 @@ int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *d
  * event series: time must not go backwards across files either. Files may be gzip-compressed (zlib). */
 int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
                            m2_import_report *rep);
+
+/* The same files read one at a time, holding only the rows of the session still open: each completed session
+ * (and the last one at the end) goes to emit(sink, piece) as a piece of whole sessions, the same rows, sessions and
+ * trade sides m2_import_events_files makes of the concatenation. The tick size is inferred from all rows, so only
+ * the last piece's tick_size is final (m2_universe_write takes that one; FORMATS.md "Universe import"). The report
+ * is m2_import_events_files'. */
+int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts *o, m2_universe_emit emit, void *sink,
+                            m2_import_report *rep);
 
 /* LOBSTER (import_lobster.c): is this a message file name (..._message_N.csv[.gz])? Such a file is read with its
  * orderbook file (the same name with "_orderbook_") wherever a CSV is accepted. */

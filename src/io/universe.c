@@ -1,7 +1,7 @@
 /* Universe writer (universe.h; FORMATS.md "Universe import"): pass 1 spools, the cuts come from per-day counts,
  * pass 2 (universe_rows.c) reads the spool back in blocks of rows. Pass 2 holds a block, the per-instrument,
  * per-day row counts and the session index: nothing that grows with the rows of the universe or of one instrument
- * (pass 1 holds what its source makes, one instrument's events). The spool is an unlinked file in the output's folder, so a crash leaves nothing behind. */
+ * (pass 1 holds what its source makes: one piece of sessions). The spool is an unlinked file in the output's folder, so a crash leaves nothing behind. */
 #include "io/universe.h"
 #include "io/universe_spool.h"
 
@@ -115,7 +115,7 @@ typedef struct {
 } sink;
 
 /* A piece of instrument k's events (m2_universe_emit): its rows after the earlier pieces', its sessions after
- * theirs. The first piece names the instrument. */
+ * theirs. The first piece names the instrument; the last one's tick size counts. */
 static int spool_piece(void *ctx, const m2_dataset *ev)
 {
     m2_spool *sp = ((sink *)ctx)->sp;
@@ -125,13 +125,13 @@ static int spool_piece(void *ctx, const m2_dataset *ev)
         s->extra_at = sp->end[N_COLUMNS];
         s->sessions_at = sp->end[N_COLUMNS + 1];
         s->n_extra = ev->n_extra;
-        s->tick = ev->tick_size;
         snprintf(s->name, sizeof s->name, "%s", ev->instrument);
         snprintf(s->source, sizeof s->source, "%s", ev->source);
     } else if (ev->n_extra != s->n_extra) {
         return m2_fail(M2_EFAIL, "universe (instrument %s): pieces with %d and %d depth features", s->name, s->n_extra,
                        ev->n_extra);
     }
+    s->tick = ev->tick_size; /* the last piece's: a source inferring it from all rows knows it at the end */
     int rc = add_days(sp, ((sink *)ctx)->k, ev, sp->end[0]);
     for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
         rc = put_bytes(sp, c, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);

@@ -11,7 +11,8 @@
 #include "io/features.h"
 
 /* Takes one piece of an instrument's raw events (sessions, tick_size and instrument set, as
- * m2_import_events_files or m2_synth_each_session leave them): pieces are in time order and each begins a session. */
+ * m2_import_events_pieces or m2_synth_each_session leave them): pieces are in time order and each begins a session;
+ * the tick size is the last piece's (the import infers it from all of an instrument's rows). */
 typedef int (*m2_universe_emit)(void *sink, const m2_dataset *piece);
 
 /* Produces instrument k's raw events through emit(sink, piece), in one piece or many (a source that makes them a

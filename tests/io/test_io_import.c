@@ -264,6 +264,72 @@ static void test_absurd_prices_are_bad_rows(void **state)
     m2_dataset_free(&ds);
 }
 
+/* Collects the pieces m2_import_events_pieces emits into one series (sessions renumbered), keeping the last tick. */
+typedef struct {
+    int64_t n, n_sessions, pieces, ts[64], sessions[64];
+    double bid[64], ask[64], tpx[64], tick;
+    int8_t side[64];
+} collected;
+
+static int collect(void *sink, const m2_dataset *p)
+{
+    collected *c = sink;
+    assert_true(p->n_rows > 0 && p->sessions[0] == 0 && p->sessions[p->n_sessions] == p->n_rows);
+    assert_true(c->n + p->n_rows <= 64 && c->n_sessions + p->n_sessions < 64);
+    for (int64_t s = 0; s < p->n_sessions; s++) c->sessions[c->n_sessions++] = c->n + p->sessions[s];
+    memcpy(c->ts + c->n, p->ts_ns, sizeof *c->ts * (size_t)p->n_rows);
+    memcpy(c->bid + c->n, p->bid_px, sizeof *c->bid * (size_t)p->n_rows);
+    memcpy(c->ask + c->n, p->ask_px, sizeof *c->ask * (size_t)p->n_rows);
+    memcpy(c->tpx + c->n, p->trade_px, sizeof *c->tpx * (size_t)p->n_rows);
+    memcpy(c->side + c->n, p->side, (size_t)p->n_rows);
+    c->n += p->n_rows;
+    c->tick = p->tick_size;
+    c->pieces++;
+    assert_string_equal(p->instrument, "SYM");
+    return M2_OK;
+}
+
+/* Three daily files read one at a time give the rows, sessions, trade sides, tick size and report of their
+ * concatenation: a session continues across the first file boundary (gap 1 s <= 3600 s), the smallest price step
+ * (0.005) lies across that boundary, and the tick rule there needs the previous file's last trade. */
+static void test_pieces_match_the_concatenation(void **state)
+{
+    const char *f[] = {test_path("SYM_20240102.csv"), test_path("SYM_20240103.csv"), test_path("SYM_20240104.csv")};
+    write_text(f[0], "ts,bid,ask,price,size\n"
+                     "0,100.00,100.02,100.01,1\n1000000000,100.01,100.03,100.02,1\n"
+                     "7200000000000,100.00,100.02,100.01,1\n7201000000000,100.01,100.03,100.03,1\n");
+    write_text(f[1], "ts,bid,ask,price,size\n"
+                     "7202000000000,100.015,100.03,100.03,1\n7203000000000,abc,100.03,100.03,1\n"
+                     "7204000000000,100.035,100.05,100.02,1\n20000000000000,100.00,100.02,100.01,1\n");
+    write_text(f[2], "ts,bid,ask,price,size\n"
+                     "40000000000000,100.00,100.02,100.01,1\n40001000000000,100.02,100.04,100.00,1\n");
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    o.instrument = "SYM";
+    m2_dataset ds;
+    m2_import_report whole, rep;
+    assert_int_equal(m2_import_events_files(f, 3, &o, &ds, &whole), M2_OK);
+    collected c = {0};
+    assert_int_equal(m2_import_events_pieces(f, 3, &o, collect, &c, &rep), M2_OK);
+    assert_int_equal(c.pieces, 3); /* session 1 (after file 1), 2 (after file 2), 3 and 4 (at the end) */
+    assert_int_equal(c.n, ds.n_rows);
+    assert_int_equal(c.n_sessions, ds.n_sessions);
+    assert_int_equal(ds.n_sessions, 4);
+    assert_memory_equal(c.sessions, ds.sessions, sizeof *c.sessions * (size_t)c.n_sessions);
+    assert_memory_equal(c.ts, ds.ts_ns, sizeof *c.ts * (size_t)c.n);
+    assert_memory_equal(c.bid, ds.bid_px, sizeof *c.bid * (size_t)c.n);
+    assert_memory_equal(c.ask, ds.ask_px, sizeof *c.ask * (size_t)c.n);
+    assert_memory_equal(c.tpx, ds.trade_px, sizeof *c.tpx * (size_t)c.n);
+    assert_memory_equal(c.side, ds.side, (size_t)c.n);
+    assert_int_equal(c.side[4], 1); /* unchanged price after the boundary keeps the up-tick before it */
+    assert_true(c.tick == ds.tick_size && fabs(c.tick - 0.005) < 1e-12);
+    assert_true(rep.rows == whole.rows && rep.lines == whole.lines && rep.bad == whole.bad && rep.bad == 1);
+    assert_int_equal(rep.bad_line[0], whole.bad_line[0]);
+    assert_string_equal(rep.bad_why[0], whole.bad_why[0]);
+    assert_int_equal(rep.tick_inferred, whole.tick_inferred);
+    m2_dataset_free(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_file_level_errors),
         cmocka_unit_test(test_full_import_builds_features),
         cmocka_unit_test(test_absurd_prices_are_bad_rows),
+        cmocka_unit_test(test_pieces_match_the_concatenation),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_test_dir();

@@ -201,14 +201,18 @@ done
 h5diff "$dir/m16.h5" "$dir/mi16.h5" /features/X /features/X >/dev/null || fail "synth and import of the same universe differ"
 # One instrument's rows: 8x the days (8x the rows of each instrument) leave synth's peak RSS nearly flat too (pass 1
 # takes a session at a time, pass 2 blocks of 64K rows; an instrument of 400000 rows held at once would add ~44 MB at
-# the earlier ~110 B/row). The import still holds one instrument's parsed rows (m2_import_events_files), so it is not
-# checked here (FORMATS.md "Universe import").
+# the earlier ~110 B/row). The import of the same days from .csv.gz files reads one file at a time and emits each
+# completed session (m2_import_events_pieces): 400000 rows held at once would add ~29 MB at ~72 B/row.
 for d in 5 40; do
   days_kb[$d]=$(peak_kb "$ticks" synth --out "$dir/d$d.h5" --instruments 2 --ticks $((d * 10000)) --sessions $d) || fail "synth $d days"
+  "$ticks" synth --csv-dir "$dir/dcsv$d" --instruments 2 --ticks $((d * 10000)) --sessions $d >/dev/null || fail "csv $d days"
+  dimp_kb[$d]=$(peak_kb "$ticks" import "$dir/dcsv$d" --out "$dir/di$d.h5") || fail "import $d days"
 done
-echo "peak RSS synth 2 instruments x 5/40 days: ${days_kb[5]}/${days_kb[40]} KB"
+echo "peak RSS 2 instruments x 5/40 days: synth ${days_kb[5]}/${days_kb[40]} KB, import ${dimp_kb[5]}/${dimp_kb[40]} KB"
 [ "${days_kb[40]}" -lt $((days_kb[5] * 5 / 4)) ] || fail "synth: peak RSS ${days_kb[40]} KB for 40 days vs ${days_kb[5]} KB for 5: memory grows with one instrument's rows"
-rm -rf "$dir"/m*.h5 "$dir"/mcsv* "$dir"/d5.h5 "$dir"/d40.h5
+[ "${dimp_kb[40]}" -lt $((dimp_kb[5] * 5 / 4)) ] || fail "import: peak RSS ${dimp_kb[40]} KB for 40 days vs ${dimp_kb[5]} KB for 5: memory grows with one instrument's rows"
+h5diff "$dir/d40.h5" "$dir/di40.h5" /features/X /features/X >/dev/null || fail "synth and import of the same 40 days differ"
+rm -rf "$dir"/m*.h5 "$dir"/mcsv* "$dir"/d5.h5 "$dir"/d40.h5 "$dir"/dcsv* "$dir"/di*.h5
 
 # ---- bad inputs: one line each, nothing written ----
 mkdir -p "$dir/bad1" "$dir/bad2"
