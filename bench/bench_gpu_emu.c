@@ -23,6 +23,7 @@
 #include "base/rng.h"
 #include "core/flops.h"
 #include "core/model.h"
+#include "cuda_workspace.h"
 #include "emu_counters.h"
 #include "gpu_roof.h"
 #include "ops_cuda.h"
@@ -103,6 +104,10 @@ static int count_pass(const m2_config *cfg0, int L, int B, int T, int train, cou
     int rc = m2_dims_init(&d, &cfg, 32, 4);
     if (rc || (rc = m2_layout_init(&lay, &d))) return rc;
     const m2_ops *g = m2_ops_cuda();
+    /* every pass starts without the op workspace an earlier (larger) pass left: the counted peak is then this
+     * pass's own, and linear in its tokens (a workspace kept from the corners before made the extrapolated peak
+     * smaller than the activations it holds, BENCHMARKS.md) */
+    m2_ops_cuda_release_workspace();
     const size_t n = lay.n_params;
     float *params = dev_random(g, n, 3), *grads = g->alloc(g, n * sizeof(float));
     const size_t ntok = (size_t)B * T;
@@ -298,6 +303,9 @@ static int run(const options *o)
     m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
     if (!m2emu_counts_bytes()) return m2_fail(M2_EFAIL, "bench_gpu_emu: not linked with the counting emulation");
     const int T = o->seq, Lfull = cfg.model.n_layers, mb = cfg.train.micro_batch;
+    if (T % cfg.model.chunk_size) /* a chunk cut short is not a linear share of a full one: nothing extrapolates */
+        return m2_fail(M2_EUSAGE, "bench_gpu_emu (--seq %d): a multiple of the chunk size (%d)", T,
+                       cfg.model.chunk_size);
     const int accum = cfg.train.global_batch / (mb * o->ranks);
     if (accum < 1) return m2_fail(M2_EUSAGE, "bench_gpu_emu: global_batch below micro_batch x ranks");
     const double step_tokens = (double)mb * cfg.train.seq_len * accum;

@@ -1,91 +1,222 @@
 /* CUDA ops: the causal depthwise conv1d + bias + SiLU over the x, B, C channels (docs/MODEL.md §2 step 3), forward and
- * backward. One thread per (token, channel): consecutive threads take consecutive channels, so every load of a
- * token row is coalesced.
+ * backward.
  *
  * Backward, per sequence: pre(t, c) = b[c] + sum_k w[c,k] in[t-K+1+k, c] (zero before t = 0), out = silu(pre).
  *   dpre(t, c) = dout(t, c) * silu'(pre(t, c))                 (kept in the workspace)
  *   din(t, c)  = sum_k w[c,k] dpre(t+K-1-k, c)                  (over output ticks inside the sequence)
  *   dw[c,k]   += sum_t dpre(t, c) in[t-K+1+k, c],   db[c] += sum_t dpre(t, c)
- * The weight and bias gradients are one deterministic column sum over the token rows with C*(K+1) virtual
- * columns (c, k), k = K standing for the bias. */
+ * The weight and bias gradients are the deterministic column sum of cuda_common.cuh over the token rows, with
+ * C*(K+1) virtual columns (c, k), k = K standing for the bias: the same blocks of rows, the same order.
+ *
+ * Layout of the work (BENCHMARKS.md, "Predicted GPU step"): a thread owns V consecutive channels (V = 4: one
+ * 16-byte load or store per token row when the strides and pointers allow it, else V = 1) and walks CONV_TT
+ * consecutive ticks of one sequence (the weight-gradient kernel: one column-sum block of rows), keeping the K
+ * taps' inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times
+ * and no index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a
+ * compile-time 4 or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1, as
+ * before, so the results are unchanged bitwise. */
 #include "cuda_common.cuh"
 
-__device__ __forceinline__ float conv_pre(const float *seq, int ld_in, const float *w, const float *b, int t, int c,
-                                          int K)
-{
-    float a = b[c];
-    for (int k = 0; k < K; k++) {
-        const int ts = t - K + 1 + k;
-        if (ts >= 0) a += w[(size_t)c * K + k] * seq[(size_t)ts * ld_in + c];
-    }
-    return a;
-}
+enum { CONV_TT = 32 };
 
-__global__ void conv_fwd_kernel(const float *in, int ld_in, const float *w, const float *b, int T, int C, int K,
-                                size_t total, float *out)
-{
-    M2_GRID_STRIDE(i, total)
-    {
-        const size_t r = i / C;
-        const int c = (int)(i % C), t = (int)(r % T);
-        const float *seq = in + (r - t) * ld_in; /* the sequence's first row */
-        const float a = conv_pre(seq, ld_in, w, b, t, c, K);
-        out[i] = a * m2_dev_sigmoid(a);
-    }
-}
-
-void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
-                           int T, int C, int K, m2_real *out)
-{
-    const size_t total = (size_t)B * T * C;
-    if (!total) return;
-    conv_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(in, ld_in, w, b, T, C, K,
-                                                                                              total, out);
-    M2_CUDA_LAUNCHED("conv_silu_fwd");
-}
-
-__global__ void conv_dpre_kernel(const float *dout, const float *in, int ld_in, const float *w, const float *b, int T,
-                                 int C, int K, size_t total, float *dpre)
-{
-    M2_GRID_STRIDE(i, total)
-    {
-        const size_t r = i / C;
-        const int c = (int)(i % C), t = (int)(r % T);
-        const float a = conv_pre(in + (r - t) * ld_in, ld_in, w, b, t, c, K);
-        const float s = m2_dev_sigmoid(a);
-        dpre[i] = dout[i] * s * (1.0f + a * (1.0f - s));
-    }
-}
-
-__global__ void conv_din_kernel(const float *dpre, const float *w, int T, int C, int K, size_t total, float *din,
-                                int ld_din)
-{
-    M2_GRID_STRIDE(i, total)
-    {
-        const size_t r = i / C;
-        const int c = (int)(i % C), t = (int)(r % T);
-        float s = 0.0f;
-        for (int k = 0; k < K; k++) {
-            const int tf = t + K - 1 - k; /* the output tick that saw input t through tap k */
-            if (tf < T) s += w[(size_t)c * K + k] * dpre[(r + (K - 1 - k)) * C + c];
-        }
-        din[r * ld_din + c] = s;
-    }
-}
-
-/* Virtual column j = c*(K+1) + k: k < K is dw[c,k]'s term, k = K is db[c]'s. */
-struct conv_wb_term {
-    const float *dpre, *in;
-    int ld_in, T, C, K;
-    __device__ float operator()(int r, int j) const
-    {
-        const int c = j / (K + 1), k = j % (K + 1);
-        const float d = dpre[(size_t)r * C + c];
-        if (k == K) return d;
-        const int t = r % T, ts = t - K + 1 + k;
-        return ts >= 0 ? d * in[((size_t)r - (size_t)(K - 1 - k)) * ld_in + c] : 0.0f;
-    }
+/* The kernels' configurations: V channels per thread, a window of KM >= K registers (named types, so that a
+ * kernel's counters and its SASS row share one key, tests/gpu/emu/emu_counters.h). */
+struct conv_v4k4 {
+    static constexpr int V = 4, KM = 4;
 };
+struct conv_v1k4 {
+    static constexpr int V = 1, KM = 4;
+};
+struct conv_v4k16 {
+    static constexpr int V = 4, KM = 16;
+};
+struct conv_v1k16 {
+    static constexpr int V = 1, KM = 16;
+};
+
+struct conv_args {
+    const float *in, *w, *b, *dout;
+    float *dpre, *out, *din, *part;
+    int ld_in, ld_din, T, C, K, rows, per;
+};
+
+/* The thread's channels c0 .. c0+V-1 and its ticks [t0, t1) of sequence `seq`; false past the last channel. */
+template <class Cfg> __device__ bool conv_walk(const conv_args &a, int &c0, size_t &seq, int &t0, int &t1)
+{
+    c0 = (blockIdx.y * blockDim.x + threadIdx.x) * Cfg::V;
+    const int tiles = (a.T + CONV_TT - 1) / CONV_TT;
+    seq = blockIdx.x / tiles;
+    t0 = (blockIdx.x % tiles) * CONV_TT;
+    t1 = min(a.T, t0 + CONV_TT);
+    return c0 < a.C;
+}
+
+/* The weights in register order: tap k at m = KM-K+k (right-aligned, Rev false) or at m = KM-1-k (Rev true), so
+ * that every register index is a compile-time constant. */
+template <class Cfg, bool Rev> __device__ void conv_weights(const conv_args &a, int c0, float (&wr)[Cfg::KM][Cfg::V])
+{
+#pragma unroll
+    for (int m = 0; m < Cfg::KM; m++) {
+        const int k = Rev ? Cfg::KM - 1 - m : m - (Cfg::KM - a.K);
+#pragma unroll
+        for (int j = 0; j < Cfg::V; j++) wr[m][j] = k >= 0 && k < a.K ? a.w[(size_t)(c0 + j) * a.K + k] : 0.0f;
+    }
+}
+
+/* Shifts the window one row on: win[m] <- win[m+1], win[KM-1] <- x. */
+template <class Cfg> __device__ __forceinline__ void conv_shift(float (&win)[Cfg::KM][Cfg::V], const m2_vec<Cfg::V> &x)
+{
+#pragma unroll
+    for (int m = 0; m < Cfg::KM - 1; m++)
+#pragma unroll
+        for (int j = 0; j < Cfg::V; j++) win[m][j] = win[m + 1][j];
+#pragma unroll
+    for (int j = 0; j < Cfg::V; j++) win[Cfg::KM - 1][j] = x.v[j];
+}
+
+/* pre(t) of the V channels from the window win[m] = in[t - (KM-1-m)]: b + taps k = 0..K-1 (m = KM-K+k) in order,
+ * the taps before the sequence start skipped. */
+template <class Cfg>
+__device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float (&bias)[Cfg::V],
+                                         const float (&wr)[Cfg::KM][Cfg::V], const float (&win)[Cfg::KM][Cfg::V],
+                                         float (&pre)[Cfg::V])
+{
+#pragma unroll
+    for (int j = 0; j < Cfg::V; j++) pre[j] = bias[j];
+#pragma unroll
+    for (int m = 0; m < Cfg::KM; m++)
+        if (m >= Cfg::KM - a.K && t >= Cfg::KM - 1 - m) {
+#pragma unroll
+            for (int j = 0; j < Cfg::V; j++) pre[j] += wr[m][j] * win[m][j];
+        }
+}
+
+/* The window before tick t0: win[m] = in[t0 - 1 - (KM-1-m)] where the next shift keeps it for a tap and the tick
+ * exists (the rest is never used). */
+template <class Cfg> __device__ void conv_window(const float *col, int ld, int t0, int K, float (&win)[Cfg::KM][Cfg::V])
+{
+#pragma unroll
+    for (int m = 0; m < Cfg::KM; m++) {
+        const int ts = t0 - Cfg::KM + m;
+        m2_vec<Cfg::V> x = {};
+        if (m > Cfg::KM - K && ts >= 0) x = m2_vload<Cfg::V>(col + (size_t)ts * ld);
+#pragma unroll
+        for (int j = 0; j < Cfg::V; j++) win[m][j] = x.v[j];
+    }
+}
+
+/* Forward (Dpre false): out = silu(pre). Backward's first pass (Dpre true): dpre = dout * silu'(pre). */
+template <class Cfg, bool Dpre> __device__ void conv_pre_pass(const conv_args &a)
+{
+    int c0, t0, t1;
+    size_t seq;
+    if (!conv_walk<Cfg>(a, c0, seq, t0, t1)) return;
+    float wr[Cfg::KM][Cfg::V], win[Cfg::KM][Cfg::V], bias[Cfg::V];
+    conv_weights<Cfg, false>(a, c0, wr);
+#pragma unroll
+    for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
+    const float *col = a.in + seq * a.T * a.ld_in + c0;
+    conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
+    for (int t = t0; t < t1; t++) {
+        conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
+        float pre[Cfg::V];
+        conv_pre<Cfg>(a, t, bias, wr, win, pre);
+        const size_t o = (seq * a.T + t) * a.C + c0;
+        m2_vec<Cfg::V> r, d = {};
+        if constexpr (Dpre) d = m2_vload<Cfg::V>(a.dout + o);
+#pragma unroll
+        for (int j = 0; j < Cfg::V; j++) {
+            const float s = m2_dev_sigmoid(pre[j]);
+            r.v[j] = Dpre ? d.v[j] * s * (1.0f + pre[j] * (1.0f - s)) : pre[j] * s;
+        }
+        m2_vstore<Cfg::V>((Dpre ? a.dpre : a.out) + o, r);
+    }
+}
+
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args a)
+{
+    conv_pre_pass<Cfg, false>(a);
+}
+
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_dpre_kernel(conv_args a)
+{
+    conv_pre_pass<Cfg, true>(a);
+}
+
+/* din(t) = sum_k w[k] dpre(t+K-1-k) over the output ticks inside the sequence, from the window
+ * win[m] = dpre[t + K - KM + m] (tap k at m = KM-1-k, the weights in reversed order). */
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_din_kernel(conv_args a)
+{
+    constexpr int KM = Cfg::KM, V = Cfg::V;
+    int c0, t0, t1;
+    size_t seq;
+    if (!conv_walk<Cfg>(a, c0, seq, t0, t1)) return;
+    float wr[KM][V], win[KM][V];
+    conv_weights<Cfg, true>(a, c0, wr);
+    const float *col = a.dpre + seq * a.T * a.C + c0;
+    /* the window before t0: win[m] = dpre[t0 - 1 + K - KM + m] for the ticks that exist */
+#pragma unroll
+    for (int m = 0; m < KM; m++) {
+        const int tf = t0 - 1 + a.K - KM + m;
+        m2_vec<V> x = {};
+        if (tf >= t0 && tf < a.T) x = m2_vload<V>(col + (size_t)tf * a.C);
+#pragma unroll
+        for (int j = 0; j < V; j++) win[m][j] = x.v[j];
+    }
+    for (int t = t0; t < t1; t++) {
+        const int tn = t + a.K - 1; /* the newest tick the window needs */
+        m2_vec<V> x = {};
+        if (tn < a.T) x = m2_vload<V>(col + (size_t)tn * a.C);
+        conv_shift<Cfg>(win, x);
+        m2_vec<V> s = {};
+#pragma unroll
+        for (int k = 0; k < KM; k++)
+            if (k < a.K && t + a.K - 1 - k < a.T) {
+#pragma unroll
+                for (int j = 0; j < V; j++) s.v[j] += wr[KM - 1 - k][j] * win[KM - 1 - k][j];
+            }
+        m2_vstore<V>(a.din + (seq * a.T + t) * a.ld_din + c0, s);
+    }
+}
+
+/* One column-sum block of rows [r0, r1) (blockIdx.x) of the virtual columns (c, k) of the thread's channels, rows
+ * in order: part[blk][c*(K+1) + k] = sum_r (k < K ? dpre(r, c) in(r-K+1+k, c), 0 before the sequence start : dpre).
+ * Tap k's sum sits at acc[KM-K+k], beside its window register. */
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_wb_kernel(conv_args a)
+{
+    constexpr int KM = Cfg::KM, V = Cfg::V;
+    const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
+    if (c0 >= a.C) return;
+    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per);
+    const float *col = a.in + c0;
+    float win[KM][V], acc[KM + 1][V];
+    int t = r0 % a.T;
+    conv_window<Cfg>(col + (size_t)(r0 - t) * a.ld_in, a.ld_in, t, a.K, win);
+#pragma unroll
+    for (int k = 0; k <= KM; k++)
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[k][j] = 0.0f;
+    for (int r = r0; r < r1; r++, t = t + 1 == a.T ? 0 : t + 1) {
+        conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
+        const m2_vec<V> d = m2_vload<V>(a.dpre + (size_t)r * a.C + c0);
+#pragma unroll
+        for (int m = 0; m < KM; m++)
+            if (m >= KM - a.K) {
+#pragma unroll
+                for (int j = 0; j < V; j++) acc[m][j] += t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
+            }
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[KM][j] += d.v[j];
+    }
+    float *p = a.part + (size_t)blockIdx.x * a.C * (a.K + 1) + (size_t)c0 * (a.K + 1);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+#pragma unroll
+        for (int m = 0; m < KM; m++)
+            if (m >= KM - a.K) p[j * (a.K + 1) + m - (KM - a.K)] = acc[m][j];
+        p[j * (a.K + 1) + a.K] = acc[KM][j];
+    }
+}
 
 struct conv_wb_out {
     float *dw, *db;
@@ -100,6 +231,54 @@ struct conv_wb_out {
     }
 };
 
+/* Grids: x over (sequence, tile of CONV_TT ticks) or the column-sum row blocks, y over blocks of channel groups. */
+template <class Cfg> static dim3 conv_grid(const conv_args &a, int ny)
+{
+    const int groups = (a.C + Cfg::V - 1) / Cfg::V;
+    return dim3(ny, (groups + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS);
+}
+static int conv_tiles(const conv_args &a) { return a.rows / a.T * ((a.T + CONV_TT - 1) / CONV_TT); }
+
+template <class Cfg> static void conv_fwd_run(const m2_cuda_ctx *c, const conv_args &a)
+{
+    const dim3 grid = conv_grid<Cfg>(a, conv_tiles(a));
+    conv_fwd_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("conv_silu_fwd");
+}
+
+template <class Cfg> static void conv_bwd_run(m2_cuda_ctx *c, const conv_args &a, float *dw, float *db)
+{
+    const dim3 grid = conv_grid<Cfg>(a, conv_tiles(a));
+    conv_dpre_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("conv_silu_bwd (dpre)");
+    conv_din_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("conv_silu_bwd (din)");
+    const int nblk = (a.rows + a.per - 1) / a.per;
+    const dim3 wb_grid = conv_grid<Cfg>(a, nblk);
+    conv_wb_kernel<Cfg><<<wb_grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("conv_silu_bwd (weight, bias)");
+    m2_colsum_finish(c, a.part, nblk, a.C * (a.K + 1), conv_wb_out{dw, db, a.K}, "conv_silu_bwd (weight, bias)");
+}
+
+/* 16-byte rows of 4 channels when every row start of every array is 16-byte aligned. */
+static bool conv_vec4(const conv_args &a) { return m2_vec4_ok({a.in, a.out, a.dout, a.din}, {a.C, a.ld_in, a.ld_din}); }
+
+/* Runs F<Cfg> with the configuration the arguments allow. */
+#define CONV_DISPATCH(a, call)                                        \
+    (conv_vec4(a) ? ((a).K <= 4 ? call(conv_v4k4) : call(conv_v4k16)) \
+                  : ((a).K <= 4 ? call(conv_v1k4) : call(conv_v1k16)))
+
+void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
+                           int T, int C, int K, m2_real *out)
+{
+    if ((size_t)B * T * C == 0) return;
+    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    conv_args a = {in, w, b, NULL, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
+#define CONV_FWD(Cfg) conv_fwd_run<Cfg>(c, a)
+    CONV_DISPATCH(a, CONV_FWD);
+#undef CONV_FWD
+}
+
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
                            m2_real *db)
@@ -110,12 +289,24 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const int ncol = C * (K + 1);
     const size_t off = m2_cuda_align(total * sizeof(float));
-    float *dpre = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, ncol));
-    conv_dpre_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(dout, in, ld_in, w, b, T, C, K, total,
-                                                                               dpre);
-    M2_CUDA_LAUNCHED("conv_silu_bwd (dpre)");
-    conv_din_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(dpre, w, T, C, K, total, din, ld_din);
-    M2_CUDA_LAUNCHED("conv_silu_bwd (din)");
-    m2_colsum(c, off, rows, ncol, conv_wb_term{dpre, in, ld_in, T, C, K}, conv_wb_out{dw, db, K},
-              "conv_silu_bwd (weight, bias)");
+    char *ws = (char *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, ncol));
+    float *dpre = (float *)ws;
+    conv_args a = {in,
+                   w,
+                   b,
+                   dout,
+                   dpre,
+                   NULL,
+                   din,
+                   (float *)(ws + off),
+                   ld_in,
+                   ld_din,
+                   T,
+                   C,
+                   K,
+                   rows,
+                   m2_colsum_rows_per_block(rows)};
+#define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
+    CONV_DISPATCH(a, CONV_BWD);
+#undef CONV_BWD
 }

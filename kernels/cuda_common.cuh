@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <initializer_list>
+
 extern "C" {
 #include "core/ops.h"
 }
@@ -60,6 +62,33 @@ static inline unsigned m2_cuda_blocks(size_t n)
 
 #define M2_GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+/* V consecutive floats loaded or stored as one access (one 16-byte instruction when V = 4; the pointer must then be
+ * 16-byte aligned: callers check their strides and pointers and fall back to V = 1). */
+template <int V> struct alignas(sizeof(float) * V) m2_vec {
+    float v[V];
+};
+template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const float *p)
+{
+#ifdef M2EMU_VECTOR_LOAD /* the CPU emulation: one counted access, as on the GPU (tests/gpu/emu/cuda_runtime.h) */
+    return M2EMU_VECTOR_LOAD(m2_vec<V>, p);
+#else
+    return *reinterpret_cast<const m2_vec<V> *>(p);
+#endif
+}
+template <int V> __device__ __forceinline__ void m2_vstore(float *p, const m2_vec<V> &x)
+{
+    *reinterpret_cast<m2_vec<V> *>(p) = x;
+}
+/* Whether every pointer is 16-byte aligned and every stride a multiple of 4 floats (the V = 4 paths). */
+static inline bool m2_vec4_ok(std::initializer_list<const void *> ptrs, std::initializer_list<long long> strides)
+{
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return false;
+    for (long long s : strides)
+        if (s % 4) return false;
+    return true;
+}
 
 __device__ __forceinline__ float m2_dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
@@ -118,6 +147,15 @@ static inline size_t m2_colsum_ws_bytes(int rows, int n)
     return nblk * (size_t)(n > 0 ? n : 0) * sizeof(float);
 }
 
+/* Stage 2 alone, for an op that forms the partials part[blk][j] itself (same blocks of rows, same order). */
+template <class Out>
+void m2_colsum_finish(const m2_cuda_ctx *c, const float *part, int nblk, int n, Out out, const char *what)
+{
+    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(part, nblk,
+                                                                                                           n, out);
+    M2_CUDA_LAUNCHED(what);
+}
+
 /* The partials go to the workspace at byte offset ws_off (aligned): an op that keeps its own temporaries at the
  * start of the workspace reserves m2_cuda_ws(c, ws_off + m2_colsum_ws_bytes(rows, n)) BEFORE writing them (a
  * growing workspace does not keep its contents), then passes ws_off here. */
@@ -132,9 +170,7 @@ void m2_colsum(m2_cuda_ctx *c, size_t ws_off, int rows, int n, F f, Out out, con
     dim3 grid((n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
     m2_colsum_partial_kernel<<<grid, M2_CUDA_THREADS, 0, c->stream>>>(f, rows, n, per, part);
     M2_CUDA_LAUNCHED(what);
-    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(part, nblk,
-                                                                                                           n, out);
-    M2_CUDA_LAUNCHED(what);
+    m2_colsum_finish(c, part, nblk, n, out, what);
 }
 
 /* The most common `out`: dst[j] += sum (a gradient that ADDS). */

@@ -2,6 +2,7 @@
  * detection. The arithmetic lives in one file per concern: gemm_cuda.cu, elementwise_cuda.cu, norm_cuda.cu,
  * conv_cuda.cu, loss_cuda.cu, adamw_cuda.cu, zero_cuda.cu, ssd_cuda.cu (+ ssd_cuda_bwd.cu). */
 #include "cuda_common.cuh"
+#include "cuda_workspace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,15 @@ void *m2_cuda_ws(m2_cuda_ctx *c, size_t bytes)
     m2_cuda_check(cudaMalloc(&c->ws, want), "workspace: cudaMalloc");
     c->ws_bytes = want;
     return c->ws;
+}
+
+extern "C" void m2_ops_cuda_release_workspace(void)
+{
+    if (!g_ready || !g_ctx.ws) return;
+    m2_cuda_check(cudaStreamSynchronize(g_ctx.stream), "workspace: waiting for the stream");
+    m2_cuda_check(cudaFree(g_ctx.ws), "workspace: cudaFree");
+    g_ctx.ws = NULL;
+    g_ctx.ws_bytes = 0;
 }
 
 static int ctx_fail(const char *what, cudaError_t e)

@@ -32,6 +32,18 @@ __global__ void ssd_cumsum_kernel(ssd_args s)
     for (int l = L; l < s.Q; l++) acs[l] = run; /* padding: a_last sits at Q-1 for every chunk */
 }
 
+/* the decay tables (ssd_cuda.cuh) */
+__global__ void ssd_tables_kernel(ssd_args s)
+{
+    M2_GRID_STRIDE(i, (size_t)s.B * s.nc * s.H * s.Q)
+    {
+        const int zh = (int)(i / s.Q), l = (int)(i % s.Q), bc = zh / s.H, h = zh % s.H;
+        const float al = s.a_at(zh, l);
+        s.eA[i] = ssd_args::dexp(al);
+        s.wR[i] = l < s.len(bc) ? ssd_args::dexp(s.a_last(zh) - al) * s.dtv(bc, l, h) : 0.0f;
+    }
+}
+
 /* ---- 3. chunk states: S[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
 struct ssd_states_op {
     ssd_args s;
@@ -55,19 +67,14 @@ struct ssd_states_op {
     }
     struct view {
         ssd_mat X, Bg;
-        const float *acs, *dt;
-        float a_last;
-        int H;
+        const float *wR;
         __device__ float a(int p, int l) const { return X(l, p); }
-        __device__ float b(int l, int n) const
-        {
-            return ssd_args::dexp(a_last - acs[l]) * dt[(size_t)l * H] * Bg(l, n);
-        }
+        __device__ float b(int l, int n) const { return wR[l] * Bg(l, n); }
     };
     __device__ view bind(int z) const
     {
         const int zh = zh_of(z), bc = zh / s.H, h = zh % s.H;
-        return view{s.x_of(bc, h), s.B_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q, s.dt_of(bc, h), s.a_last(zh), s.H};
+        return view{s.x_of(bc, h), s.B_of(bc, h / s.hpg), s.wR + (size_t)zh * s.Q};
     }
     __device__ void store(int z, int p, int n, float acc) const
     {
@@ -110,33 +117,37 @@ struct ssd_y_op {
         kb = 0;
         ke = s.N + i1; /* s <= l < i1 */
     }
-    /* entry zh with its head's rows and arrays located once per block */
-    struct view {
+    /* k < N and k >= N in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
+     * block: the state part e^{a_l} C_l[k] . S[p][k], then the chunk part CB[l][j] e^{a_l-a_j} dt_j . x_j[p] */
+    __device__ int ksplit(int zh) const { return s.N; }
+    struct state_view {
+        const float *eA;
+        ssd_mat C, ST;
+        __device__ float a(int l, int k) const { return eA[l] * C(l, k); }
+        __device__ float b(int k, int p) const { return ST(k, p); }
+    };
+    struct chunk_view {
         int N, Q, H;
         const float *acs, *CB, *dt;
-        ssd_mat C;
-        const float *S;
         ssd_mat x;
         __device__ float a(int l, int k) const
         {
-            const float al = acs[l];
-            if (k < N) return ssd_args::dexp(al) * C(l, k);
             const int j = k - N;
             if (j > l) return 0.0f;
-            return CB[(size_t)l * Q + j] * ssd_args::dexp(al - acs[j]) * dt[(size_t)j * H];
+            return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[(size_t)j * H];
         }
-        __device__ float b(int k, int p) const
-        {
-            if (k < N) return S[(size_t)p * N + k];
-            return x(k - N, p);
-        }
+        __device__ float b(int k, int p) const { return x(k - N, p); }
+    };
+    struct view {
+        state_view lo;
+        chunk_view hi;
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{
-            s.N,           s.Q,        s.H,          s.acs + (size_t)zh * s.Q, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h),
-            s.C_of(bc, g), s.S_of(zh), s.x_of(bc, h)};
+        const float *acs = s.acs + (size_t)zh * s.Q;
+        return view{state_view{s.eA + (size_t)zh * s.Q, s.C_of(bc, g), ssd_mat{s.S_of(zh), 1, (size_t)s.N}},
+                    chunk_view{s.N, s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h), s.x_of(bc, h)}};
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {
@@ -160,6 +171,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
 
     ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_fwd (cumsum)");
+    ssd_compute_tables(c, a);
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, "ssd_fwd (chunk states)");
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;

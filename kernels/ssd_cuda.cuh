@@ -19,8 +19,9 @@
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
  *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
- *            CB [B*nc*G][Q][Q],  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],  dS [B*nc*H][P][N],
- *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H]
+ *            CB [B*nc*G][Q][Q],  the decay tables eA, wR [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],  dS [B*nc*H][P][N],
+ *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H],
+ *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -30,11 +31,13 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                            /* in the saved buffer */
-    size_t fwd_saved, CB, E, dCBw, dS, dCoff, dBst, pA, pD, scratch_total; /* in the scratch buffer */
+    size_t acs, S, saved_total;                                                               /* in the saved buffer */
+    size_t fwd_saved, CB, eA, wR, E, dCBw, dS, dCoff, dBst, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
+/* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
+static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
@@ -46,14 +49,18 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.saved_total = L.S + ssd_round(heads * PN);
     L.fwd_saved = 0;
     L.CB = L.fwd_saved + L.saved_total;
-    L.E = L.CB + ssd_round(groups * Q * Q);
+    L.eA = L.CB + ssd_round(groups * Q * Q);
+    L.wR = L.eA + ssd_round(heads * Q);
+    L.E = L.wR + ssd_round(heads * Q);
     L.dCBw = L.E + ssd_round(heads * Q * Q);
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
     L.dCoff = L.dS + ssd_round(heads * PN);
     L.dBst = L.dCoff + ssd_round(heads * Q * s->N);
     L.pA = L.dBst + ssd_round(heads * Q * s->N);
     L.pD = L.pA + ssd_round(heads);
-    L.scratch_total = L.pD + ssd_round(heads);
+    L.rOff = L.pD + ssd_round(heads);
+    L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
+    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
     return L;
 }
 
@@ -78,7 +85,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD;
+    float *acs, *S, *CB, *eA, *wR, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -152,6 +159,8 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->acs = saved + L->acs;
     a->S = saved + L->S;
     a->CB = scratch + L->CB;
+    a->eA = scratch + L->eA;
+    a->wR = scratch + L->wR;
     a->E = scratch + L->E;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
@@ -159,13 +168,27 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->dBst = scratch + L->dBst;
     a->pA = scratch + L->pA;
     a->pD = scratch + L->pD;
+    a->rOff = scratch + L->rOff;
+    a->rSt = scratch + L->rSt;
 }
 
-/* CB[zg] = C B^T over the chunk's positions (both passes need it; the backward recomputes it). Tiles that lie
- * entirely above the diagonal (every s > l) are stored as zeros without computing them. */
+/* The per-(head, position) decays that the products read for every row or column of every tile, computed once
+ * (BENCHMARKS.md, "Predicted GPU step"): eA[zh][l] = e^{a_l} and wR[zh][s] = e^{a_last-a_s} dt_s, the same fp32
+ * expressions the operands evaluated inline, so the products are unchanged bitwise. Written by the forward after
+ * the cumsums and again at the start of the backward (they live in the scratch, not in the saved buffer). */
+__global__ void ssd_tables_kernel(ssd_args s);
+static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
+{
+    const size_t n = (size_t)a.B * a.nc * a.H * a.Q;
+    ssd_tables_kernel<<<m2_cuda_blocks(n), M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("ssd (decay tables)");
+}
+
+/* CB[zg] = C B^T over the chunk's positions (both passes need it; the backward recomputes it). Only s <= l is
+ * ever read (every reader masks s > l before reading), so only that triangle is computed and stored. */
 struct ssd_cb_op {
     ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = false;
+    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = n = s.len(zg / s.G);

@@ -38,14 +38,14 @@ struct ssd_dsoff_op {
     }
     struct view {
         ssd_mat dyT, C;
-        const float *acs;
+        const float *eA;
         __device__ float a(int p, int l) const { return dyT(p, l); }
-        __device__ float b(int l, int n) const { return ssd_args::dexp(acs[l]) * C(l, n); }
+        __device__ float b(int l, int n) const { return eA[l] * C(l, n); }
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H;
-        return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.acs + (size_t)zh * s.Q};
+        return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.eA + (size_t)zh * s.Q};
     }
     __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
 };
@@ -83,42 +83,39 @@ struct ssd_dx_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zh / s.H) + s.N;
     }
-    /* entry zh with its head's rows and arrays located once per block */
-    struct view {
-        int N, Q, H, L;
-        float a_last;
+    /* k < Lc and k >= Lc in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
+     * block: the chunk part CB[k][s] e^{a_k-a_s} dt_s . dy_k[p] (k >= s), then the state part
+     * e^{a_last-a_s} dt_s B_s[n] . dSt[p][n] (n = k - Lc) */
+    __device__ int ksplit(int zh) const { return s.len(zh / s.H); }
+    struct chunk_view {
+        int Q, H;
         const float *acs, *CB, *dt;
-        ssd_mat Bg, dy;
-        const float *dS;
+        ssd_mat dy;
         __device__ float a(int si, int k) const
         {
-            const float as = acs[si], dts = dt[(size_t)si * H];
-            if (k < L) {
-                if (k < si) return 0.0f;
-                return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - as) * dts;
-            }
-            return ssd_args::dexp(a_last - as) * dts * Bg(si, k - L);
+            if (k < si) return 0.0f;
+            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
         }
-        __device__ float b(int k, int p) const
-        {
-            if (k < L) return dy(k, p);
-            return dS[(size_t)p * N + (k - L)];
-        }
+        __device__ float b(int k, int p) const { return dy(k, p); }
+    };
+    struct state_view {
+        int L;
+        const float *wR;
+        ssd_mat Bg, dST;
+        __device__ float a(int si, int k) const { return wR[si] * Bg(si, k - L); }
+        __device__ float b(int k, int p) const { return dST(k - L, p); }
+    };
+    struct view {
+        chunk_view lo;
+        state_view hi;
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        return view{s.N,
-                    s.Q,
-                    s.H,
-                    s.len(bc),
-                    s.a_last(zh),
-                    s.acs + (size_t)zh * s.Q,
-                    s.QQ(s.CB, bc * s.G + g),
-                    s.dt_of(bc, h),
-                    s.B_of(bc, g),
-                    s.dy_of(bc, h),
-                    s.dS_of(zh)};
+        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
+        return view{
+            chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
+            state_view{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
@@ -127,10 +124,10 @@ struct ssd_dx_op {
     }
 };
 
-/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l, else 0 ---- */
+/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l (s > l is never read: not stored) ---- */
 struct ssd_e_op {
     ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = false;
+    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = n = s.len(zh / s.H);
@@ -147,7 +144,7 @@ struct ssd_e_op {
     }
     __device__ void store(int zh, int l, int si, float acc) const
     {
-        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = si <= l ? s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc : 0.0f;
+        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc;
     }
 };
 
@@ -186,28 +183,49 @@ struct ssd_rows_by_states {
     }
 };
 
-/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] ---- */
+/* The row sums the scalars need from the two products through the state, sum_n value[l][n] . M_l[n] with M = C or
+ * B (tile_gemm.cuh, row_term), one partial per column tile at r[zh][l][tn]: the scalars kernel reads these instead
+ * of the [Q][N] results. */
+__device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int zh, int l, int tn, float sum)
+{
+    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
+    r[((size_t)zh * s.Q + l) * tiles + tn] = sum;
+}
+
+/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n]; row sums with C_l ---- */
 struct ssd_dcoff_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
     }
+    __device__ float value(int zh, int l, float acc) const { return s.eA[(size_t)zh * s.Q + l] * acc; }
     __device__ void store(int zh, int l, int n, float acc) const
     {
-        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = s.dexp(s.a_at(zh, l)) * acc;
+        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = value(zh, l, acc);
     }
+    __device__ float row_term(int zh, int l, int n, float acc) const
+    {
+        return s.Cv(zh / s.H, l, zh % s.H / s.hpg, n) * value(zh, l, acc);
+    }
+    __device__ void row_store(int zh, int l, int tn, float sum) const { ssd_row_partial(s, s.rOff, zh, l, tn, sum); }
 };
 
-/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] ---- */
+/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n]; row sums with B_s ---- */
 struct ssd_dbst_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
     }
+    __device__ float value(int zh, int si, float acc) const { return s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc; }
     __device__ void store(int zh, int si, int n, float acc) const
     {
-        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc;
+        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = value(zh, si, acc);
     }
+    __device__ float row_term(int zh, int si, int n, float acc) const
+    {
+        return s.Bv(zh / s.H, si, zh % s.H / s.hpg, n) * value(zh, si, acc);
+    }
+    __device__ void row_store(int zh, int si, int tn, float sum) const { ssd_row_partial(s, s.rSt, zh, si, tn, sum); }
 };
 
 /* dCBw (or its transpose) as the A operand, zero where s > l: A(i, k) for k <= i (upper: k >= i). */
@@ -283,7 +301,9 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, g = h / s.hpg, zg = bc * s.G + g, L = s.len(bc);
     const int tid = threadIdx.x;
     const size_t PN = (size_t)s.P * s.N;
-    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh), *dCoff = s.QN(s.dCoff, zh), *dBst = s.QN(s.dBst, zh);
+    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
+    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh);
+    const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * tiles;
 
     /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
     float ps = 0.0f;
@@ -300,9 +320,9 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
         float rowsum = 0.0f, colsum = 0.0f, off = 0.0f, stp = 0.0f;
         for (int j = 0; j <= i; j++) rowsum += CB[(size_t)i * s.Q + j] * E[(size_t)i * s.Q + j] * s.dtv(bc, j, h);
         for (int l = i; l < L; l++) colsum += CB[(size_t)l * s.Q + i] * E[(size_t)l * s.Q + i];
-        for (int n = 0; n < s.N; n++) {
-            off += s.Cv(bc, i, g, n) * dCoff[(size_t)i * s.N + n];
-            stp += s.Bv(bc, i, g, n) * dBst[(size_t)i * s.N + n];
+        for (int tn = 0; tn < tiles; tn++) { /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
+            off += rOff[(size_t)i * tiles + tn];
+            stp += rSt[(size_t)i * tiles + tn];
         }
         da[i] = rowsum - colsum * dti + off - dti * stp;
         direct[i] = colsum + stp;
@@ -363,6 +383,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
+    ssd_compute_tables(c, a);
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);

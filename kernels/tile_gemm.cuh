@@ -29,11 +29,22 @@
  *        [kb, ke) within [0, k): every k where A(i,k) B(k,j) can be non-zero for i in [i0,i1), j in [j0,j1)
  *        (causal masks let a tile skip the k it never needs; kb >= ke means the tile is all zero)
  *   float a(int z, int i, int k), float b(int z, int k, int j)   only called inside the ranges above
- *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n)
+ *   void store(int z, int i, int j, float acc)                      called once per (i < m, j < n) (j <= i: below)
  * and optionally
  *   V bind(int z)        a view of entry z with a(i,k) and b(k,j): the indices and base pointers that are the same
  *                        for the whole block (head, group, chunk, token row) computed once per block, so that the
- *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step") */
+ *                        per-element reads carry no division (BENCHMARKS.md, "Predicted GPU step")
+ *   static constexpr bool lower_only;  C(i, j) for j > i is never read by anyone: only j <= i is stored (tiles
+ *                        wholly above the diagonal are neither computed nor stored)
+ *   float row_term(int z, int i, int j, float acc), void row_store(int z, int i, int tn, float sum)
+ *                        also the sum over the tile's columns of row_term for each row i, in column order, handed to
+ *                        row_store with the column tile tn = j0 / BN: a row reduction of the result that its reader
+ *                        would otherwise read back from memory (the partials of the tiles are added by the reader)
+ *   int ksplit(int z)    with bind(z) returning {lo, hi}: two views, lo read for k < ksplit(z) and hi for the k
+ *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
+ *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
+ *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
+ *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise. */
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
@@ -85,6 +96,14 @@ template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z)
         return entry_view<Op>{op, z};
 }
 
+template <class Op> constexpr bool lower_only()
+{
+    if constexpr (requires { Op::lower_only; })
+        return Op::lower_only;
+    else
+        return false;
+}
+
 /* One block's tile: batch entry z, rows [i0, i1), columns [j0, j1), reduction range [kb, ke). */
 struct span {
     int z, i0, i1, j0, j1, kb, ke;
@@ -108,16 +127,23 @@ template <class Op> __device__ bool locate(const Op &op, int tiles_m, int tiles_
     t.j1 = min(n, t.j0 + BN);
     t.kb = 0;
     t.ke = k;
+    if (lower_only<Op>() && t.j0 > t.i1 - 1) return false;
     op.krange(t.z, t.i0, t.i1, t.j0, t.j1, t.kb, t.ke);
     if (t.kb < 0) t.kb = 0;
     if (t.ke > k) t.ke = k;
     return true;
 }
 
+/* Whether the block stores C(i, j) (inside the entry, and on or below the diagonal for a lower_only Op). */
+template <class Op> __device__ __forceinline__ bool stored(const span &t, int i, int j)
+{
+    return i < t.i1 && j < t.j1 && (!lower_only<Op>() || j <= i);
+}
+
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
  * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. */
 template <int KB, class R, class Op, class V, class T>
-__device__ __forceinline__ void stage(const V &v, const span &t, int k0, T *As, int lda, T *Bs, int ldb)
+__device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
 #pragma unroll
@@ -125,10 +151,35 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, T *As, 
         const int e = tid + THREADS * q;
         const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
-        As[ak * lda + ai] = R::round((gi < t.i1 && gka < t.ke) ? v.a(gi, gka) : 0.0f);
+        As[ak * lda + ai] = R::round((gi < t.i1 && gka < ke) ? v.a(gi, gka) : 0.0f);
         const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
         const int gj = t.j0 + bj, gkb = k0 + bk;
-        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < t.ke) ? v.b(gkb, gj) : 0.0f);
+        Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < ke) ? v.b(gkb, gj) : 0.0f);
+    }
+}
+
+/* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
+template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
+{
+    const auto v = bind(op, t.z);
+    if constexpr (requires { op.ksplit(t.z); }) {
+        const int ks = op.ksplit(t.z);
+        acc_k(v.lo, t.kb, min(t.ke, ks));
+        acc_k(v.hi, max(t.kb, ks), t.ke);
+    } else {
+        acc_k(v, t.kb, t.ke);
+    }
+}
+
+/* The row sums of the block's tile c[(i - i0) * ldc + (j - j0)] (shared memory, complete: after a barrier). */
+template <class Op> __device__ void row_sums(const Op &op, const span &t, const float *c, int ldc)
+{
+    if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
+        const int r = threadIdx.x, i = t.i0 + r;
+        if (r >= BM || i >= t.i1) return;
+        float sum = 0.0f;
+        for (int j = t.j0; j < t.j1; j++) sum += op.row_term(t.z, i, j, c[r * ldc + (j - t.j0)]);
+        op.row_store(t.z, i, t.j0 / BN, sum);
     }
 }
 } // namespace m2tile
@@ -150,31 +201,41 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
 #pragma unroll
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
-    const auto v = bind(op, t.z);
-    for (int k0 = t.kb; k0 < t.ke; k0 += BK) {
-        stage<BK, fp32_operands, Op>(v, t, k0, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
-        __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        for (int k0 = kb; k0 < ke; k0 += BK) {
+            stage<BK, fp32_operands, Op>(v, t, k0, ke, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
+            __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < BK; kk++) {
-            float av[SUB], bv[SUB];
+            for (int kk = 0; kk < BK; kk++) {
+                float av[SUB], bv[SUB];
 #pragma unroll
-            for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
+                for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
 #pragma unroll
-            for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
+                for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
 #pragma unroll
-            for (int r = 0; r < SUB; r++)
+                for (int r = 0; r < SUB; r++)
 #pragma unroll
-                for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                    for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+            }
+            __syncthreads();
         }
-        __syncthreads();
-    }
+    });
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, acc[r][c]);
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, acc[r][c]);
         }
+    if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
+        __shared__ float Cs[BM][BN + 1];
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) Cs[ty + 16 * r][tx + 16 * c] = acc[r][c];
+        __syncthreads();
+        row_sums(op, t, &Cs[0][0], BN + 1);
+    }
 }
 
 /* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
@@ -210,23 +271,24 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
 #pragma unroll
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
-    const auto v = bind(op, t.z);
-    for (int k0 = t.kb; k0 < t.ke; k0 += TBK) {
-        stage<TBK, Prec, Op>(v, t, k0, sm.ab.a, LDA, sm.ab.b, LDB);
-        __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        for (int k0 = kb; k0 < ke; k0 += TBK) {
+            stage<TBK, Prec, Op>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
+            __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < TBK; kk += WK) {
-            wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
-            wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+            for (int kk = 0; kk < TBK; kk += WK) {
+                wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
+                wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
 #pragma unroll
-            for (int f = 0; f < FRAGS; f++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
-                wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
-                wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                for (int f = 0; f < FRAGS; f++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
+                    wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
+                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                }
             }
+            __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
         }
-        __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
-    }
+    });
 #pragma unroll
     for (int f = 0; f < FRAGS; f++)
         wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
@@ -237,8 +299,9 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
             const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-            if (i < t.i1 && j < t.j1) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
         }
+    row_sums(op, t, sm.c, LDC);
 }
 
 /* Runs op over nbatch entries whose sizes are at most max_m x max_n, on c's stream, at c's precision. */

@@ -63,6 +63,30 @@ static void test_add(void **state)
     free(h);
 }
 
+/* A kernel with 16-byte accesses: the gated norm forward at 4 channels per thread counts one access per 4 floats
+ * (one LDG.128/STG.128 on the GPU), rows x (2 loads for the sum of squares + 3 loads and a store for the output)
+ * x n/4. */
+static void test_vector_accesses(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const int rows = 8, n = 64;
+    float *h = m2_host_uniform((size_t)rows * n, -1, 1, 7, 1);
+    float *y = m2_dev_from(g, h, (size_t)rows * n), *z = m2_dev_from(g, h, (size_t)rows * n), *w = m2_dev_from(g, h, n);
+    float *out = g->alloc(g, (size_t)rows * n * sizeof(float));
+    m2emu_counters_reset();
+    g->gated_norm_fwd(g, y, z, n, w, rows, n, 1, out);
+    const m2emu_kernel_count c = find("gated_norm_fwd");
+    printf("  gated_norm_fwd: %.0f accesses, read %.0f B (%.0f distinct), wrote %.0f B\n", c.accesses, c.read_bytes,
+           c.read_distinct, c.write_bytes);
+    assert_true(c.accesses == (double)rows * 6 * (n / 4));
+    assert_true(c.read_bytes == 4.0 * rows * n * 5 && c.read_distinct == 4.0 * (2.0 * rows * n + n));
+    assert_true(c.write_bytes == 4.0 * rows * n && c.write_distinct == 4.0 * rows * n);
+    float *bufs[] = {y, z, w, out};
+    for (int i = 0; i < 4; i++) g->free(g, bufs[i]);
+    free(h);
+}
+
 static void test_gemm(void **state)
 {
     (void)state;
@@ -121,7 +145,7 @@ static void test_ssd_first_stages(void **state)
     assert_true(cb.launches == 1);
     assert_true(cb.flops_bf16 == 2.0 * 64 * 64 * 32);
     assert_true(cb.read_distinct == 2.0 * 4 * T * s.N);
-    assert_true(cb.write_distinct == 4.0 * 64 * 64);
+    assert_true(cb.write_distinct == 4.0 * 64 * 65 / 2); /* only s <= l is stored (ssd_cb_op, lower_only) */
     assert_string_equal(cb.key, "m2_tile_gemm_wmma_kernel<ssd_cb_op>");
     float *bufs[] = {x, Bm, Cm, dt, A, D, y, saved, scratch};
     for (int i = 0; i < 9; i++) g->free(g, bufs[i]);
@@ -138,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_counts_bytes),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_vector_accesses),
         cmocka_unit_test(test_ssd_first_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -167,9 +167,11 @@ static void test_rmsnorm(void **state)
     rmsnorm_case(333, 771); /* rows past a column-sum block, widths past one block of threads */
 }
 
-static void test_conv(void **state)
+/* One conv shape; the kernels pick 4 channels per thread when C and both strides are multiples of 4, and a window
+ * of 4 or 16 taps (kernels/conv_cuda.cu). */
+static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
 {
-    const int B = 3, T = 29, C = 40, K = 4, ld_in = 52, ld_din = 55, rows = B * T;
+    const int rows = B * T;
     pair in = pair_uniform((size_t)rows * ld_in, -2, 2, 40), w = pair_uniform((size_t)C * K, -0.5f, 0.5f, 41);
     pair b = pair_uniform(C, -0.5f, 0.5f, 42), out = pair_fill((size_t)rows * C, 0);
     pair dout = pair_uniform((size_t)rows * C, -1, 1, 43), din = pair_fill((size_t)rows * ld_din, 7.0f);
@@ -190,6 +192,15 @@ static void test_conv(void **state)
     pair_free(&din);
     pair_free(&dw);
     pair_free(&db);
+}
+
+static void test_conv(void **state)
+{
+    conv_case(3, 29, 40, 4, 52, 55); /* one channel per thread */
+    conv_case(2, 70, 40, 4, 52, 44); /* 4 channels per thread; sequences over 2 tiles of ticks, rows over 2 blocks */
+    conv_case(3, 37, 24, 3, 28, 24); /* fewer taps than the window */
+    conv_case(2, 45, 12, 6, 16, 12); /* the 16-tap window */
+    conv_case(1, 5, 13, 7, 13, 13);  /* a sequence shorter than the taps, odd widths */
 }
 
 static void test_dt_and_a(void **state)

@@ -39,7 +39,7 @@ using std::min;
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+#define __shared__              static
 
 struct uint3 {
     unsigned x, y, z;
@@ -52,6 +52,22 @@ struct dim3 {
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 void __syncthreads();
+
+/* A vector load as the GPU issues it: one access of sizeof(T) bytes (one LDG.128 for 16 bytes), which the counting
+ * build's hooks then see as one access (a plain struct copy would be split by GCC into per-float loads and counted
+ * as several, emu_counters.h); kernels/cuda_common.cuh's m2_vload uses it. */
+#define M2EMU_VECTOR_LOAD(T, p) m2emu::vector_load<T>(p)
+namespace m2emu
+{
+template <class T> inline T vector_load(const void *p)
+{
+    typedef char bytes __attribute__((vector_size(sizeof(T))));
+    T r;
+    const bytes v = *(const bytes *)p;
+    __builtin_memcpy(&r, &v, sizeof r);
+    return r;
+}
+} // namespace m2emu
 
 #include "cuda_host_api.h"
 
