@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "dist/grad_ranges.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -184,7 +185,10 @@ int m2_zero_step(m2_zero *z, float *params, const float *grads, double local_sse
     double factor = inv;
     if (grad_clip > 0 && *out_grad_norm > grad_clip) factor *= grad_clip / *out_grad_norm;
     o->scale(o, z->grad, k, factor);
-    z->step++;
+    int64_t step;
+    if (__builtin_add_overflow(z->step, 1, &step)) /* the same on every rank: all fail together */
+        return m2_fail(M2_EFAIL, "optimizer: step %" PRId64 " + 1 overflows int64", z->step);
+    z->step = step;
     if (k)
         o->adamw(o, params + z->begin, z->grad, z->m, z->v, z->mask, k, lr, M2_ADAM_BETA1, M2_ADAM_BETA2, M2_ADAM_EPS,
                  wd, z->step);

@@ -546,7 +546,10 @@ static void map_floats(hid_t f, const char *name, const m2_dataset *ds, int64_t 
     int f32 = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
     if (t >= 0) H5Tclose(t);
     H5Dclose(d);
-    if (!f32 || at == HADDR_UNDEF || at % sizeof(float) || at + (size_t)count * sizeof(float) > ds->map_len) return;
+    /* the address is the file's word: compared without a sum that could wrap */
+    if (!f32 || at == HADDR_UNDEF || at % sizeof(float) || at > ds->map_len ||
+        (size_t)count * sizeof(float) > ds->map_len - at)
+        return;
     *out = (float *)((char *)ds->map + at);
 }
 

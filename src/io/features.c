@@ -117,6 +117,19 @@ static int place_cut(m2_dataset *ds, int64_t target, double tol, int64_t *cut)
     return insert_boundary(ds, target);
 }
 
+/* A split asked for (fraction > 0) that gets no rows is an error naming it and what it would get. */
+static int empty_split(const m2_dataset *ds, const double f[3])
+{
+    static const char *const name[3] = {"train", "val", "test"};
+    for (int k = 0; k < 3; k++)
+        if (f[k] > 0 && ds->split[k][1] == ds->split[k][0])
+            return m2_fail(
+                M2_EUSAGE, "--split (%g,%g,%g): the %s split would get 0 of %lld rows (%g x %lld = %.3g); %s", f[0],
+                f[1], f[2], name[k], (long long)ds->n_rows, f[k], (long long)ds->n_rows, f[k] * (double)ds->n_rows,
+                k ? "give it a larger fraction or 0" : "give it a larger fraction");
+    return M2_OK;
+}
+
 int m2_features_split(m2_dataset *ds, const double f[3])
 {
     double n = (double)ds->n_rows;
@@ -131,9 +144,7 @@ int m2_features_split(m2_dataset *ds, const double f[3])
         ds->split[k][0] = cuts[k];
         ds->split[k][1] = cuts[k + 1];
     }
-    if (c1 == 0)
-        return m2_fail(M2_EUSAGE, "--split: the train split would be empty (%lld rows)", (long long)ds->n_rows);
-    return M2_OK;
+    return empty_split(ds, f);
 }
 
 void m2_depth_imbalance(const double *book, int k, float *x)

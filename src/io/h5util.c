@@ -3,6 +3,8 @@
 #include "io/h5util.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +128,11 @@ static const char *class_mismatch(hid_t stored, m2_h5_type want)
         return c == H5T_INTEGER ? "stored as integers, expected floating point" : "not a floating-point array";
     if (!is_float(want) && c != H5T_INTEGER)
         return c == H5T_FLOAT ? "stored as floating point, expected integers" : "not an integer array";
+    /* Only the standard widths: a damaged type of, say, 60,424 bytes per integer sent HDF5 1.10's conversion past
+     * its buffers (a segfault inside H5Dread, found by tests/fuzz). */
+    size_t size = H5Tget_size(stored);
+    if (c == H5T_FLOAT ? size != 4 && size != 8 : size != 1 && size != 2 && size != 4 && size != 8)
+        return "stored with an element size that is not 1, 2, 4 or 8 bytes (damaged type?)";
     return NULL;
 }
 
@@ -363,6 +370,57 @@ static int attr_open(hid_t obj, const char *name, hid_t *attr, hid_t *ftype, int
     return M2_OK;
 }
 
+/* The range of each type a value may be narrowed to. */
+static int in_range(m2_h5_type t, double v)
+{
+    switch (t) {
+    case M2_H5_F32: return !isfinite(v) || fabs(v) <= FLT_MAX;
+    case M2_H5_I32: return v >= INT32_MIN && v <= INT32_MAX;
+    case M2_H5_I8: return v >= INT8_MIN && v <= INT8_MAX;
+    default: return 1;
+    }
+}
+
+/* Reads an attribute's values at full width (double, int64 or uint64 hold every stored value of their class
+ * exactly) and narrows them only when each fits: HDF5's own conversion clips an out-of-range value to the type's
+ * limit without an error (a horizon of 2^40 read as int32 became 2147483647). NULL, or why not (in buf). */
+static const char *attr_read_in_range(hid_t a, hid_t ft, m2_h5_type type, int64_t count, void *values, char *buf,
+                                      size_t cap)
+{
+    int unsigned_ints = !is_float(type) && H5Tget_sign(ft) == H5T_SGN_NONE;
+    hid_t wide = is_float(type) ? H5T_NATIVE_DOUBLE : unsigned_ints ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64;
+    union {
+        double f;
+        int64_t i;
+        uint64_t u;
+    } *w = m2_alloc_array(count > 0 ? count : 1, sizeof *w, "attribute values");
+    const char *why = !w ? "out of memory" : H5Aread(a, wide, w) < 0 ? "cannot read" : NULL;
+    for (int64_t k = 0; k < count && !why; k++) {
+        int fits = is_float(type)  ? in_range(type, w[k].f)
+                   : unsigned_ints ? w[k].u <= INT64_MAX && in_range(type, (double)w[k].u)
+                                   : in_range(type, (double)w[k].i);
+        if (!fits) {
+            if (is_float(type))
+                snprintf(buf, cap, "value %g does not fit float32", w[k].f);
+            else if (unsigned_ints)
+                snprintf(buf, cap, "value %llu does not fit int%d", (unsigned long long)w[k].u,
+                         (int)m2_h5_type_size(type) * 8);
+            else
+                snprintf(buf, cap, "value %lld does not fit int%d", (long long)w[k].i, (int)m2_h5_type_size(type) * 8);
+            why = buf;
+        }
+    }
+    for (int64_t k = 0; k < count && !why; k++) switch (type) {
+        case M2_H5_F32: ((float *)values)[k] = (float)w[k].f; break;
+        case M2_H5_F64: ((double *)values)[k] = w[k].f; break;
+        case M2_H5_I64: ((int64_t *)values)[k] = w[k].i; break;
+        case M2_H5_I32: ((int32_t *)values)[k] = (int32_t)w[k].i; break;
+        case M2_H5_I8: ((int8_t *)values)[k] = (int8_t)w[k].i; break;
+        }
+    free(w);
+    return why;
+}
+
 int m2_h5_attr_get_vec(hid_t obj, const char *name, m2_h5_type type, int64_t cap, void *values, int64_t *n)
 {
     hid_t a, ft;
@@ -374,7 +432,8 @@ int m2_h5_attr_get_vec(hid_t obj, const char *name, m2_h5_type type, int64_t cap
         snprintf(buf, sizeof buf, "has %lld values, at most %lld allowed", (long long)count, (long long)cap);
         why = buf;
     }
-    herr_t rc = why ? -1 : H5Aread(a, mem_type(type), values);
+    if (!why) why = attr_read_in_range(a, ft, type, count, values, buf, sizeof buf);
+    herr_t rc = why ? -1 : 0;
     H5Tclose(ft);
     H5Aclose(a);
     if (rc < 0) return fail_at(obj, "attribute", name, why ? why : "cannot read");
@@ -601,6 +660,38 @@ int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims)
     return M2_OK;
 }
 
+/* HDF5 clips a value that does not fit the memory type to its limit unless told otherwise: an int64 2^40 read
+ * as int32 would become 2147483647, a float64 1e300 read as float32 the largest float. Such a read fails. */
+static H5T_conv_ret_t refuse_out_of_range(H5T_conv_except_t e, hid_t src, hid_t dst, void *s, void *d, void *arg)
+{
+    (void)src, (void)dst, (void)s, (void)d;
+    if (e != H5T_CONV_EXCEPT_RANGE_HI && e != H5T_CONV_EXCEPT_RANGE_LOW) return H5T_CONV_UNHANDLED;
+    *(int *)arg = 1;
+    return H5T_CONV_ABORT;
+}
+
+/* A contiguous array's storage must hold its shape and lie inside the file, a compact one's (inside its object
+ * header) must be its shape's size: HDF5 1.10 trusts a damaged storage size or address and copies from outside its
+ * buffers (segfaults inside H5Dread found by tests/fuzz). Chunked arrays are read chunk by chunk through the
+ * filters, which check their own sizes. */
+static const char *storage_mismatch(hid_t ds, size_t bytes)
+{
+    hid_t dcpl = H5Dget_create_plist(ds);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if ((layout != H5D_CONTIGUOUS && layout != H5D_COMPACT) || bytes == 0) return NULL;
+    hsize_t stored = H5Dget_storage_size(ds), file_size = 0;
+    if (layout == H5D_COMPACT) /* the values inside the object header: exactly the shape's bytes */
+        return stored == bytes ? NULL : "stores another number of bytes than its shape needs (damaged?)";
+    haddr_t at = H5Dget_offset(ds);
+    hid_t f = H5Iget_file_id(ds);
+    herr_t rc = H5Fget_filesize(f, &file_size);
+    H5Fclose(f);
+    if (at == HADDR_UNDEF || stored < bytes) return "stores fewer bytes than its shape needs (damaged?)";
+    if (rc < 0 || at > file_size || bytes > file_size - at) return "stored past the end of the file (truncated?)";
+    return NULL;
+}
+
 int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int64_t *dims, void *data)
 {
     int64_t got[M2_H5_MAX_RANK];
@@ -616,12 +707,18 @@ int m2_h5_read(hid_t loc, const char *path, m2_h5_type type, int rank, const int
         }
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
     hid_t ft = H5Dget_type(ds);
-    const char *why = class_mismatch(ft, type);
-    H5Tclose(ft);
     size_t n = 1;
     for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
-    herr_t rc = why ? -1 : n == 0 ? 0 : H5Dread(ds, mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    const char *why = class_mismatch(ft, type);
+    if (!why) why = storage_mismatch(ds, n * H5Tget_size(ft));
+    H5Tclose(ft);
+    int out_of_range = 0;
+    hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_type_conv_cb(xfer, refuse_out_of_range, &out_of_range);
+    herr_t rc = why ? -1 : n == 0 ? 0 : H5Dread(ds, mem_type(type), H5S_ALL, H5S_ALL, xfer, data);
+    H5Pclose(xfer);
     H5Dclose(ds);
+    if (!why && out_of_range) why = "holds values that do not fit the expected type";
     if (rc < 0) return fail_at(loc, "dataset", path, why ? why : "cannot read (file damaged?)");
     return M2_OK;
 }

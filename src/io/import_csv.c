@@ -238,6 +238,10 @@ static const char *price(const char *text, const char *name, double *out, char *
         sprintf(why, "non-positive %s", name);
         return why;
     }
+    if (*out > M2_IMPORT_MAX_PRICE) {
+        snprintf(why, 80, "%s %.6g above %g", name, *out, M2_IMPORT_MAX_PRICE);
+        return why;
+    }
     return NULL;
 }
 

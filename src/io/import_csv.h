@@ -4,8 +4,8 @@
  *   trades: ts, price [, size, side]       (bid = ask = price; side from the tick rule when not given)
  * ts is an integer count of nanoseconds since the epoch or ISO-8601 ("2024-01-02T09:30:00.123456789Z",
  * a space instead of T, optional fraction, Z or ±HH:MM / ±HHMM offset; no offset means UTC).
- * Bad rows (too few fields, unparsable numbers or times, non-finite or non-positive prices, negative sizes,
- * bid > ask, time going backwards) are skipped, counted and reported with their line numbers; with `strict`
+ * Bad rows (too few fields, unparsable numbers or times, non-finite or non-positive prices, prices above
+ * M2_IMPORT_MAX_PRICE, negative sizes, bid > ask, time going backwards) are skipped, counted and reported with their line numbers; with `strict`
  * the first one is fatal. */
 #ifndef MAMBA2_IMPORT_CSV_H
 #define MAMBA2_IMPORT_CSV_H
@@ -17,6 +17,11 @@
 #include "io/features.h"
 
 #define M2_IMPORT_MAX_DEPTH 10
+
+/* The largest price a row may carry: above any traded instrument's price in any currency unit, and low enough
+ * that spreads and returns in ticks stay finite in float features (a price of 1e300 gave "feature spread_ticks has
+ * mean inf" at the end of an import instead of a bad row with its line). */
+#define M2_IMPORT_MAX_PRICE 1e12
 
 typedef struct {
     const char *instrument;        /* NULL: the CSV's file name without folder and extension */

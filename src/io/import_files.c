@@ -233,15 +233,19 @@ typedef struct {
     m2_import_report *rep;
 } import_ctx;
 
-static int import_source(void *ctx, int k, m2_dataset *events)
+/* One piece per instrument: the tick inference and the session gaps look at all of its files' rows. */
+static int import_source(void *ctx, int k, m2_universe_emit emit, void *sink)
 {
     import_ctx *c = ctx;
     m2_import_opts one = *c->o;
     m2_import_report r;
+    m2_dataset events;
     int a = c->first[k];
     one.instrument = c->list->instrument[a];
-    int rc = m2_import_events_files((const char *const *)c->list->path + a, c->first[k + 1] - a, &one, events, &r);
+    int rc = m2_import_events_files((const char *const *)c->list->path + a, c->first[k + 1] - a, &one, &events, &r);
     add_report(c->rep, &r);
+    if (rc == M2_OK) rc = emit(sink, &events);
+    m2_dataset_free(&events);
     return rc;
 }
 

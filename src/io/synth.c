@@ -355,15 +355,21 @@ static int alloc_raw(m2_dataset *ds, int64_t n)
     return M2_OK;
 }
 
-int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
+static int check_opts(const m2_synth_opts *o)
 {
-    memset(ds, 0, sizeof *ds);
-    if (latent) *latent = NULL;
     if (o->sessions < 1 || o->ticks < 2 * (int64_t)o->sessions)
         return m2_fail(M2_EUSAGE, "--ticks (%lld): need at least 2 per session (%d sessions)", (long long)o->ticks,
                        o->sessions);
     if (o->signal < 0 || o->signal > 2) return m2_fail(M2_EUSAGE, "--signal (%d): unknown", o->signal);
     if (o->levels < 0 || o->levels > 10) return m2_fail(M2_EUSAGE, "--levels (%d): must be in [0, 10]", o->levels);
+    return M2_OK;
+}
+
+int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
+{
+    memset(ds, 0, sizeof *ds);
+    if (latent) *latent = NULL;
+    if (check_opts(o)) return M2_EUSAGE;
     ds->n_rows = o->ticks;
     ds->n_sessions = o->sessions;
     book *b = malloc(sizeof *b);
@@ -402,6 +408,47 @@ int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent)
              (unsigned long long)o->seed);
     if (latent) *latent = lat;
     return M2_OK;
+}
+
+/* The same simulation one session at a time into a dataset of one session's rows (memory: one session). */
+int m2_synth_each_session(const m2_synth_opts *o, m2_synth_session_fn fn, void *ctx)
+{
+    if (check_opts(o)) return M2_EUSAGE;
+    int64_t per = o->ticks / o->sessions + 1;
+    m2_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.n_sessions = 1;
+    ds.book_levels = o->levels;
+    ds.n_extra = o->levels ? o->levels + 1 : 0;
+    ds.tick_size = TICK_SIZE;
+    snprintf(ds.instrument, sizeof ds.instrument, "SYNTH");
+    snprintf(ds.source, sizeof ds.source, "synth signal=%s seed=%llu", m2_signal_name(o->signal),
+             (unsigned long long)o->seed);
+    book *b = malloc(sizeof *b);
+    double *when = malloc((size_t)per * sizeof *when);
+    if (o->levels) {
+        ds.book = malloc(sizeof(double) * 4 * (size_t)o->levels * (size_t)per);
+        ds.extra = malloc(sizeof(float) * (size_t)ds.n_extra * (size_t)per);
+    }
+    int rc = !b || !when || alloc_raw(&ds, per) || (o->levels && (!ds.book || !ds.extra))
+                 ? m2_fail(M2_EFAIL, "synth: out of memory for %lld ticks", (long long)per)
+                 : M2_OK;
+    if (rc == M2_OK) init_book(b, o->seed);
+    traders t = {o->signal, 0, exp(-1.0 / M2_SYNTH_MEMORY_TAU)};
+    for (int s = 0; rc == M2_OK && s < o->sessions; s++) {
+        int64_t n = o->ticks / o->sessions + (s < o->ticks % o->sessions);
+        run_session(b, &t, &ds, NULL, when, 0, n, s);
+        for (int64_t i = 0; ds.book && i < n; i++)
+            m2_depth_imbalance(ds.book + i * 4 * o->levels, o->levels, ds.extra + i * ds.n_extra);
+        ds.n_rows = n;
+        ds.sessions[0] = 0;
+        ds.sessions[1] = n;
+        rc = fn(ctx, &ds);
+    }
+    free(b);
+    free(when);
+    m2_dataset_free(&ds);
+    return rc;
 }
 
 int m2_synth_dataset(const m2_synth_opts *o, m2_dataset *ds, double **latent)

@@ -15,17 +15,42 @@
 #include "base/rng.h"
 #include "io/universe.h"
 
-int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events)
+/* Instrument k's options: instrument 0 keeps the seed, so a universe of one is the single-instrument simulation. */
+static m2_synth_opts instrument_opts(const m2_synth_opts *o, int k)
 {
     m2_synth_opts one = *o;
-    /* Instrument 0 keeps the seed, so a universe of one is the single-instrument simulation. */
     one.seed = k == 0 ? o->seed : m2_mix64(o->seed ^ ((uint64_t)k << 32));
+    return one;
+}
+
+int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events)
+{
+    m2_synth_opts one = instrument_opts(o, k);
     if (m2_synth_events(&one, events, NULL)) return M2_EFAIL;
     snprintf(events->instrument, sizeof events->instrument, "SYN%03d", k);
     return M2_OK;
 }
 
-static int synth_source(void *ctx, int k, m2_dataset *events) { return m2_synth_instrument(ctx, k, events); }
+typedef struct {
+    int k;
+    m2_universe_emit emit;
+    void *sink;
+} session_out;
+
+static int emit_session(void *ctx, m2_dataset *session)
+{
+    session_out *out = ctx;
+    snprintf(session->instrument, sizeof session->instrument, "SYN%03d", out->k);
+    return out->emit(out->sink, session);
+}
+
+/* A session at a time, so pass 1 holds one session whatever --ticks. */
+static int synth_source(void *ctx, int k, m2_universe_emit emit, void *sink)
+{
+    m2_synth_opts one = instrument_opts(ctx, k);
+    session_out out = {k, emit, sink};
+    return m2_synth_each_session(&one, emit_session, &out);
+}
 
 int m2_synth_universe(const m2_synth_opts *o, int K, const char *path, m2_dataset *meta)
 {

@@ -10,8 +10,8 @@
 /* The raw events of instrument k (0 <= k < K), as m2_synth_events leaves them, named SYNkkk. */
 int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events);
 
-/* Writes the universe of K instruments to `path` in bounded memory (m2_universe_write): one instrument is
- * simulated and held at a time. `meta` receives the index and statistics. */
+/* Writes the universe of K instruments to `path` in bounded memory (m2_universe_write): one session is
+ * simulated and held at a time (m2_synth_each_session). `meta` receives the index and statistics. */
 int m2_synth_universe(const m2_synth_opts *o, int K, const char *path, m2_dataset *meta);
 
 /* Writes (creating DIR when missing) DIR/SYNkkk_YYYYMMDD.csv.gz, one per instrument and session (each session is one trading day), columns

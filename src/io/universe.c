@@ -1,7 +1,9 @@
-/* Universe writer (universe.h; FORMATS.md "Universe import"). Memory holds one instrument's events and features
- * at a time, plus the per-instrument, per-day row counts and the session index: nothing that grows with the
- * universe's rows. The spool is an unlinked file in the output's folder, so a crash leaves nothing behind. */
+/* Universe writer (universe.h; FORMATS.md "Universe import"): pass 1 spools, the cuts come from per-day counts,
+ * pass 2 (universe_rows.c) reads the spool back in blocks of rows. Pass 2 holds a block, the per-instrument,
+ * per-day row counts and the session index: nothing that grows with the rows of the universe or of one instrument
+ * (pass 1 holds what its source makes, one instrument's events). The spool is an unlinked file in the output's folder, so a crash leaves nothing behind. */
 #include "io/universe.h"
+#include "io/universe_spool.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -29,44 +31,24 @@ enum { N_COLUMNS = sizeof columns / sizeof columns[0] };
 
 static void **slot(const m2_dataset *ds, int c) { return (void **)((char *)ds + columns[c].offset); }
 
-typedef struct {
-    int64_t off, rows, sessions;
-    int n_extra;
-    double tick;
-    char name[64], source[64];
-} spooled;
-
-typedef struct {
-    int64_t day;             /* UTC day number */
-    int64_t first, rows, at; /* the instrument's rows of that day, and where its times start in the spool */
-} day_part;
-
-typedef struct {
-    int fd;
-    int64_t end;
-    spooled *inst;
-    day_part *parts;
-    int64_t n_parts, cap_parts;
-} spool;
-
 static int64_t day_of(int64_t t) { return t >= 0 ? t / DAY_NS : -((-t + DAY_NS - 1) / DAY_NS); }
 
-static int put_bytes(spool *sp, const void *p, size_t n)
+static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
 {
     for (const char *c = p; n > 0;) {
-        ssize_t w = pwrite(sp->fd, c, n, (off_t)sp->end);
+        ssize_t w = pwrite(sp->fd[f], c, n, (off_t)sp->end[f]);
         if (w <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot write: %s", strerror(errno));
         c += w;
         n -= (size_t)w;
-        sp->end += w;
+        sp->end[f] += w;
     }
     return M2_OK;
 }
 
-static int get_bytes(const spool *sp, void *p, size_t n, int64_t at)
+static int get_bytes(const m2_spool *sp, int f, void *p, size_t n, int64_t at)
 {
     for (char *c = p; n > 0;) {
-        ssize_t r = pread(sp->fd, c, n, (off_t)at);
+        ssize_t r = pread(sp->fd[f], c, n, (off_t)at);
         if (r <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot read: %s", r ? strerror(errno) : "short");
         c += r;
         n -= (size_t)r;
@@ -75,126 +57,172 @@ static int get_bytes(const spool *sp, void *p, size_t n, int64_t at)
     return M2_OK;
 }
 
-static int spool_open(spool *sp, const char *path, int n)
+/* One unlinked file per column (the raw columns, the extra features, the session offsets), so that an
+ * instrument's rows, which arrive in pieces, lie contiguous in each. */
+static int spool_open(m2_spool *sp, const char *path, int n)
 {
     memset(sp, 0, sizeof *sp);
+    for (int f = 0; f < M2_SPOOL_FILES; f++) sp->fd[f] = -1;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.spool.XXXXXX", path);
-    sp->fd = mkstemp(tmp);
-    if (sp->fd < 0) return m2_fail(M2_EFAIL, "universe (%s): cannot create the spool file: %s", tmp, strerror(errno));
-    unlink(tmp); /* anonymous from here on: freed by the kernel whatever happens */
+    for (int f = 0; f < M2_SPOOL_FILES; f++) {
+        snprintf(tmp, sizeof tmp, "%s.spool.XXXXXX", path);
+        sp->fd[f] = mkstemp(tmp);
+        if (sp->fd[f] < 0)
+            return m2_fail(M2_EFAIL, "universe (%s): cannot create the spool file: %s", tmp, strerror(errno));
+        unlink(tmp); /* anonymous from here on: freed by the kernel whatever happens */
+    }
     sp->inst = calloc((size_t)n, sizeof *sp->inst);
     return sp->inst ? M2_OK : m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
 }
 
-static void spool_close(spool *sp)
+static void spool_close(m2_spool *sp)
 {
-    if (sp->fd >= 0) close(sp->fd);
+    for (int f = 0; f < M2_SPOOL_FILES; f++)
+        if (sp->fd[f] >= 0) close(sp->fd[f]);
     free(sp->inst);
     free(sp->parts);
 }
 
-/* One part per (instrument, UTC day) with rows: rows are in time order, so a day's rows are consecutive. */
-static int add_days(spool *sp, const m2_dataset *ev, int64_t ts_at)
+/* One part per (instrument, UTC day) with rows: rows are in time order, so a day's rows are consecutive; a day
+ * continued by the next piece extends its part. */
+static int add_days(m2_spool *sp, int k, const m2_dataset *ev, int64_t ts_at)
 {
     for (int64_t i = 0; i < ev->n_rows;) {
         int64_t d = day_of(ev->ts_ns[i]), j = i;
         while (j < ev->n_rows && day_of(ev->ts_ns[j]) == d) j++;
+        m2_day_part *last = sp->n_parts ? &sp->parts[sp->n_parts - 1] : NULL;
+        if (last && last->inst == k && last->day == d && last->at + 8 * last->rows == ts_at + 8 * i) {
+            last->rows += j - i;
+            i = j;
+            continue;
+        }
         if (sp->n_parts == sp->cap_parts) {
             int64_t c = sp->cap_parts ? 2 * sp->cap_parts : 1024;
-            day_part *p = realloc(sp->parts, sizeof *p * (size_t)c);
+            m2_day_part *p = realloc(sp->parts, sizeof *p * (size_t)c);
             if (!p) return m2_fail(M2_EFAIL, "universe: out of memory for the day index");
             sp->parts = p;
             sp->cap_parts = c;
         }
-        sp->parts[sp->n_parts++] = (day_part){d, i, j - i, ts_at + 8 * i};
+        sp->parts[sp->n_parts++] = (m2_day_part){d, j - i, ts_at + 8 * i, k};
         i = j;
     }
     return M2_OK;
 }
 
-static int spool_put(spool *sp, int k, const m2_dataset *ev)
+typedef struct {
+    m2_spool *sp;
+    int k;
+} sink;
+
+/* A piece of instrument k's events (m2_universe_emit): its rows after the earlier pieces', its sessions after
+ * theirs. The first piece names the instrument. */
+static int spool_piece(void *ctx, const m2_dataset *ev)
 {
-    spooled *s = &sp->inst[k];
-    s->off = sp->end;
-    s->rows = ev->n_rows;
-    s->sessions = ev->n_sessions;
-    s->n_extra = ev->n_extra;
-    s->tick = ev->tick_size;
-    snprintf(s->name, sizeof s->name, "%s", ev->instrument);
-    snprintf(s->source, sizeof s->source, "%s", ev->source);
-    int rc = add_days(sp, ev, sp->end);
+    m2_spool *sp = ((sink *)ctx)->sp;
+    m2_spooled *s = &sp->inst[((sink *)ctx)->k];
+    if (s->rows == 0 && s->sessions == 0) {
+        s->first = sp->end[0] / 8;
+        s->extra_at = sp->end[N_COLUMNS];
+        s->sessions_at = sp->end[N_COLUMNS + 1];
+        s->n_extra = ev->n_extra;
+        s->tick = ev->tick_size;
+        snprintf(s->name, sizeof s->name, "%s", ev->instrument);
+        snprintf(s->source, sizeof s->source, "%s", ev->source);
+    } else if (ev->n_extra != s->n_extra) {
+        return m2_fail(M2_EFAIL, "universe (instrument %s): pieces with %d and %d depth features", s->name, s->n_extra,
+                       ev->n_extra);
+    }
+    int rc = add_days(sp, ((sink *)ctx)->k, ev, sp->end[0]);
     for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
-        rc = put_bytes(sp, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
-    if (rc == M2_OK && ev->n_extra) rc = put_bytes(sp, ev->extra, sizeof(float) * (size_t)(ev->n_rows * ev->n_extra));
-    if (rc == M2_OK) rc = put_bytes(sp, ev->sessions, sizeof(int64_t) * (size_t)(ev->n_sessions + 1));
+        rc = put_bytes(sp, c, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
+    if (rc == M2_OK && ev->n_extra)
+        rc = put_bytes(sp, N_COLUMNS, ev->extra, sizeof(float) * (size_t)(ev->n_rows * ev->n_extra));
+    for (int64_t j = 0; rc == M2_OK && j < ev->n_sessions; j++) {
+        int64_t row = s->rows + ev->sessions[j];
+        rc = put_bytes(sp, N_COLUMNS + 1, &row, sizeof row);
+    }
+    s->rows += ev->n_rows;
+    s->sessions += ev->n_sessions;
     return rc;
 }
 
-/* Instrument k's events back, as its source made them (without the optional book). */
-static int spool_get(const spool *sp, int k, m2_dataset *ev)
+int m2_spool_rows(const m2_spool *sp, int k, int64_t lo, int64_t hi, m2_dataset *blk)
 {
-    const spooled *s = &sp->inst[k];
-    memset(ev, 0, sizeof *ev);
-    ev->n_rows = s->rows;
-    ev->n_sessions = s->sessions;
-    ev->n_extra = s->n_extra;
-    ev->tick_size = s->tick;
-    snprintf(ev->instrument, sizeof ev->instrument, "%s", s->name);
-    int64_t at = s->off;
+    const m2_spooled *s = &sp->inst[k];
     int rc = M2_OK;
-    for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++) {
-        size_t n = columns[c].size * (size_t)s->rows;
-        rc = (*slot(ev, c) = malloc(n)) ? get_bytes(sp, *slot(ev, c), n, at)
-                                        : m2_fail(M2_EFAIL, "universe: out of memory");
-        at += (int64_t)n;
-    }
-    size_t ne = sizeof(float) * (size_t)(s->rows * s->n_extra), ns = sizeof(int64_t) * (size_t)(s->sessions + 1);
-    if (rc == M2_OK && ne)
-        rc = (ev->extra = malloc(ne)) ? get_bytes(sp, ev->extra, ne, at) : m2_fail(M2_EFAIL, "universe: out of memory");
-    if (rc == M2_OK)
-        rc = (ev->sessions = malloc(ns)) ? get_bytes(sp, ev->sessions, ns, at + (int64_t)ne)
-                                         : m2_fail(M2_EFAIL, "universe: out of memory");
-    if (rc) m2_dataset_free(ev);
+    for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
+        rc = get_bytes(sp, c, *slot(blk, c), columns[c].size * (size_t)(hi - lo),
+                       (int64_t)columns[c].size * (s->first + lo));
+    size_t w = sizeof(float) * (size_t)s->n_extra;
+    if (rc == M2_OK && w)
+        rc = get_bytes(sp, N_COLUMNS, blk->extra, w * (size_t)(hi - lo), s->extra_at + (int64_t)w * lo);
     return rc;
+}
+
+int m2_spool_sessions(const m2_spool *sp, int k, int64_t **sessions)
+{
+    const m2_spooled *s = &sp->inst[k];
+    size_t n = sizeof(int64_t) * (size_t)s->sessions;
+    if (!(*sessions = malloc(n + sizeof(int64_t))))
+        return m2_fail(M2_EFAIL, "universe (instrument %s): out of memory", s->name);
+    (*sessions)[s->sessions] = s->rows;
+    return get_bytes(sp, N_COLUMNS + 1, *sessions, n, s->sessions_at);
+}
+
+int m2_spool_count_before(const m2_spool *sp, int64_t at, int64_t n, int64_t t, int64_t *count)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, v;
+        if (get_bytes(sp, 0, &v, sizeof v, at + 8 * mid)) return M2_EFAIL;
+        if (v < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *count = lo;
+    return M2_OK;
 }
 
 /* ---- the calendar cuts, from the day counts ------------------------------------------------------- */
 
 static int cmp_part(const void *a, const void *b)
 {
-    const day_part *x = a, *y = b;
+    const m2_day_part *x = a, *y = b;
     return (x->day > y->day) - (x->day < y->day);
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* The time of the pooled row of rank r inside the day made of parts [a, b) (each part in time order): the least
+ * time t with more than r of the day's rows at or before it, by bisection on t, counting with binary searches in
+ * the spool, so no day is held in memory. */
+static int time_in_day(const m2_spool *sp, int64_t a, int64_t b, int64_t r, int64_t *t)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The time of the pooled row of rank r inside the day made of parts [a, b): only that day's times are read. */
-static int time_in_day(const spool *sp, int64_t a, int64_t b, int64_t r, int64_t *t)
-{
-    int64_t n = 0;
-    for (int64_t p = a; p < b; p++) n += sp->parts[p].rows;
-    int64_t *ts = malloc(sizeof *ts * (size_t)n);
-    if (!ts) return m2_fail(M2_EFAIL, "universe (%lld rows in one day): out of memory", (long long)n);
-    int rc = M2_OK;
-    for (int64_t p = a, at = 0; rc == M2_OK && p < b; at += sp->parts[p].rows, p++)
-        rc = get_bytes(sp, ts + at, sizeof *ts * (size_t)sp->parts[p].rows, sp->parts[p].at);
-    if (rc == M2_OK) {
-        qsort(ts, (size_t)n, sizeof *ts, cmp_i64);
-        *t = ts[r];
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t p = a; p < b; p++) {
+        int64_t first, last;
+        if (get_bytes(sp, 0, &first, 8, sp->parts[p].at) ||
+            get_bytes(sp, 0, &last, 8, sp->parts[p].at + 8 * (sp->parts[p].rows - 1)))
+            return M2_EFAIL;
+        lo = first < lo ? first : lo;
+        hi = last > hi ? last : hi;
     }
-    free(ts);
-    return rc;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, n = 0, c; /* rows with time <= mid are those before mid + 1 */
+        for (int64_t p = a; p < b; p++, n += c)
+            if (m2_spool_count_before(sp, sp->parts[p].at, sp->parts[p].rows, mid + 1, &c)) return M2_EFAIL;
+        if (n > r)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *t = lo;
+    return M2_OK;
 }
 
 /* The cut for pooled row rank r: the UTC midnight before or after that row's time, whichever leaves a row count
  * closer to r, when that moves the cut by at most `tol` rows (a cut in the overnight gap splits no session); else
  * the time of row r itself. */
-static int place_cut(const spool *sp, int64_t N, int64_t r, double tol, int64_t *cut)
+static int place_cut(const m2_spool *sp, int64_t N, int64_t r, double tol, int64_t *cut)
 {
     if (r >= N) {
         *cut = INT64_MAX;
@@ -218,7 +246,7 @@ static int place_cut(const spool *sp, int64_t N, int64_t r, double tol, int64_t 
     }
 }
 
-static int universe_cuts(spool *sp, int64_t N, const double f[3], int64_t cut_ns[2])
+static int universe_cuts(m2_spool *sp, int64_t N, const double f[3], int64_t cut_ns[2])
 {
     if (N < 1) return m2_fail(M2_EFAIL, "universe: no events");
     qsort(sp->parts, (size_t)sp->n_parts, sizeof *sp->parts, cmp_part);
@@ -231,31 +259,15 @@ static int universe_cuts(spool *sp, int64_t N, const double f[3], int64_t cut_ns
 
 /* ---- pass 2: one instrument at a time into its places --------------------------------------------- */
 
-/* First row at or after time t (rows in time order). */
-static int64_t lower_bound(const int64_t *ts, int64_t n, int64_t t)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ts[mid] < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Rows of each instrument in each split: `count` [n][3]. */
-static int split_counts(const spool *sp, int n, const int64_t cut_ns[2], int64_t (*count)[3])
+static int split_counts(const m2_spool *sp, int n, const int64_t cut_ns[2], int64_t (*count)[3])
 {
     for (int i = 0; i < n; i++) {
-        const spooled *s = &sp->inst[i];
-        int64_t *ts = malloc(sizeof *ts * (size_t)s->rows);
-        if (!ts) return m2_fail(M2_EFAIL, "universe (instrument %s): out of memory", s->name);
-        int rc = get_bytes(sp, ts, sizeof *ts * (size_t)s->rows, s->off);
-        int64_t c1 = lower_bound(ts, s->rows, cut_ns[0]), c2 = lower_bound(ts, s->rows, cut_ns[1]);
-        free(ts);
-        if (rc) return rc;
+        const m2_spooled *s = &sp->inst[i];
+        int64_t c1, c2;
+        if (m2_spool_count_before(sp, 8 * s->first, s->rows, cut_ns[0], &c1) ||
+            m2_spool_count_before(sp, 8 * s->first, s->rows, cut_ns[1], &c2))
+            return M2_EFAIL;
         if (c1 == 0)
             return m2_fail(M2_EFAIL,
                            "universe (instrument %s): no rows before the train cut: its events all lie in the "
@@ -287,56 +299,6 @@ int m2_session_list_add(m2_session_list *l, int64_t row, int inst)
     return M2_OK;
 }
 
-/* Writes split k of instrument i (built) at row *at and lists its session parts. */
-static int place(m2_dataset_writer *dw, const m2_dataset *ev, int i, int k, int64_t *at, m2_session_list *l)
-{
-    int64_t b = ev->split[k][0], e = ev->split[k][1];
-    if (m2_dataset_writer_put(dw, *at, ev, b, e)) return M2_EFAIL;
-    for (int64_t s = 0; s < ev->n_sessions; s++) {
-        int64_t sb, se;
-        m2_dataset_session_part(ev, k, s, &sb, &se);
-        if (sb < se && m2_session_list_add(l, *at + (sb - b), i)) return M2_EFAIL;
-    }
-    *at += e - b;
-    return M2_OK;
-}
-
-/* Instrument i's statistics into the index; the first also names the columns. */
-static void describe(m2_dataset *meta, const m2_dataset *ev, int i, int n)
-{
-    const int F = ev->n_features;
-    if (i == 0) {
-        memcpy(meta->feature_names, ev->feature_names, sizeof meta->feature_names);
-        memcpy(meta->horizons, ev->horizons, sizeof meta->horizons);
-        meta->clip = ev->clip;
-        meta->tick_size = ev->tick_size;
-        snprintf(meta->instrument, sizeof meta->instrument, "%s", n == 1 ? ev->instrument : "universe");
-        /* Stored rows are already z-scored per instrument: the root statistics are the identity, and a universe
-         * of one keeps its instrument's (as a file of version 1 has them). */
-        for (int j = 0; j < F; j++) {
-            meta->mean[j] = n == 1 ? ev->mean[j] : 0.0;
-            meta->std[j] = n == 1 ? ev->std[j] : 1.0;
-        }
-    }
-    snprintf(meta->inst_name[i], sizeof meta->inst_name[i], "%s", ev->instrument);
-    memcpy(meta->inst_mean + i * M2_MAX_FEATURES, ev->mean, sizeof(double) * (size_t)F);
-    memcpy(meta->inst_std + i * M2_MAX_FEATURES, ev->std, sizeof(double) * (size_t)F);
-    meta->inst_tick[i] = ev->tick_size;
-}
-
-static int build_one(const spool *sp, int i, const m2_feature_opts *o, const int64_t cut_ns[2], m2_dataset *ev)
-{
-    if (spool_get(sp, i, ev)) return M2_EFAIL;
-    int64_t c1 = lower_bound(ev->ts_ns, ev->n_rows, cut_ns[0]), c2 = lower_bound(ev->ts_ns, ev->n_rows, cut_ns[1]);
-    /* the check covers what the file's reader checks of X and y (finite features), which the writer cannot see */
-    if (m2_features_split_at(ev, c1, c2) || m2_features_compute(ev, o) || m2_features_normalise(ev, o->clip) ||
-        m2_dataset_check(ev, ev->instrument)) {
-        m2_dataset_free(ev);
-        return M2_EFAIL;
-    }
-    return M2_OK;
-}
-
 /* The session index in split-major order: the three lists one after the other. */
 static int join_sessions(m2_dataset *meta, m2_session_list l[3])
 {
@@ -354,7 +316,7 @@ static int join_sessions(m2_dataset *meta, m2_session_list l[3])
     return M2_OK;
 }
 
-static int write_pass(const spool *sp, int n, const int64_t (*count)[3], const m2_feature_opts *o, const char *path,
+static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], const m2_feature_opts *o, const char *path,
                       m2_dataset *meta)
 {
     int64_t at[3] = {0, 0, 0};
@@ -368,11 +330,7 @@ static int write_pass(const spool *sp, int n, const int64_t (*count)[3], const m
     int rc = m2_dataset_alloc_universe(meta, n);
     if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets);
     for (int i = 0; rc == M2_OK && i < n; i++) {
-        m2_dataset ev;
-        rc = build_one(sp, i, o, meta->cut_ns, &ev);
-        for (int k = 0; rc == M2_OK && k < 3; k++) rc = place(dw, &ev, i, k, &at[k], &l[k]);
-        if (rc == M2_OK) describe(meta, &ev, i, n);
-        m2_dataset_free(&ev); /* zeroed by a failed build_one, so freeing again is safe */
+        rc = m2_universe_put_instrument(sp, i, count[i], o, dw, at, l, meta, n);
     }
     for (int k = 0; k < 3; k++) meta->split[k][1] = at[k];
     if (rc == M2_OK) rc = join_sessions(meta, l);
@@ -389,16 +347,13 @@ int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx
                       const char *source, m2_dataset *meta)
 {
     memset(meta, 0, sizeof *meta);
-    spool sp;
+    m2_spool sp;
     int rc = spool_open(&sp, path, n);
     int64_t N = 0, (*count)[3] = NULL;
     for (int k = 0; rc == M2_OK && k < n; k++) {
-        m2_dataset ev;
-        memset(&ev, 0, sizeof ev);
-        rc = get(ctx, k, &ev);
-        if (rc == M2_OK) rc = spool_put(&sp, k, &ev);
-        N += ev.n_rows;
-        m2_dataset_free(&ev);
+        sink to = {&sp, k};
+        rc = get(ctx, k, spool_piece, &to);
+        N += sp.inst[k].rows;
     }
     if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
     if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))

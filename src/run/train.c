@@ -490,7 +490,15 @@ static int loop(trainer *t)
         step_result r;
         int rc = train_step(t, &r);
         if (rc) return rc;
-        t->tokens_seen += (int64_t)cfg->train.global_batch * cfg->train.seq_len;
+        /* step < train.steps <= 1e15 cannot overflow; tokens_seen (from a checkpoint, bounded only by step x tokens per
+         * step, which may pass 2^63) can. */
+        const int64_t tokens = (int64_t)cfg->train.global_batch * cfg->train.seq_len;
+        int64_t seen;
+        if (__builtin_add_overflow(t->tokens_seen, tokens, &seen))
+            return m2_fail(M2_EFAIL,
+                           "training (step %" PRId64 "): tokens_seen %" PRId64 " + %" PRId64 " overflows int64",
+                           t->step + 1, t->tokens_seen, tokens);
+        t->tokens_seen = seen;
         if (r.skipped) {
             if (++bad_in_row >= cfg->train.max_bad_steps) {
                 t->stopped_together = 1; /* every rank skipped the same steps: all stop here, none is stuck */

@@ -197,6 +197,17 @@ static void test_reader_validates(void **state)
     H5Fclose(f);
     expect_read_error(p, "4 features but 4 names, 3 means");
 
+    /* A 64-bit horizon of 2^40 is refused (HDF5 clipped it to 2147483647 before, silently). */
+    assert_int_equal(m2_dataset_write(p, &d), M2_OK);
+    f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t yy = H5Dopen2(f, "/targets/y", H5P_DEFAULT);
+    int64_t horizons64[2] = {10, INT64_C(1) << 40};
+    assert_int_equal(m2_h5_attr_put_vec(yy, "horizons", M2_H5_I64, 2, horizons64), M2_OK);
+    H5Dclose(yy);
+    H5Fclose(f);
+    expect_read_error(p, "attribute horizons of /targets/y");
+    expect_read_error(p, "value 1099511627776 does not fit int32");
+
     assert_int_equal(m2_dataset_write(p, &d), M2_OK);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     H5Ldelete(f, "/index/test", H5P_DEFAULT);

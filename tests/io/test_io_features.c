@@ -195,6 +195,31 @@ static void test_split_snaps_to_sessions(void **state)
     m2_dataset_free(&ds);
 }
 
+/* A split asked for that would get no rows says which one and what it would get (the message was "the train split
+ * would be empty" whichever it was, and an empty val or test split was accepted). */
+static void test_empty_split_named(void **state)
+{
+    m2_dataset ds;
+    small_synth(&ds, 400, 1);
+    double f[3] = {0.001, 0.998, 0.001};
+    assert_int_equal(m2_features_split(&ds, f), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "--split (0.001,0.998,0.001): the train split would get 0 of 400 rows"));
+    assert_non_null(strstr(m2_last_error(), "0.001 x 400 = 0.4"));
+    m2_dataset_free(&ds);
+
+    small_synth(&ds, 10000, 1);
+    double g[3] = {0.9999, 0.00005, 0.00005}; /* val gets row 9999, test nothing */
+    assert_int_equal(m2_features_split(&ds, g), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "the test split would get 0 of 10000 rows"));
+    assert_non_null(strstr(m2_last_error(), "or 0"));
+    m2_dataset_free(&ds);
+
+    small_synth(&ds, 400, 1);
+    double h[3] = {0.5, 0.5, 0}; /* a split not asked for may be empty */
+    assert_int_equal(m2_features_split(&ds, h), M2_OK);
+    m2_dataset_free(&ds);
+}
+
 static void test_option_parsing(void **state)
 {
     m2_feature_opts o;
@@ -219,11 +244,9 @@ static void test_option_parsing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_computed_features),
-        cmocka_unit_test(test_nan_targets_exactly_at_session_ends),
-        cmocka_unit_test(test_statistics_from_train_only),
-        cmocka_unit_test(test_split_snaps_to_sessions),
-        cmocka_unit_test(test_option_parsing),
+        cmocka_unit_test(test_hand_computed_features),     cmocka_unit_test(test_nan_targets_exactly_at_session_ends),
+        cmocka_unit_test(test_statistics_from_train_only), cmocka_unit_test(test_split_snaps_to_sessions),
+        cmocka_unit_test(test_empty_split_named),          cmocka_unit_test(test_option_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

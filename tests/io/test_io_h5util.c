@@ -115,7 +115,17 @@ static void test_attributes_round_trip(void **state)
     assert_int_equal(m2_h5_attr_get_f64(f, "s", &f64), M2_EFAIL); /* a string is not a number */
     assert_non_null(strstr(m2_last_error(), "floating-point"));
     assert_int_equal(m2_h5_attr_get_vec(f, "vec", M2_H5_F64, 2, vv, &n), M2_EFAIL); /* too many values */
-    assert_int_equal(m2_h5_attr_get_str(f, "s", s, 4), M2_EFAIL);                   /* does not fit */
+    /* A value that does not fit the type asked for is refused, never clipped to its limit (2^40 came back as
+     * 2147483647, 1e300 as the largest float). */
+    assert_int_equal(m2_h5_attr_get_i32(f, "i64", &i32), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "attribute i64 ("));
+    assert_non_null(strstr(m2_last_error(), "value 1099511627776 does not fit int32"));
+    float vf[3];
+    assert_int_equal(m2_h5_attr_get_vec(f, "vec", M2_H5_F32, 3, vf, &n), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "value 1e+300 does not fit float32"));
+    assert_int_equal(m2_h5_attr_get_i64(f, "i32", &i64), M2_OK); /* widening stays exact */
+    assert_true(i64 == -7);
+    assert_int_equal(m2_h5_attr_get_str(f, "s", s, 4), M2_EFAIL); /* does not fit */
     assert_int_equal(m2_h5_attr_get_strs(f, "names", got[0], 8, 3, &nn), M2_EFAIL);
     H5Fclose(f);
 }
@@ -153,6 +163,9 @@ static void test_arrays_round_trip_and_shape_checks(void **state)
     double dd[6]; /* float → double is a conversion within a class: allowed */
     assert_int_equal(m2_h5_read(f, "/a/b/x", M2_H5_F64, 2, d2, dd), M2_OK);
     assert_true(dd[5] == 6.0);
+    int32_t narrow[5000]; /* values up to 5e9: int32 would clip them */
+    assert_int_equal(m2_h5_read(f, "/raw/big", M2_H5_I32, 1, &d1, narrow), M2_EFAIL);
+    assert_non_null(strstr(m2_last_error(), "do not fit the expected type"));
     int64_t wrong[2] = {2, 4};
     assert_int_equal(m2_h5_read(f, "/a/b/x", M2_H5_F32, 2, wrong, xr), M2_EFAIL);
     assert_non_null(strstr(m2_last_error(), "shape [2,3], expected [2,4]"));

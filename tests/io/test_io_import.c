@@ -65,6 +65,17 @@ static const char quotes_csv[] =
     "2024-01-03T09:30:01Z,100.03,100.04,100,200,X\r\n"              /* 16 ok (CRLF) */
     "2024-01-03T09:30:02Z,100.03,100.05,100,200,X\n";               /* 17 ok */
 
+/* The report lists exactly these bad rows, in order, each with its reason. */
+static void expect_bad_rows(const m2_import_report *rep, const int64_t *lines, const char *const *why, int n)
+{
+    assert_int_equal(rep->n_listed, n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rep->bad_line[i], lines[i]);
+        if (!strstr(rep->bad_why[i], why[i]))
+            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep->bad_why[i], why[i]);
+    }
+}
+
 static void test_quotes_good_and_bad_rows(void **state)
 {
     const char *p = test_path("quotes.csv");
@@ -77,15 +88,10 @@ static void test_quotes_good_and_bad_rows(void **state)
     assert_int_equal(rep.lines, 15);
     assert_int_equal(rep.rows, 7);
     assert_int_equal(rep.bad, 8);
-    int64_t lines[] = {5, 6, 7, 8, 9, 11, 12, 13};
+    const int64_t lines[] = {5, 6, 7, 8, 9, 11, 12, 13};
     const char *why[] = {"unparsable bid", "bid 100.05 > ask 100.03", "time goes backwards", "non-positive bid",
                          "non-finite ask", "3 fields, expected 5",    "negative bid_size",   "unparsable ts"};
-    assert_int_equal(rep.n_listed, 8);
-    for (int i = 0; i < 8; i++) {
-        assert_int_equal(rep.bad_line[i], lines[i]);
-        if (!strstr(rep.bad_why[i], why[i]))
-            fail_msg("line %lld: '%s' lacks '%s'", (long long)lines[i], rep.bad_why[i], why[i]);
-    }
+    expect_bad_rows(&rep, lines, why, 8);
     /* Only good rows were kept, in order. */
     assert_int_equal(ds.n_rows, 7);
     assert_true(ds.ts_ns[0] == T0);
@@ -224,6 +230,40 @@ static void test_full_import_builds_features(void **state)
     m2_dataset_free(&ds);
 }
 
+/* Finite but absurd prices are bad rows with their line (they were kept, and the import failed at the end with
+ * "feature spread_ticks has mean inf" and no line to look at). */
+static void test_absurd_prices_are_bad_rows(void **state)
+{
+    const char *p = test_path("absurd.csv");
+    FILE *f = fopen(p, "w");
+    fprintf(f, "ts,bid,ask,bid_size,ask_size,price,size\n");
+    for (int i = 0; i < 400; i++) {
+        int64_t ts = T0 + (int64_t)i * NS;
+        double mid = 100 + 0.01 * (i % 7);
+        if (i == 10)
+            fprintf(f, "%lld,1,1e300,100,100,,\n", (long long)ts); /* line 12 */
+        else if (i == 20)
+            fprintf(f, "%lld,1e300,1e300,100,100,,\n", (long long)ts); /* line 22 */
+        else if (i == 30)
+            fprintf(f, "%lld,%.2f,%.2f,100,100,1e13,5\n", (long long)ts, mid - 0.01, mid + 0.01); /* line 32 */
+        else
+            fprintf(f, "%lld,%.2f,%.2f,%d,%d,,\n", (long long)ts, mid - 0.01, mid + 0.01, 100 + i, 500 - i);
+    }
+    fclose(f);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_dataset ds;
+    m2_import_report rep;
+    assert_int_equal(m2_import_csv(p, &o, &ds, &rep), M2_OK);
+    assert_int_equal(rep.bad, 3);
+    const int64_t lines[] = {12, 22, 32};
+    const char *why[] = {"ask 1e+300 above 1e+12", "bid 1e+300 above 1e+12", "price 1e+13 above 1e+12"};
+    expect_bad_rows(&rep, lines, why, 3);
+    assert_int_equal(ds.n_rows, 397);
+    assert_int_equal(m2_dataset_check(&ds, "import"), M2_OK);
+    m2_dataset_free(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_trades_with_and_without_side),
         cmocka_unit_test(test_file_level_errors),
         cmocka_unit_test(test_full_import_builds_features),
+        cmocka_unit_test(test_absurd_prices_are_bad_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_test_dir();

@@ -29,6 +29,14 @@ expect_error 2 "global_batch" "${train[@]}" --set train.global_batch=10
 expect_error 2 "ckpt_2.h5.*model.d_model = 16 but this run has 32" "${train[@]}" --set model.d_model=32 \
   --resume "$work/run/ckpt_2.h5"
 expect_error 1 "resume.*nothing.h5" "${train[@]}" --resume "$work/nothing.h5"
+# tokens_seen near INT64_MAX passes the checkpoint's bound (step x tokens per step) when a step holds 16,384 tokens
+# at step 6e14; the next step's sum is refused with one line (it wrapped to a negative count and trained on).
+long=("${train[@]}" --set train.seq_len=1024 --set train.global_batch=16 --set train.run_dir="$work/long" --set train.eval_every=0)
+"${long[@]}" --set train.steps=1 >/dev/null
+/usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('$work/long/ckpt_1.h5', 'r+')
+f.attrs['step'] = np.int64(600000000000000); f.attrs['tokens_seen'] = np.int64(2**63 - 1000)"
+expect_error 1 "training \(step 600000000000001\): tokens_seen 9223372036854774808 \+ 16384 overflows int64" \
+  "${long[@]}" --set train.steps=600000000000002 --resume "$work/long/ckpt_1.h5"
 # Non-finite steps: each is skipped on every rank (parameters untouched) and counted; train.max_bad_steps in a row
 # stop the run with one clear line. The hook makes rank 0's loss NaN from step 3 on (2 ranks: rank 1 must agree).
 rc=0

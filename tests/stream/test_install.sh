@@ -6,6 +6,7 @@
 # usage: test_install.sh CMAKE PATH/TO/eval_fixture PATH/TO/stream_example (in-tree)
 source "$(dirname "$0")/../lib/cli.sh"
 cmake=$1 fixture=$2 in_tree=$3
+san=${MAMBA2_SANITIZE_FLAGS:-} # a sanitized tree: the example is built with the same flags (tests/stream/CMakeLists.txt)
 cli_fixture "$fixture"
 prefix=$dir/prefix
 
@@ -43,7 +44,8 @@ EOF2
 [ "$(wc -l <"$dir/want.txt")" -eq 70 ] || fail "in-tree stream_example printed $(wc -l <"$dir/want.txt") lines, want 70"
 
 # 1. CMake: find_package(mamba2) -> mamba2::stream
-if "$cmake" -S "$src/examples" -B "$dir/ex-cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$dir/ex.log" 2>&1 &&
+if "$cmake" -S "$src/examples" -B "$dir/ex-cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$san" \
+     -DCMAKE_EXE_LINKER_FLAGS="$san" >"$dir/ex.log" 2>&1 &&
    "$cmake" --build "$dir/ex-cmake" >>"$dir/ex.log" 2>&1; then
   LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-cmake/stream_example" "$ck" <"$dir/ticks.txt" \
     >"$dir/cmake.txt" || fail "CMake-built example failed"
@@ -64,7 +66,7 @@ fi
 # 2. pkg-config: the compiler line a Makefile would use
 flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs mamba2_stream) || fail "pkg-config mamba2_stream"
 echo "pkg-config: $flags"
-if cc -std=c11 -Wall -Werror "$src/examples/stream_example.c" $flags -o "$dir/ex-pc" 2>"$dir/cc.log"; then
+if cc -std=c11 -Wall -Werror $san "$src/examples/stream_example.c" $flags -o "$dir/ex-pc" 2>"$dir/cc.log"; then
   LD_LIBRARY_PATH="$(dirname "$lib")" "$dir/ex-pc" "$ck" <"$dir/ticks.txt" >"$dir/pc.txt" ||
     fail "pkg-config-built example failed"
   cmp -s "$dir/want.txt" "$dir/pc.txt" && echo "ok: pkg-config-built example == in-tree" ||
