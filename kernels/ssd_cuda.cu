@@ -124,6 +124,14 @@ struct ssd_y_op {
         const float *eA;
         ssd_mat C, ST;
         __device__ float a(int l, int k) const { return eA[l] * C(l, k); }
+        __device__ bool a4_ok() const { return C.rows4(); }
+        __device__ m2_vec<4> a4(int l, int k) const
+        {
+            m2_vec<4> r = C.row4(l, k);
+#pragma unroll
+            for (int c = 0; c < 4; c++) r.v[c] = eA[l] * r.v[c];
+            return r;
+        }
         __device__ float b(int k, int p) const { return ST(k, p); }
     };
     struct chunk_view {
@@ -136,7 +144,25 @@ struct ssd_y_op {
             if (j > l) return 0.0f;
             return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[(size_t)j * H];
         }
+        /* the same products for j..j+3 (j a multiple of 4): CB's row and the decays in 16-byte loads */
+        __device__ bool a4_ok() const
+        {
+            return Q % 4 == 0 && N % 4 == 0 && (uintptr_t)CB % 16 == 0 && (uintptr_t)acs % 16 == 0;
+        }
+        __device__ m2_vec<4> a4(int l, int k) const
+        {
+            const int j = k - N;
+            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j), aj = m2_vload<4>(acs + j);
+            const float al = acs[l];
+            m2_vec<4> r;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                r.v[c] = j + c > l ? 0.0f : cb.v[c] * ssd_args::dexp(al - aj.v[c]) * dt[(size_t)(j + c) * H];
+            return r;
+        }
         __device__ float b(int k, int p) const { return x(k - N, p); }
+        __device__ bool b4_ok() const { return x.rows4(); }
+        __device__ m2_vec<4> b4(int k, int p) const { return x.row4(k - N, p); }
     };
     struct view {
         state_view lo;

@@ -71,6 +71,9 @@ struct ssd_mat {
     size_t rs, cs;
     __device__ float operator()(int r, int c) const { return p[(size_t)r * rs + (size_t)c * cs]; }
     __device__ ssd_mat T() const { return ssd_mat{p, cs, rs}; }
+    /* (r, c..c+3) in one 16-byte load, c a multiple of 4: when rows4() (contiguous 16-byte aligned rows) */
+    __device__ bool rows4() const { return cs == 1 && rs % 4 == 0 && (uintptr_t)p % 16 == 0; }
+    __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
 };
 
 /* A product whose operands are plain strided matrices: A(i, k), B(k, j). */
@@ -78,6 +81,8 @@ struct ssd_plain_view {
     ssd_mat A, B;
     __device__ float a(int i, int k) const { return A(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
+    __device__ bool b4_ok() const { return B.rows4(); }
+    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
 /* Everything a kernel needs, passed by value. */

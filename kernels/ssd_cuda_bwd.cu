@@ -96,7 +96,21 @@ struct ssd_dx_op {
             if (k < si) return 0.0f;
             return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
         }
+        /* the same products for si..si+3 (si a multiple of 4): CB's row and the decays in 16-byte loads */
+        __device__ bool a4_ok() const { return Q % 4 == 0 && (uintptr_t)CB % 16 == 0 && (uintptr_t)acs % 16 == 0; }
+        __device__ m2_vec<4> a4(int si, int k) const
+        {
+            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si), as = m2_vload<4>(acs + si);
+            const float ak = acs[k];
+            m2_vec<4> r;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * dt[(size_t)(si + c) * H];
+            return r;
+        }
         __device__ float b(int k, int p) const { return dy(k, p); }
+        __device__ bool b4_ok() const { return dy.rows4(); }
+        __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
     };
     struct state_view {
         int L;
@@ -234,6 +248,8 @@ struct ssd_causal_view {
     bool upper;
     __device__ float a(int i, int k) const { return (upper ? k >= i : k <= i) ? A(i, k) : 0.0f; }
     __device__ float b(int k, int j) const { return B(k, j); }
+    __device__ bool b4_ok() const { return B.rows4(); }
+    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
 /* ---- dC_l[n] = sum_{s<=l} dCBw[l][s] B_s[n] + sum_h dCoff_h[l][n] (per group, overwrites) ---- */

@@ -44,7 +44,8 @@
  *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
  *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
  *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
- *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise. */
+ *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise.
+ *   a4(i, k), b4(k, j) with a4_ok(), b4_ok()   (on a view) 4 elements in one 16-byte load: see stage below */
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
@@ -140,22 +141,103 @@ template <class Op> __device__ __forceinline__ bool stored(const span &t, int i,
     return i < t.i1 && j < t.j1 && (!lower_only<Op>() || j <= i);
 }
 
+/* 16-byte operand loads. A view may offer a4(i, k) (4 consecutive elements of A along its contiguous dimension:
+ * k..k+3 when a_kfast, else i..i+3) and b4(k, j) (B(k, j..j+3), b_jfast only), each with a4_ok() / b4_ok(): the
+ * view's pointers and strides allow them (uniform over the block). They are used when every offered one is
+ * allowed and the block's ranges [kb, ke) and [i0, i1), [j0, j1) start and end on multiples of 4, so that a
+ * group of 4 is wholly inside or wholly outside. */
+template <class Op, class V> constexpr bool has_a4()
+{
+    return requires(const V &v) { v.a4(0, 0); };
+}
+template <class Op, class V> constexpr bool has_b4()
+{
+    if constexpr (requires(const V &v) { v.b4(0, 0); })
+        return Op::b_jfast;
+    else
+        return false;
+}
+template <class Op, class V> constexpr bool has_vec4() { return has_a4<Op, V>() || has_b4<Op, V>(); }
+template <class Op, class V> __device__ __forceinline__ bool vec4_ok(const V &v, const span &t, int kb, int ke)
+{
+    bool ok = has_vec4<Op, V>();
+    if constexpr (has_a4<Op, V>()) ok = ok && v.a4_ok() && (Op::a_kfast ? kb % 4 == 0 && ke % 4 == 0 : t.i1 % 4 == 0);
+    if constexpr (has_b4<Op, V>()) ok = ok && v.b4_ok() && t.j1 % 4 == 0;
+    return ok;
+}
+
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
- * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. */
-template <int KB, class R, class Op, class V, class T>
+ * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. With VA
+ * (VB) A (B) arrives in 16-byte loads of 4 elements along its contiguous dimension, the same values in the same
+ * places: the result is unchanged bitwise, with a quarter of the loads and index arithmetic (BENCHMARKS.md,
+ * "Predicted GPU step"). */
+template <int KB, class R, class Op, bool VA, bool VB, class V, class T>
 __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
-#pragma unroll
-    for (int q = 0; q < BM * KB / THREADS; q++) {
-        const int e = tid + THREADS * q;
+    auto a1 = [&](int e) {
         const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
         As[ak * lda + ai] = R::round((gi < t.i1 && gka < ke) ? v.a(gi, gka) : 0.0f);
+    };
+    auto b1 = [&](int e) {
         const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
         const int gj = t.j0 + bj, gkb = k0 + bk;
         Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < ke) ? v.b(gkb, gj) : 0.0f);
+    };
+    if constexpr (!VA && !VB) { /* the scalar gathers of A and B interleaved, as the compiler schedules best */
+#pragma unroll
+        for (int q = 0; q < BM * KB / THREADS; q++) {
+            a1(tid + THREADS * q);
+            b1(tid + THREADS * q);
+        }
+        return;
     }
+    if constexpr (VA) {
+#pragma unroll
+        for (int q = 0; q < BM * KB / (4 * THREADS); q++) {
+            const int e = tid + THREADS * q;
+            const int ai = Op::a_kfast ? e / (KB / 4) : 4 * (e % (BM / 4));
+            const int ak = Op::a_kfast ? 4 * (e % (KB / 4)) : e / (BM / 4);
+            const int gi = t.i0 + ai, gka = k0 + ak;
+            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            if (gi < t.i1 && gka < ke) w = v.a4(gi, gka);
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                As[(ak + (Op::a_kfast ? c : 0)) * lda + ai + (Op::a_kfast ? 0 : c)] = R::round(w.v[c]);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < BM * KB / THREADS; q++) a1(tid + THREADS * q);
+    }
+    if constexpr (VB) {
+#pragma unroll
+        for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
+            const int e = tid + THREADS * q, bj = 4 * (e % (BN / 4)), bk = e / (BN / 4);
+            const int gj = t.j0 + bj, gkb = k0 + bk;
+            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            if (gj < t.j1 && gkb < ke) w = v.b4(gkb, gj);
+#pragma unroll
+            for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = R::round(w.v[c]);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < BN * KB / THREADS; q++) b1(tid + THREADS * q);
+    }
+}
+
+/* Runs body(va, vb), the flags of stage (compile-time values; vec4_ok is uniform over the block): the k loop is
+ * compiled once per way of loading, so that neither carries the other's code. */
+template <bool A, bool B> struct vec_flags {
+    static constexpr bool va = A, vb = B;
+};
+template <class Op, class V, class F>
+__device__ __forceinline__ void with_vec4(const V &v, const span &t, int kb, int ke, F body)
+{
+    if (vec4_ok<Op>(v, t, kb, ke))
+        body(vec_flags<has_a4<Op, V>(), has_b4<Op, V>()>());
+    else
+        body(vec_flags<false, false>());
 }
 
 /* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
@@ -202,23 +284,26 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
-        for (int k0 = kb; k0 < ke; k0 += BK) {
-            stage<BK, fp32_operands, Op>(v, t, k0, ke, &As[0][0], BM + 4, &Bs[0][0], BN + 4);
-            __syncthreads();
+        with_vec4<Op>(v, t, kb, ke, [&](auto vf) {
+            for (int k0 = kb; k0 < ke; k0 += BK) {
+                stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
+                                                                                 &Bs[0][0], BN + 4);
+                __syncthreads();
 #pragma unroll
-            for (int kk = 0; kk < BK; kk++) {
-                float av[SUB], bv[SUB];
+                for (int kk = 0; kk < BK; kk++) {
+                    float av[SUB], bv[SUB];
 #pragma unroll
-                for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
+                    for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
 #pragma unroll
-                for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
+                    for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
 #pragma unroll
-                for (int r = 0; r < SUB; r++)
+                    for (int r = 0; r < SUB; r++)
 #pragma unroll
-                    for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                        for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                }
+                __syncthreads();
             }
-            __syncthreads();
-        }
+        });
     });
 #pragma unroll
     for (int r = 0; r < SUB; r++)
@@ -272,22 +357,24 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
-        for (int k0 = kb; k0 < ke; k0 += TBK) {
-            stage<TBK, Prec, Op>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
-            __syncthreads();
+        with_vec4<Op>(v, t, kb, ke, [&](auto vf) {
+            for (int k0 = kb; k0 < ke; k0 += TBK) {
+                stage<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
+                __syncthreads();
 #pragma unroll
-            for (int kk = 0; kk < TBK; kk += WK) {
-                wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
-                wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+                for (int kk = 0; kk < TBK; kk += WK) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
+                    wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
 #pragma unroll
-                for (int f = 0; f < FRAGS; f++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
-                    wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
-                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                    for (int f = 0; f < FRAGS; f++) {
+                        wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
+                        wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
+                        wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                    }
                 }
+                __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             }
-            __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
-        }
+        });
     });
 #pragma unroll
     for (int f = 0; f < FRAGS; f++)
