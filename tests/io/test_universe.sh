@@ -185,6 +185,9 @@ expect_error 1 "ALL_[0-9]*.csv:5\): instrument column symbol is missing or empty
 # ---- bounded memory: 4x the instruments (4x the rows) leave the peak RSS of synth and import nearly flat (one
 # instrument is in memory at a time; 16 x 50000 rows held at once would add ~150 MB at ~190 B/row, and 1.25x of a
 # ~30 MB base leaves room for the index and allocator noise) ----
+# Under AddressSanitizer (launch/test_sanitize.sh) freed memory stays resident in its quarantine, so peak RSS follows
+# the bytes ever allocated, not those held: the comparisons run in the normal suite only; the outputs are checked in both.
+rss_checked() { [ -z "${ASAN_OPTIONS:-}" ] || { echo "SKIP peak-RSS comparison under AddressSanitizer: $*"; return 1; }; }
 peak_kb() { "$py" -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"; }
@@ -194,7 +197,7 @@ for k in 4 16; do
   import_kb[$k]=$(peak_kb "$ticks" import "$dir/mcsv$k" --out "$dir/mi$k.h5") || fail "import $k"
 done
 echo "peak RSS synth 4/16 instruments: ${synth_kb[4]}/${synth_kb[16]} KB, import: ${import_kb[4]}/${import_kb[16]} KB"
-for what in synth import; do
+rss_checked "4 vs 16 instruments" && for what in synth import; do
   eval "a=\${${what}_kb[4]} b=\${${what}_kb[16]}"
   [ "$b" -lt $((a * 5 / 4)) ] || fail "$what: peak RSS ${b} KB for 16 instruments vs ${a} KB for 4: memory grows with the rows"
 done
@@ -209,8 +212,8 @@ for d in 5 40; do
   dimp_kb[$d]=$(peak_kb "$ticks" import "$dir/dcsv$d" --out "$dir/di$d.h5") || fail "import $d days"
 done
 echo "peak RSS 2 instruments x 5/40 days: synth ${days_kb[5]}/${days_kb[40]} KB, import ${dimp_kb[5]}/${dimp_kb[40]} KB"
-[ "${days_kb[40]}" -lt $((days_kb[5] * 5 / 4)) ] || fail "synth: peak RSS ${days_kb[40]} KB for 40 days vs ${days_kb[5]} KB for 5: memory grows with one instrument's rows"
-[ "${dimp_kb[40]}" -lt $((dimp_kb[5] * 5 / 4)) ] || fail "import: peak RSS ${dimp_kb[40]} KB for 40 days vs ${dimp_kb[5]} KB for 5: memory grows with one instrument's rows"
+rss_checked "5 vs 40 days" && { [ "${days_kb[40]}" -lt $((days_kb[5] * 5 / 4)) ] || fail "synth: peak RSS ${days_kb[40]} KB for 40 days vs ${days_kb[5]} KB for 5: memory grows with one instrument's rows"
+[ "${dimp_kb[40]}" -lt $((dimp_kb[5] * 5 / 4)) ] || fail "import: peak RSS ${dimp_kb[40]} KB for 40 days vs ${dimp_kb[5]} KB for 5: memory grows with one instrument's rows"; }
 h5diff "$dir/d40.h5" "$dir/di40.h5" /features/X /features/X >/dev/null || fail "synth and import of the same 40 days differ"
 rm -rf "$dir"/m*.h5 "$dir"/mcsv* "$dir"/d5.h5 "$dir"/d40.h5 "$dir"/dcsv* "$dir"/di*.h5
 
