@@ -106,6 +106,7 @@ __global__ void ssd_pass_kernel(ssd_args s)
 struct ssd_y_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = s.len(zh / s.H);
@@ -124,7 +125,6 @@ struct ssd_y_op {
         const float *eA;
         ssd_mat C, ST;
         __device__ float a(int l, int k) const { return eA[l] * C(l, k); }
-        __device__ bool a4_ok() const { return C.rows4(); }
         __device__ m2_vec<4> a4(int l, int k) const
         {
             m2_vec<4> r = C.row4(l, k);
@@ -145,10 +145,6 @@ struct ssd_y_op {
             return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[(size_t)j * H];
         }
         /* the same products for j..j+3 (j a multiple of 4): CB's row and the decays in 16-byte loads */
-        __device__ bool a4_ok() const
-        {
-            return Q % 4 == 0 && N % 4 == 0 && (uintptr_t)CB % 16 == 0 && (uintptr_t)acs % 16 == 0;
-        }
         __device__ m2_vec<4> a4(int l, int k) const
         {
             const int j = k - N;
@@ -161,7 +157,6 @@ struct ssd_y_op {
             return r;
         }
         __device__ float b(int k, int p) const { return x(k - N, p); }
-        __device__ bool b4_ok() const { return x.rows4(); }
         __device__ m2_vec<4> b4(int k, int p) const { return x.row4(k - N, p); }
     };
     struct view {

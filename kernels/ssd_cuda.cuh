@@ -71,8 +71,7 @@ struct ssd_mat {
     size_t rs, cs;
     __device__ float operator()(int r, int c) const { return p[(size_t)r * rs + (size_t)c * cs]; }
     __device__ ssd_mat T() const { return ssd_mat{p, cs, rs}; }
-    /* (r, c..c+3) in one 16-byte load, c a multiple of 4: when rows4() (contiguous 16-byte aligned rows) */
-    __device__ bool rows4() const { return cs == 1 && rs % 4 == 0 && (uintptr_t)p % 16 == 0; }
+    /* (r, c..c+3) in one 16-byte load, c a multiple of 4, for contiguous 16-byte aligned rows (ssd_args::vec4) */
     __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
 };
 
@@ -81,7 +80,6 @@ struct ssd_plain_view {
     ssd_mat A, B;
     __device__ float a(int i, int k) const { return A(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
-    __device__ bool b4_ok() const { return B.rows4(); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
@@ -130,6 +128,10 @@ struct ssd_args {
     __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
+    /* (host) Whether every block of every product may load its operands 16 bytes at a time (tile_gemm.cuh,
+     * vec4): sizes and row strides multiples of 4 floats and the arrays 16-byte aligned, so that every row start,
+     * range end and view pointer a block derives from them is too (the scratch regions are rounded to 64 floats). */
+    bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS}, {T, Q, N, P, ld_x, ld_bc}); }
 };
 
 /* Fills the shape and the input pointers; the caller sets the buffers it uses. */
@@ -190,10 +192,12 @@ static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
 }
 
 /* CB[zg] = C B^T over the chunk's positions (both passes need it; the backward recomputes it). Only s <= l is
- * ever read (every reader masks s > l before reading), so only that triangle is computed and stored. */
+ * used (every reader masks s > l), so the tiles wholly above the diagonal are neither computed nor stored; the
+ * diagonal tiles are stored whole, because the readers' 16-byte loads of a row group may reach past the diagonal
+ * (masked after the load, but the memory they read must have been written: compute-sanitizer's initcheck). */
 struct ssd_cb_op {
     ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
+    static constexpr bool a_kfast = true, b_jfast = false, lower_tiles = true;
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = n = s.len(zg / s.G);

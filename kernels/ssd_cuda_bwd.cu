@@ -72,6 +72,7 @@ __global__ void ssd_pass_bwd_kernel(ssd_args s)
 struct ssd_dx_op {
     ssd_args s;
     static constexpr bool a_kfast = false, b_jfast = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = s.len(zh / s.H);
@@ -97,7 +98,6 @@ struct ssd_dx_op {
             return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
         }
         /* the same products for si..si+3 (si a multiple of 4): CB's row and the decays in 16-byte loads */
-        __device__ bool a4_ok() const { return Q % 4 == 0 && (uintptr_t)CB % 16 == 0 && (uintptr_t)acs % 16 == 0; }
         __device__ m2_vec<4> a4(int si, int k) const
         {
             const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si), as = m2_vload<4>(acs + si);
@@ -109,7 +109,6 @@ struct ssd_dx_op {
             return r;
         }
         __device__ float b(int k, int p) const { return dy(k, p); }
-        __device__ bool b4_ok() const { return dy.rows4(); }
         __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
     };
     struct state_view {
@@ -184,6 +183,7 @@ __global__ void ssd_dcbw_kernel(ssd_args s)
 struct ssd_rows_by_states {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = s.len(zh / s.H);
@@ -248,7 +248,6 @@ struct ssd_causal_view {
     bool upper;
     __device__ float a(int i, int k) const { return (upper ? k >= i : k <= i) ? A(i, k) : 0.0f; }
     __device__ float b(int k, int j) const { return B(k, j); }
-    __device__ bool b4_ok() const { return B.rows4(); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
@@ -256,6 +255,7 @@ struct ssd_causal_view {
 struct ssd_dc_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = k = s.len(zg / s.G);
@@ -282,6 +282,7 @@ struct ssd_dc_op {
 struct ssd_db_op {
     ssd_args s;
     static constexpr bool a_kfast = false, b_jfast = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = k = s.len(zg / s.G);

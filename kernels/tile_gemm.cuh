@@ -45,12 +45,20 @@
  *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
  *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
  *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise.
- *   a4(i, k), b4(k, j) with a4_ok(), b4_ok()   (on a view) 4 elements in one 16-byte load: see stage below */
+ *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
+ *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
+ *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
+ *                        each compiled kernel has one k loop per operand kind (tools/sass_report.py prices it)
+ *   static constexpr bool lower_tiles;  like lower_only for the tiles wholly above the diagonal (neither computed
+ *                        nor stored), but the diagonal tiles are stored whole: readers' 16-byte loads may cover
+ *                        their upper triangle (masked after the load), so it must be written memory */
 #ifndef MAMBA2_TILE_GEMM_CUH
 #define MAMBA2_TILE_GEMM_CUH
 
 #include <cuda_bf16.h>
 #include <mma.h>
+
+#include <type_traits>
 
 #include "cuda_common.cuh"
 
@@ -104,6 +112,13 @@ template <class Op> constexpr bool lower_only()
     else
         return false;
 }
+template <class Op> constexpr bool upper_tiles_skipped()
+{
+    if constexpr (requires { Op::lower_tiles; })
+        return Op::lower_tiles || lower_only<Op>();
+    else
+        return lower_only<Op>();
+}
 
 /* One block's tile: batch entry z, rows [i0, i1), columns [j0, j1), reduction range [kb, ke). */
 struct span {
@@ -128,7 +143,7 @@ template <class Op> __device__ bool locate(const Op &op, int tiles_m, int tiles_
     t.j1 = min(n, t.j0 + BN);
     t.kb = 0;
     t.ke = k;
-    if (lower_only<Op>() && t.j0 > t.i1 - 1) return false;
+    if (upper_tiles_skipped<Op>() && t.j0 > t.i1 - 1) return false;
     op.krange(t.z, t.i0, t.i1, t.j0, t.j1, t.kb, t.ke);
     if (t.kb < 0) t.kb = 0;
     if (t.ke > k) t.ke = k;
@@ -142,10 +157,10 @@ template <class Op> __device__ __forceinline__ bool stored(const span &t, int i,
 }
 
 /* 16-byte operand loads. A view may offer a4(i, k) (4 consecutive elements of A along its contiguous dimension:
- * k..k+3 when a_kfast, else i..i+3) and b4(k, j) (B(k, j..j+3), b_jfast only), each with a4_ok() / b4_ok(): the
- * view's pointers and strides allow them (uniform over the block). They are used when every offered one is
- * allowed and the block's ranges [kb, ke) and [i0, i1), [j0, j1) start and end on multiples of 4, so that a
- * group of 4 is wholly inside or wholly outside. */
+ * k..k+3 when a_kfast, else i..i+3) and b4(k, j) (B(k, j..j+3), b_jfast only). The kernels built for them
+ * (V4 below) use every one offered; they are launched only when the Op's host-side vec4() says that for every block
+ * the views' pointers and strides allow them and the block's ranges [kb, ke) and [i0, i1), [j0, j1) start and end
+ * on multiples of 4, so that a group of 4 is wholly inside or wholly outside. */
 template <class Op, class V> constexpr bool has_a4()
 {
     return requires(const V &v) { v.a4(0, 0); };
@@ -157,13 +172,12 @@ template <class Op, class V> constexpr bool has_b4()
     else
         return false;
 }
-template <class Op, class V> constexpr bool has_vec4() { return has_a4<Op, V>() || has_b4<Op, V>(); }
-template <class Op, class V> __device__ __forceinline__ bool vec4_ok(const V &v, const span &t, int kb, int ke)
+template <class Op> bool vec4_launch(const Op &op)
 {
-    bool ok = has_vec4<Op, V>();
-    if constexpr (has_a4<Op, V>()) ok = ok && v.a4_ok() && (Op::a_kfast ? kb % 4 == 0 && ke % 4 == 0 : t.i1 % 4 == 0);
-    if constexpr (has_b4<Op, V>()) ok = ok && v.b4_ok() && t.j1 % 4 == 0;
-    return ok;
+    if constexpr (requires { op.vec4(); })
+        return op.vec4();
+    else
+        return false;
 }
 
 /* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
@@ -226,15 +240,13 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
     }
 }
 
-/* Runs body(va, vb), the flags of stage (compile-time values; vec4_ok is uniform over the block): the k loop is
- * compiled once per way of loading, so that neither carries the other's code. */
+/* Runs body(va, vb) with the flags of stage: the 16-byte loads the view offers in a V4 kernel, none otherwise. */
 template <bool A, bool B> struct vec_flags {
     static constexpr bool va = A, vb = B;
 };
-template <class Op, class V, class F>
-__device__ __forceinline__ void with_vec4(const V &v, const span &t, int kb, int ke, F body)
+template <class Op, bool V4, class V, class F> __device__ __forceinline__ void with_loads(const V &, F body)
 {
-    if (vec4_ok<Op>(v, t, kb, ke))
+    if constexpr (V4)
         body(vec_flags<has_a4<Op, V>(), has_b4<Op, V>()>());
     else
         body(vec_flags<false, false>());
@@ -266,11 +278,11 @@ template <class Op> __device__ void row_sums(const Op &op, const span &t, const 
 }
 } // namespace m2tile
 
-/* FP32: CUDA cores (the reference path: the GPU tests compare it with the CPU at fp32 tolerances). */
-template <class Op>
-__global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, int tiles_m, int tiles_n)
+/* The kernels' bodies, per way of loading the operands (V4: the views' 16-byte loads). */
+namespace m2tile
 {
-    using namespace m2tile;
+template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op &op, int tiles_m, int tiles_n)
+{
     __shared__ float As[BK][BM + 4]; /* As[k][i] */
     __shared__ float Bs[BK][BN + 4]; /* Bs[k][j] */
     span t;
@@ -284,7 +296,7 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
         for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
-        with_vec4<Op>(v, t, kb, ke, [&](auto vf) {
+        with_loads<Op, V4>(v, [&](auto vf) {
             for (int k0 = kb; k0 < ke; k0 += BK) {
                 stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
                                                                                  &Bs[0][0], BN + 4);
@@ -322,14 +334,26 @@ __global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, in
         row_sums(op, t, &Cs[0][0], BN + 1);
     }
 }
+} // namespace m2tile
 
-/* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
- * names one template argument, as tests/gpu/emu/transform.cmake expects). At least 2 blocks per SM: at most 128
- * registers per thread (the operand views would otherwise take up to 163 and leave one block per SM). */
-template <class Op, class Prec>
-__global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(Op op, Prec, int tiles_m, int tiles_n)
+/* FP32: CUDA cores (the reference path: the GPU tests compare it with the CPU at fp32 tolerances); the _v4 kernel
+ * with the views' 16-byte loads, launched when the Op's vec4() allows them. */
+template <class Op>
+__global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_kernel(Op op, int tiles_m, int tiles_n)
 {
-    using namespace m2tile;
+    m2tile::fp32_tiles<Op, false>(op, tiles_m, tiles_n);
+}
+template <class Op>
+__global__ void __launch_bounds__(m2tile::THREADS) m2_tile_gemm_v4_kernel(Op op, int tiles_m, int tiles_n)
+{
+    m2tile::fp32_tiles<Op, true>(op, tiles_m, tiles_n);
+}
+
+namespace m2tile
+{
+template <class Op, class Prec, bool V4>
+__device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_n)
+{
     namespace wmma = nvcuda::wmma;
     typedef typename Prec::elem T;
     constexpr int LDA = BM + Prec::PAD, LDB = BN + Prec::PAD, LDC = BN + CPAD, WK = Prec::WK;
@@ -357,7 +381,7 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
-        with_vec4<Op>(v, t, kb, ke, [&](auto vf) {
+        with_loads<Op, V4>(v, [&](auto vf) {
             for (int k0 = kb; k0 < ke; k0 += TBK) {
                 stage<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
                 __syncthreads();
@@ -390,6 +414,43 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(O
         }
     row_sums(op, t, sm.c, LDC);
 }
+} // namespace m2tile
+
+/* BF16 / TF32: tensor cores (Prec: m2tile::bf16_operands or tf32_operands, passed as a value so that the launch
+ * names one template argument, as tests/gpu/emu/transform.cmake expects). At least 2 blocks per SM: at most 128
+ * registers per thread (the operand views would otherwise take up to 163 and leave one block per SM). The _v4
+ * kernel: with the views' 16-byte loads. */
+template <class Op, class Prec>
+__global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_kernel(Op op, Prec, int tiles_m, int tiles_n)
+{
+    m2tile::wmma_tiles<Op, Prec, false>(op, tiles_m, tiles_n);
+}
+template <class Op, class Prec>
+__global__ void __launch_bounds__(m2tile::THREADS, 2) m2_tile_gemm_wmma_v4_kernel(Op op, Prec, int tiles_m, int tiles_n)
+{
+    m2tile::wmma_tiles<Op, Prec, true>(op, tiles_m, tiles_n);
+}
+
+/* Launches the kernel of Prec (fp32_operands: CUDA cores), with 16-byte loads when v4 (only Ops with vec4()). */
+template <class Op, class Prec>
+void m2_tile_launch(const m2_cuda_ctx *c, const Op &op, Prec prec, bool v4, unsigned blocks, int tiles_m, int tiles_n)
+{
+    if constexpr (std::is_same<Prec, m2tile::fp32_operands>::value) {
+        if constexpr (requires { op.vec4(); })
+            if (v4) {
+                m2_tile_gemm_v4_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, tiles_m, tiles_n);
+                return;
+            }
+        m2_tile_gemm_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, tiles_m, tiles_n);
+    } else {
+        if constexpr (requires { op.vec4(); })
+            if (v4) {
+                m2_tile_gemm_wmma_v4_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, tiles_m, tiles_n);
+                return;
+            }
+        m2_tile_gemm_wmma_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, tiles_m, tiles_n);
+    }
+}
 
 /* Runs op over nbatch entries whose sizes are at most max_m x max_n, on c's stream, at c's precision. */
 template <class Op>
@@ -400,19 +461,12 @@ void m2_tile_gemm(const m2_cuda_ctx *c, const Op &op, int nbatch, int max_m, int
     const long long nblocks = (long long)nbatch * tiles_m * tiles_n;
     if (nblocks > 0x7fffffffLL) m2_cuda_check(cudaErrorInvalidConfiguration, what);
     const unsigned blocks = (unsigned)nblocks;
+    const bool v4 = m2tile::vec4_launch(op);
     switch (c->gemm_prec) {
-    case M2_CUDA_GEMM_FP32:
-        m2_tile_gemm_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, tiles_m, tiles_n);
-        break;
-    case M2_CUDA_GEMM_TF32:
-        m2_tile_gemm_wmma_kernel<Op>
-            <<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::tf32_operands(), tiles_m, tiles_n);
-        break;
+    case M2_CUDA_GEMM_FP32: m2_tile_launch(c, op, m2tile::fp32_operands(), v4, blocks, tiles_m, tiles_n); break;
+    case M2_CUDA_GEMM_TF32: m2_tile_launch(c, op, m2tile::tf32_operands(), v4, blocks, tiles_m, tiles_n); break;
     case M2_CUDA_GEMM_BF16:
-    default:
-        m2_tile_gemm_wmma_kernel<Op>
-            <<<blocks, m2tile::THREADS, 0, c->stream>>>(op, m2tile::bf16_operands(), tiles_m, tiles_n);
-        break;
+    default: m2_tile_launch(c, op, m2tile::bf16_operands(), v4, blocks, tiles_m, tiles_n); break;
     }
     M2_CUDA_LAUNCHED(what);
 }

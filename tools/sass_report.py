@@ -11,7 +11,10 @@ nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm where the toolkit lacks them: set
   instrs     static instructions (end-of-function NOP padding and the final self-branch excluded)
   gmem       static global-memory instructions (LDG, STG, RED, ATOMG)
   loop       instructions in the main loop: of the loops closed by a backward branch, the one with the most HMMA
-             (else the longest); its global-memory instructions, its HMMA count and instructions per HMMA
+             (else the longest); its global-memory instructions, its HMMA count and instructions per HMMA. A tile
+             product is compiled twice, for scalar gathers (m2_tile_gemm_wmma_kernel) and for 16-byte operand loads
+             (m2_tile_gemm_wmma_v4_kernel), each with one k loop per operand kind; the host launches one of them
+             (kernels/tile_gemm.cuh), and the emulator's counts name the one that ran
   regs, smem registers per thread, static shared bytes; blocks/SM the tighter of 65536 registers, 228 KiB of
              shared memory and 2048 threads per SM (sm_90) for a block of 256 threads
 Tab-separated, one header line."""
@@ -54,7 +57,7 @@ def key_of(dem):
         prec = "bf16"
     elif any("tf32_operands" in a for a in args):
         prec = "tf32"
-    elif base == "m2_tile_gemm_kernel":
+    elif base in ("m2_tile_gemm_kernel", "m2_tile_gemm_v4_kernel"):
         prec = "fp32"
     return (base + ("<" + args[0] + ">" if args else "")), prec
 
