@@ -19,9 +19,10 @@
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
  *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
- *            CB [B*nc*G][Q][Q],  the decay tables eA, wR [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],  dS [B*nc*H][P][N],
- *            dCoff [B*nc*H][Q][N],  dBst [B*nc*H][Q][N],  pA [B*nc*H],  pD [B*nc*H],
- *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu)
+ *            CB [B*nc*G][Q][Q],  the decay tables eA, wR [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],
+ *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
+ *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
+ *            dCoff and dBst themselves never reach memory)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -31,8 +32,8 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                                               /* in the saved buffer */
-    size_t fwd_saved, CB, eA, wR, E, dCBw, dS, dCoff, dBst, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
+    size_t acs, S, saved_total;                                                  /* in the saved buffer */
+    size_t fwd_saved, CB, eA, wR, E, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
@@ -54,9 +55,7 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.E = L.wR + ssd_round(heads * Q);
     L.dCBw = L.E + ssd_round(heads * Q * Q);
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
-    L.dCoff = L.dS + ssd_round(heads * PN);
-    L.dBst = L.dCoff + ssd_round(heads * Q * s->N);
-    L.pA = L.dBst + ssd_round(heads * Q * s->N);
+    L.pA = L.dS + ssd_round(heads * PN);
     L.pD = L.pA + ssd_round(heads);
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
@@ -83,12 +82,47 @@ struct ssd_plain_view {
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
+/* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j): rows of one head scaled per row (a decay table) times one
+ * of the head's [P][N] matrices, a part of a product summed over the heads of a group (ssd_cuda_bwd.cu, dC, dB). */
+struct ssd_scaled_view {
+    static constexpr bool a_kfast = true;
+    int k0;
+    const float *w;
+    ssd_mat M, R;
+    __device__ float a(int i, int k) const { return w[i] * M(i, k - k0); }
+    __device__ m2_vec<4> a4(int i, int k) const
+    {
+        m2_vec<4> r = M.row4(i, k - k0);
+#pragma unroll
+        for (int c = 0; c < 4; c++) r.v[c] = w[i] * r.v[c];
+        return r;
+    }
+    __device__ float b(int k, int j) const { return R(k - k0, j); }
+    __device__ m2_vec<4> b4(int k, int j) const { return R.row4(k - k0, j); }
+};
+
+/* The heads of a group as the parts of one reduction (tile_gemm.cuh, over_parts), P values of k each: head q's
+ * weights w + q*Q, its columns of the token rows M (at q*P) and its matrix R + q*P*N. */
+struct ssd_group_heads {
+    int n, P, Q, N;
+    const float *w;
+    ssd_mat M;
+    const float *R;
+    __device__ int parts() const { return n; }
+    __device__ int part_len() const { return P; }
+    __device__ ssd_scaled_view part(int q, int k0) const
+    {
+        return ssd_scaled_view{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
+                               ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
+    }
+};
+
 /* Everything a kernel needs, passed by value. */
 struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *E, *dCBw, *dS, *dCoff, *dBst, *pA, *pD, *rOff, *rSt;
+    float *acs, *S, *CB, *eA, *wR, *E, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -171,8 +205,6 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->E = scratch + L->E;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
-    a->dCoff = scratch + L->dCoff;
-    a->dBst = scratch + L->dBst;
     a->pA = scratch + L->pA;
     a->pD = scratch + L->pD;
     a->rOff = scratch + L->rOff;

@@ -206,105 +206,118 @@ __device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int
     r[((size_t)zh * s.Q + l) * tiles + tn] = sum;
 }
 
-/* ---- dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n]; row sums with C_l ---- */
+/* ---- the row sums of dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] with C_l: dCoff itself is never stored
+ * (dC sums it over the group's heads inside its own product) ---- */
 struct ssd_dcoff_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
     }
-    __device__ float value(int zh, int l, float acc) const { return s.eA[(size_t)zh * s.Q + l] * acc; }
-    __device__ void store(int zh, int l, int n, float acc) const
-    {
-        s.QN(s.dCoff, zh)[(size_t)l * s.N + n] = value(zh, l, acc);
-    }
+    __device__ void store(int zh, int l, int n, float acc) const {}
     __device__ float row_term(int zh, int l, int n, float acc) const
     {
-        return s.Cv(zh / s.H, l, zh % s.H / s.hpg, n) * value(zh, l, acc);
+        return s.Cv(zh / s.H, l, zh % s.H / s.hpg, n) * (s.eA[(size_t)zh * s.Q + l] * acc);
     }
     __device__ void row_store(int zh, int l, int tn, float sum) const { ssd_row_partial(s, s.rOff, zh, l, tn, sum); }
 };
 
-/* ---- dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n]; row sums with B_s ---- */
+/* ---- the row sums of dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] with B_s (dBst is never stored: dB
+ * sums dt_s dBst over the group's heads inside its own product) ---- */
 struct ssd_dbst_op : ssd_rows_by_states {
     __device__ ssd_plain_view bind(int zh) const
     {
         return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
     }
-    __device__ float value(int zh, int si, float acc) const { return s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc; }
-    __device__ void store(int zh, int si, int n, float acc) const
-    {
-        s.QN(s.dBst, zh)[(size_t)si * s.N + n] = value(zh, si, acc);
-    }
+    __device__ void store(int zh, int si, int n, float acc) const {}
     __device__ float row_term(int zh, int si, int n, float acc) const
     {
-        return s.Bv(zh / s.H, si, zh % s.H / s.hpg, n) * value(zh, si, acc);
+        return s.Bv(zh / s.H, si, zh % s.H / s.hpg, n) * (s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc);
     }
     __device__ void row_store(int zh, int si, int tn, float sum) const { ssd_row_partial(s, s.rSt, zh, si, tn, sum); }
 };
 
-/* dCBw (or its transpose) as the A operand, zero where s > l: A(i, k) for k <= i (upper: k >= i). */
+/* dCBw (or its transpose) as the A operand of the k from k0 on, zero where s > l: A(i, k - k0) for k - k0 <= i
+ * (upper: >= i). */
 struct ssd_causal_view {
     ssd_mat A, B;
     bool upper;
-    __device__ float a(int i, int k) const { return (upper ? k >= i : k <= i) ? A(i, k) : 0.0f; }
-    __device__ float b(int k, int j) const { return B(k, j); }
-    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
+    int k0;
+    __device__ float a(int i, int k) const
+    {
+        const int kk = k - k0;
+        return (upper ? kk >= i : kk <= i) ? A(i, kk) : 0.0f;
+    }
+    __device__ float b(int k, int j) const { return B(k - k0, j); }
+    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k - k0, j); }
 };
 
-/* ---- dC_l[n] = sum_{s<=l} dCBw[l][s] B_s[n] + sum_h dCoff_h[l][n] (per group, overwrites) ---- */
+/* ---- dC_l[n] = sum_h e^{a_l,h} dy_l,h . S_h[:, n] + sum_{s<=l} dCBw[l][s] B_s[n] (per group, overwrites): one
+ * reduction over the group's heads' channels (k < hpg*P, a part per head: the C gradient through the state, dCoff
+ * summed over the heads) and then the chunk's positions (k - hpg*P = s) ---- */
 struct ssd_dc_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
-        m = k = s.len(zg / s.G);
+        m = s.len(zg / s.G);
         n = s.N;
+        k = s.hpg * s.P + m;
     }
     __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
     {
         kb = 0;
-        ke = i1; /* s <= l < i1 */
+        ke = s.hpg * s.P + i1; /* s <= l < i1 */
     }
-    __device__ ssd_causal_view bind(int zg) const
+    __device__ int ksplit(int zg) const { return s.hpg * s.P; }
+    struct view {
+        ssd_group_heads lo;
+        ssd_causal_view hi;
+    };
+    __device__ view bind(int zg) const
     {
-        return ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(zg / s.G, zg % s.G), false};
+        const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
+        return view{ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
+                    ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), false, s.hpg * s.P}};
     }
     __device__ void store(int zg, int l, int n, float acc) const
     {
-        const int bc = zg / s.G, g = zg % s.G;
-        for (int hh = 0; hh < s.hpg; hh++) acc += s.QN(s.dCoff, bc * s.H + g * s.hpg + hh)[(size_t)l * s.N + n];
-        s.dCm[s.row(bc, l) * s.ld_bc + (size_t)g * s.N + n] = acc;
+        s.dCm[s.row(zg / s.G, l) * s.ld_bc + (size_t)(zg % s.G) * s.N + n] = acc;
     }
 };
 
-/* ---- dB_s[n] = sum_{l>=s} dCBw[l][s] C_l[n] + sum_h dt_s,h dBst_h[s][n] (per group, overwrites) ---- */
+/* ---- dB_s[n] = sum_{l>=s} dCBw[l][s] C_l[n] + sum_h e^{a_last-a_s} dt_s,h x_s,h . dSt_h[:, n] (per group,
+ * overwrites): one reduction over the chunk's positions l (k < Lc) and then the group's heads' channels (a part per
+ * head: the B gradient through the state, dt dBst summed over the heads) ---- */
 struct ssd_db_op {
     ssd_args s;
-    static constexpr bool a_kfast = false, b_jfast = true;
+    static constexpr bool a_kfast = false, b_jfast = true; /* the heads' parts: a_kfast (ssd_scaled_view) */
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
-        m = k = s.len(zg / s.G);
+        m = s.len(zg / s.G);
         n = s.N;
+        k = m + s.hpg * s.P;
     }
     __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
     {
         kb = i0; /* l >= s >= i0 */
-        ke = s.len(zg / s.G);
+        ke = s.len(zg / s.G) + s.hpg * s.P;
     }
-    __device__ ssd_causal_view bind(int zg) const
+    __device__ int ksplit(int zg) const { return s.len(zg / s.G); }
+    struct view {
+        ssd_causal_view lo;
+        ssd_group_heads hi;
+    };
+    __device__ view bind(int zg) const
     {
-        return ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(zg / s.G, zg % s.G), true};
+        const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
+        return view{ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), true, 0},
+                    ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg), s.dS_of(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
-        const int bc = zg / s.G, g = zg % s.G;
-        for (int hh = 0; hh < s.hpg; hh++) {
-            const int h = g * s.hpg + hh;
-            acc += s.dtv(bc, si, h) * s.QN(s.dBst, bc * s.H + h)[(size_t)si * s.N + n];
-        }
-        s.dBm[s.row(bc, si) * s.ld_bc + (size_t)g * s.N + n] = acc;
+        s.dBm[s.row(zg / s.G, si) * s.ld_bc + (size_t)(zg % s.G) * s.N + n] = acc;
     }
 };
 

@@ -45,6 +45,8 @@
  *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
  *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
  *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise.
+ *                        lo or hi may be parted (parts(), part_len(), part(q, k0): over_parts below), a view may
+ *                        set its own a_kfast.
  *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
@@ -172,6 +174,14 @@ template <class Op, class V> constexpr bool has_b4()
     else
         return false;
 }
+/* A view may set its own a_kfast (a ksplit Op whose parts read A in different orders); else the Op's. */
+template <class Op, class V> constexpr bool a_kfast()
+{
+    if constexpr (requires { V::a_kfast; })
+        return V::a_kfast;
+    else
+        return Op::a_kfast;
+}
 template <class Op> bool vec4_launch(const Op &op)
 {
     if constexpr (requires { op.vec4(); })
@@ -189,8 +199,9 @@ template <int KB, class R, class Op, bool VA, bool VB, class V, class T>
 __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
+    constexpr bool AK = a_kfast<Op, V>();
     auto a1 = [&](int e) {
-        const int ai = Op::a_kfast ? e / KB : e % BM, ak = Op::a_kfast ? e % KB : e / BM;
+        const int ai = AK ? e / KB : e % BM, ak = AK ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
         As[ak * lda + ai] = R::round((gi < t.i1 && gka < ke) ? v.a(gi, gka) : 0.0f);
     };
@@ -211,14 +222,13 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
 #pragma unroll
         for (int q = 0; q < BM * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q;
-            const int ai = Op::a_kfast ? e / (KB / 4) : 4 * (e % (BM / 4));
-            const int ak = Op::a_kfast ? 4 * (e % (KB / 4)) : e / (BM / 4);
+            const int ai = AK ? e / (KB / 4) : 4 * (e % (BM / 4));
+            const int ak = AK ? 4 * (e % (KB / 4)) : e / (BM / 4);
             const int gi = t.i0 + ai, gka = k0 + ak;
             m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
             if (gi < t.i1 && gka < ke) w = v.a4(gi, gka);
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                As[(ak + (Op::a_kfast ? c : 0)) * lda + ai + (Op::a_kfast ? 0 : c)] = R::round(w.v[c]);
+            for (int c = 0; c < 4; c++) As[(ak + (AK ? c : 0)) * lda + ai + (AK ? 0 : c)] = R::round(w.v[c]);
         }
     } else {
 #pragma unroll
@@ -252,14 +262,31 @@ template <class Op, bool V4, class V, class F> __device__ __forceinline__ void w
         body(vec_flags<false, false>());
 }
 
+/* Runs acc_k(view, kb, ke) for the k in [kb, ke) of a view that starts at k = base. A parted view (parts(),
+ * part_len(), part(q, k0): the view of part q, whose first k is k0; e.g. one part per head of a group, each with
+ * its own rows) is run part by part, part q over [base + q * part_len, base + (q + 1) * part_len), so that a
+ * part's operands are located once per part, not per element. */
+template <class V, class F> __device__ __forceinline__ void over_parts(const V &v, int base, int kb, int ke, F acc_k)
+{
+    if constexpr (requires { v.parts(); }) {
+        const int len = v.part_len();
+        for (int q = 0; q < v.parts(); q++) {
+            const int b = base + q * len;
+            acc_k(v.part(q, b), max(kb, b), min(ke, b + len));
+        }
+    } else {
+        acc_k(v, kb, ke);
+    }
+}
+
 /* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
 template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
 {
     const auto v = bind(op, t.z);
     if constexpr (requires { op.ksplit(t.z); }) {
         const int ks = op.ksplit(t.z);
-        acc_k(v.lo, t.kb, min(t.ke, ks));
-        acc_k(v.hi, max(t.kb, ks), t.ke);
+        over_parts(v.lo, 0, t.kb, min(t.ke, ks), acc_k);
+        over_parts(v.hi, ks, max(t.kb, ks), t.ke, acc_k);
     } else {
         acc_k(v, t.kb, t.ke);
     }
