@@ -8,12 +8,12 @@
 #include "ssd_cuda.cuh"
 
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
-/* The forward alone uses the copy of the saved regions and CB, which come first (ssd_cuda.cuh); E and the
- * backward's arrays follow. */
+/* The forward alone uses the copy of the saved regions, CB and the decay tables, which come first (ssd_cuda.cuh);
+ * the backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_of(s);
-    return with_backward ? L.scratch_total : L.E;
+    return with_backward ? L.scratch_total : L.dCBw;
 }
 
 /* ---- 1. cumsums ---- */
