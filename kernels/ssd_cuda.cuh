@@ -78,10 +78,12 @@ struct ssd_mat {
     __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
 };
 
-/* A product whose operands are plain strided matrices: A(i, k), B(k, j). */
+/* A product whose operands are plain strided matrices: A(i, k), B(k, j). 16-byte loads of A along k: only for the
+ * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh). */
 struct ssd_plain_view {
     ssd_mat A, B;
     __device__ float a(int i, int k) const { return A(i, k); }
+    __device__ m2_vec<4> a4(int i, int k) const { return A.row4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
@@ -235,6 +237,7 @@ static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
 struct ssd_cb_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_tiles = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = n = s.len(zg / s.G);

@@ -145,6 +145,7 @@ struct ssd_dx_op {
 struct ssd_dcbw_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
+    bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
         m = n = s.len(zg / s.G);

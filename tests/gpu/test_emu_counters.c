@@ -146,7 +146,7 @@ static void test_ssd_first_stages(void **state)
     assert_true(cb.flops_bf16 == 2.0 * 64 * 64 * 32);
     assert_true(cb.read_distinct == 2.0 * 4 * T * s.N);
     assert_true(cb.write_distinct == 4.0 * 64 * 64); /* one diagonal tile, stored whole (ssd_cb_op, lower_tiles) */
-    assert_string_equal(cb.key, "m2_tile_gemm_wmma_kernel<ssd_cb_op>");
+    assert_string_equal(cb.key, "m2_tile_gemm_wmma_v4_kernel<ssd_cb_op>"); /* 16-byte loads: sizes multiples of 4 */
     float *bufs[] = {x, Bm, Cm, dt, A, D, y, saved, scratch};
     for (int i = 0; i < 9; i++) g->free(g, bufs[i]);
     free(hx);
