@@ -65,11 +65,20 @@ struct ssd_states_op {
         kb = 0;
         ke = s.Q;
     }
+    bool vec4() const { return s.vec4(); }
     struct view {
         ssd_mat X, Bg;
         const float *wR;
         __device__ float a(int p, int l) const { return X(l, p); }
+        __device__ m2_vec<4> a4(int p, int l) const { return X.row4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return wR[l] * Bg(l, n); }
+        __device__ m2_vec<4> b4(int l, int n) const
+        {
+            m2_vec<4> r = Bg.row4(l, n);
+#pragma unroll
+            for (int c = 0; c < 4; c++) r.v[c] = wR[l] * r.v[c];
+            return r;
+        }
     };
     __device__ view bind(int z) const
     {

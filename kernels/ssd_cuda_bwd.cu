@@ -36,11 +36,20 @@ struct ssd_dsoff_op {
         kb = 0;
         ke = s.Q;
     }
+    bool vec4() const { return s.vec4(); }
     struct view {
         ssd_mat dyT, C;
         const float *eA;
         __device__ float a(int p, int l) const { return dyT(p, l); }
+        __device__ m2_vec<4> a4(int p, int l) const { return dyT.T().row4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return eA[l] * C(l, n); }
+        __device__ m2_vec<4> b4(int l, int n) const
+        {
+            m2_vec<4> r = C.row4(l, n);
+#pragma unroll
+            for (int c = 0; c < 4; c++) r.v[c] = eA[l] * r.v[c];
+            return r;
+        }
     };
     __device__ view bind(int zh) const
     {
