@@ -8,12 +8,12 @@
 #include "ssd_cuda.cuh"
 
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
-/* The forward alone uses the copy of the saved regions, CB and the decay tables, which come first (ssd_cuda.cuh);
- * the backward's arrays follow. */
+/* The forward alone uses the copy of the saved regions and CB, which come first (ssd_cuda.cuh); E and the
+ * backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_of(s);
-    return with_backward ? L.scratch_total : L.dCBw;
+    return with_backward ? L.scratch_total : L.E;
 }
 
 /* ---- 1. cumsums ---- */
@@ -40,7 +40,9 @@ __global__ void ssd_tables_kernel(ssd_args s)
         const int zh = (int)(i / s.Q), l = (int)(i % s.Q), bc = zh / s.H, h = zh % s.H;
         const float al = s.a_at(zh, l);
         s.eA[i] = ssd_args::dexp(al);
-        s.wR[i] = l < s.len(bc) ? ssd_args::dexp(s.a_last(zh) - al) * s.dtv(bc, l, h) : 0.0f;
+        const float dt = l < s.len(bc) ? s.dtv(bc, l, h) : 0.0f;
+        s.wR[i] = l < s.len(bc) ? ssd_args::dexp(s.a_last(zh) - al) * dt : 0.0f;
+        s.dtc[i] = dt;
     }
 }
 
@@ -144,25 +146,25 @@ struct ssd_y_op {
         __device__ float b(int k, int p) const { return ST(k, p); }
     };
     struct chunk_view {
-        int N, Q, H;
-        const float *acs, *CB, *dt;
+        int N, Q;
+        const float *acs, *CB, *dt; /* dt: the head's contiguous table (ssd_args::dtc) */
         ssd_mat x;
         __device__ float a(int l, int k) const
         {
             const int j = k - N;
             if (j > l) return 0.0f;
-            return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[(size_t)j * H];
+            return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[j];
         }
-        /* the same products for j..j+3 (j a multiple of 4): CB's row and the decays in 16-byte loads */
+        /* the same products for j..j+3 (j a multiple of 4): CB's row, the cumsums and dt in 16-byte loads */
         __device__ m2_vec<4> a4(int l, int k) const
         {
             const int j = k - N;
             const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j), aj = m2_vload<4>(acs + j);
+            const m2_vec<4> dj = m2_vload<4>(dt + j);
             const float al = acs[l];
             m2_vec<4> r;
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                r.v[c] = j + c > l ? 0.0f : cb.v[c] * ssd_args::dexp(al - aj.v[c]) * dt[(size_t)(j + c) * H];
+            for (int c = 0; c < 4; c++) r.v[c] = j + c > l ? 0.0f : cb.v[c] * ssd_args::dexp(al - aj.v[c]) * dj.v[c];
             return r;
         }
         __device__ float b(int k, int p) const { return x(k - N, p); }
@@ -177,7 +179,7 @@ struct ssd_y_op {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
         const float *acs = s.acs + (size_t)zh * s.Q;
         return view{state_view{s.eA + (size_t)zh * s.Q, s.C_of(bc, g), ssd_mat{s.S_of(zh), 1, (size_t)s.N}},
-                    chunk_view{s.N, s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), s.dt_of(bc, h), s.x_of(bc, h)}};
+                    chunk_view{s.N, s.Q, acs, s.QQ(s.CB, bc * s.G + g), s.dtc + (size_t)zh * s.Q, s.x_of(bc, h)}};
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {

@@ -19,11 +19,10 @@
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
  *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
- *            CB [B*nc*G][Q][Q],  the decay tables eA, wR [B*nc*H][Q] (below),  dCBw [B*nc*G][Q][Q],
+ *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
- *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu),
- *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_bwd.cu);
- *            E, dCoff and dBst themselves never reach memory
+ *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
+ *            dCoff and dBst themselves never reach memory)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -33,15 +32,13 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                                         /* in the saved buffer */
-    size_t fwd_saved, CB, eA, wR, dCBw, dS, pA, pD, rOff, rSt, rMq, cMq, scratch_total; /* in the scratch */
+    size_t acs, S, saved_total;                                                       /* in the saved buffer */
+    size_t fwd_saved, CB, eA, wR, dtc, E, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
 static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
-/* tiles of the tile products over a chunk's positions (BM = BN) */
-static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
@@ -55,15 +52,15 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.CB = L.fwd_saved + L.saved_total;
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
-    L.dCBw = L.wR + ssd_round(heads * Q);
+    L.dtc = L.wR + ssd_round(heads * Q);
+    L.E = L.dtc + ssd_round(heads * Q);
+    L.dCBw = L.E + ssd_round(heads * Q * Q);
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
     L.pA = L.dS + ssd_round(heads * PN);
     L.pD = L.pA + ssd_round(heads);
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
-    L.rMq = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
-    L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
-    L.scratch_total = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
     return L;
 }
 
@@ -128,7 +125,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *rMq, *cMq;
+    float *acs, *S, *CB, *eA, *wR, *dtc, *E, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -208,19 +205,20 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->CB = scratch + L->CB;
     a->eA = scratch + L->eA;
     a->wR = scratch + L->wR;
+    a->dtc = scratch + L->dtc;
+    a->E = scratch + L->E;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
     a->pA = scratch + L->pA;
     a->pD = scratch + L->pD;
     a->rOff = scratch + L->rOff;
     a->rSt = scratch + L->rSt;
-    a->rMq = scratch + L->rMq;
-    a->cMq = scratch + L->cMq;
 }
 
 /* The per-(head, position) decays that the products read for every row or column of every tile, computed once
  * (BENCHMARKS.md, "Predicted GPU step"): eA[zh][l] = e^{a_l} and wR[zh][s] = e^{a_last-a_s} dt_s, the same fp32
- * expressions the operands evaluated inline, so the products are unchanged bitwise. Written by the forward after
+ * expressions the operands evaluated inline, so the products are unchanged bitwise; and dtc[zh][s] = dt_s, the
+ * head's dt contiguous (0 past the chunk's end) for 16-byte loads. Written by the forward after
  * the cumsums and again at the start of the backward (they live in the scratch, not in the saved buffer). */
 __global__ void ssd_tables_kernel(ssd_args s);
 static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)

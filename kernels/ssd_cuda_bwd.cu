@@ -98,33 +98,41 @@ struct ssd_dx_op {
      * e^{a_last-a_s} dt_s B_s[n] . dSt[p][n] (n = k - Lc) */
     __device__ int ksplit(int zh) const { return s.len(zh / s.H); }
     struct chunk_view {
-        int Q, H;
-        const float *acs, *CB, *dt;
+        int Q;
+        const float *acs, *CB, *dt; /* dt: the head's contiguous table (ssd_args::dtc) */
         ssd_mat dy;
         __device__ float a(int si, int k) const
         {
             if (k < si) return 0.0f;
-            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
+            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[si];
         }
-        /* the same products for si..si+3 (si a multiple of 4): CB's row and the decays in 16-byte loads */
+        /* the same products for si..si+3 (si a multiple of 4): CB's row, the cumsums and dt in 16-byte loads */
         __device__ m2_vec<4> a4(int si, int k) const
         {
             const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si), as = m2_vload<4>(acs + si);
+            const m2_vec<4> ds = m2_vload<4>(dt + si);
             const float ak = acs[k];
             m2_vec<4> r;
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * dt[(size_t)(si + c) * H];
+            for (int c = 0; c < 4; c++) r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * ds.v[c];
             return r;
         }
         __device__ float b(int k, int p) const { return dy(k, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
     };
-    struct state_view {
+    struct state_view { /* B rows are contiguous along k = n (the chunk part's dCB columns along i = s) */
+        static constexpr bool a_kfast = true;
         int L;
         const float *wR;
         ssd_mat Bg, dST;
         __device__ float a(int si, int k) const { return wR[si] * Bg(si, k - L); }
+        __device__ m2_vec<4> a4(int si, int k) const
+        {
+            m2_vec<4> r = Bg.row4(si, k - L);
+#pragma unroll
+            for (int c = 0; c < 4; c++) r.v[c] = wR[si] * r.v[c];
+            return r;
+        }
         __device__ float b(int k, int p) const { return dST(k - L, p); }
     };
     struct view {
@@ -134,9 +142,9 @@ struct ssd_dx_op {
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
+        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dtc + (size_t)zh * s.Q;
         return view{
-            chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
+            chunk_view{s.Q, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
             state_view{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
     }
     __device__ void store(int zh, int si, int p, float acc) const
@@ -146,61 +154,48 @@ struct ssd_dx_op {
     }
 };
 
-/* ---- dCBw[zg][l][s] = sum over the group's heads (in head order) of E_h[l][s] dt_s,h, with
- * E_h[l][s] = e^{a_l-a_s} (dy_l . x_s) per head, for s <= l (s > l is never read: not stored). One block per tile of
- * a group sums its heads' products (tile_gemm.cuh, nsum) and forms, per head, the row and column sums of
- * Mq = CB E that the scalars need (rMq: sum_s Mq[l][s] dt_s per row l and column tile; cMq: sum_l Mq[l][s] per
- * column s and row tile), so that E never reaches memory ---- */
-struct ssd_dcbw_op {
+/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l (s > l is never read: not stored) ---- */
+struct ssd_e_op {
     ssd_args s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
     bool vec4() const { return s.vec4(); }
-    __device__ void dims(int zg, int &m, int &n, int &k) const
+    __device__ void dims(int zh, int &m, int &n, int &k) const
     {
-        m = n = s.len(zg / s.G);
+        m = n = s.len(zh / s.H);
         k = s.P;
     }
-    __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
     {
         kb = 0;
         ke = j0 > i1 - 1 ? 0 : s.P;
     }
-    __device__ int nsum(int zg) const { return s.hpg; }
-    __device__ int head(int zg, int q) const { return zg % s.G * s.hpg + q; }
-    __device__ ssd_plain_view bind(int zg, int q) const
+    __device__ ssd_plain_view bind(int zh) const
     {
-        const int bc = zg / s.G, h = head(zg, q);
-        return ssd_plain_view{s.dy_of(bc, h), s.x_of(bc, h).T()};
+        return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), s.x_of(zh / s.H, zh % s.H).T()};
     }
-    /* c: (dy_l . x_s) of head q in; Mq[l][s] out; returns E dt_s */
-    __device__ float term(const m2tile::span &t, int q, int l, int si, float &c) const
+    __device__ void store(int zh, int l, int si, float acc) const
     {
-        const int bc = t.z / s.G, h = head(t.z, q), zh = bc * s.H + h;
-        const float E = s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * c;
-        c = s.QQ(s.CB, t.z)[(size_t)l * s.Q + si] * E;
-        return E * s.dtv(bc, si, h);
+        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc;
     }
-    /* threads 0..63: the tile's rows (s <= l), 64..127: its columns (l >= s) */
-    __device__ void part_sums(const m2tile::span &t, int q, const float *c, int ldc) const
-    {
-        const int r = threadIdx.x, bc = t.z / s.G, h = head(t.z, q), zh = bc * s.H + h;
-        const int tiles = (s.Q + m2tile::BN - 1) / m2tile::BN;
-        if (r < m2tile::BM) {
-            const int l = t.i0 + r;
-            if (l >= t.i1) return;
-            float sum = 0.0f;
-            for (int si = t.j0; si < min(t.j1, l + 1); si++) sum += c[r * ldc + (si - t.j0)] * s.dtv(bc, si, h);
-            s.rMq[((size_t)zh * s.Q + l) * tiles + t.j0 / m2tile::BN] = sum;
-        } else if (r < m2tile::BM + m2tile::BN) {
-            const int si = t.j0 + r - m2tile::BM;
-            if (si >= t.j1) return;
-            float sum = 0.0f;
-            for (int l = max(t.i0, si); l < t.i1; l++) sum += c[(l - t.i0) * ldc + (si - t.j0)];
-            s.cMq[((size_t)zh * s.Q + si) * tiles + t.i0 / m2tile::BM] = sum;
-        }
-    }
-    __device__ void store(int zg, int l, int si, float v) const { s.QQ(s.dCBw, zg)[(size_t)l * s.Q + si] = v; }
 };
+
+/* ---- dCBw[zg][l][s] = sum over the group's heads (in head order) of E_h[l][s] dt_s,h ---- */
+__global__ void ssd_dcbw_kernel(ssd_args s)
+{
+    const size_t QQ = (size_t)s.Q * s.Q;
+    M2_GRID_STRIDE(i, (size_t)s.B * s.nc * s.G * QQ)
+    {
+        const int zg = (int)(i / QQ), bc = zg / s.G, g = zg % s.G, L = s.len(bc);
+        const int l = (int)((i % QQ) / s.Q), si = (int)(i % s.Q);
+        float v = 0.0f;
+        if (l < L && si <= l)
+            for (int hh = 0; hh < s.hpg; hh++) {
+                const int h = g * s.hpg + hh;
+                v += s.QQ(s.E, bc * s.H + h)[(size_t)l * s.Q + si] * s.dtv(bc, si, h);
+            }
+        s.dCBw[i] = v;
+    }
+}
 
 /* The shape of the two products through the state: a chunk's rows x the N states, summed over the P channels. */
 struct ssd_rows_by_states {
@@ -351,12 +346,11 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     extern __shared__ float sm[];
     __shared__ float red[M2_CUDA_THREADS];
     float *da = sm, *direct = sm + s.Q;
-    const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, L = s.len(bc);
+    const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, g = h / s.hpg, zg = bc * s.G + g, L = s.len(bc);
     const int tid = threadIdx.x;
     const size_t PN = (size_t)s.P * s.N;
     const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
-    const int qtiles = (s.Q + m2tile::BN - 1) / m2tile::BN;
-    const float *rMq = s.rMq + (size_t)zh * s.Q * qtiles, *cMq = s.cMq + (size_t)zh * s.Q * qtiles;
+    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh);
     const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * tiles;
 
     /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
@@ -372,9 +366,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     for (int i = tid; i < L; i += blockDim.x) {
         const float dti = s.dtv(bc, i, h);
         float rowsum = 0.0f, colsum = 0.0f, off = 0.0f, stp = 0.0f;
-        /* sum_{j<=i} Mq[i][j] dt_j and sum_{l>=i} Mq[l][i], from the tiles that hold them (ssd_dcbw_op) */
-        for (int tn = 0; tn <= i / m2tile::BN; tn++) rowsum += rMq[(size_t)i * qtiles + tn];
-        for (int tm = i / m2tile::BM; tm <= (L - 1) / m2tile::BM; tm++) colsum += cMq[(size_t)i * qtiles + tm];
+        for (int j = 0; j <= i; j++) rowsum += CB[(size_t)i * s.Q + j] * E[(size_t)i * s.Q + j] * s.dtv(bc, j, h);
+        for (int l = i; l < L; l++) colsum += CB[(size_t)l * s.Q + i] * E[(size_t)l * s.Q + i];
         for (int tn = 0; tn < tiles; tn++) { /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
             off += rOff[(size_t)i * tiles + tn];
             stp += rSt[(size_t)i * tiles + tn];
@@ -444,7 +437,9 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_tile_gemm(c, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
-    m2_tile_gemm(c, ssd_dcbw_op{a}, groups, a.Q, a.Q, "ssd_bwd (dCB)");
+    m2_tile_gemm(c, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
+    ssd_dcbw_kernel<<<m2_cuda_blocks((size_t)groups * a.Q * a.Q), M2_CUDA_THREADS, 0, st>>>(a);
+    M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
     m2_tile_gemm(c, ssd_dcoff_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
     m2_tile_gemm(c, ssd_dbst_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
     m2_tile_gemm(c, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");

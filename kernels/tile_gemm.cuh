@@ -47,13 +47,6 @@
  *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise.
  *                        lo or hi may be parted (parts(), part_len(), part(q, k0): over_parts below), a view may
  *                        set its own a_kfast.
- *   int nsum(int z), V bind(int z, int q), float term(const span &t, int q, int i, int j, float &c),
- *   void part_sums(const span &t, int q, const float *c, int ldc)
- *                        C(i, j) = the sum over the parts q < nsum(z), in order, of term(.., c) with c = part q's
- *                        product (read through bind(z, q), over the Op's krange) at (i, j); term may rewrite c in
- *                        the block's shared tile, which part_sums then reads (complete: after a barrier) for the
- *                        reductions it needs: e.g. the group's heads summed with per-head row and column sums, so
- *                        that no per-head tile reaches memory (ssd_cuda_bwd.cu, dCB)
  *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
@@ -99,19 +92,6 @@ struct tf32_operands {
     __device__ static elem round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
 };
 
-/* Whether C is a sum over parts (nsum above), and how many parts entry z has (1 otherwise). */
-template <class Op> constexpr bool summed()
-{
-    return requires(const Op &op) { op.nsum(0); };
-}
-template <class Op> __device__ __forceinline__ int nsum_of(const Op &op, int z)
-{
-    if constexpr (summed<Op>())
-        return op.nsum(z);
-    else
-        return 1;
-}
-
 /* The operand reader of entry z: op.bind(z) where the Op has one, else the Op's own a(z, ...) and b(z, ...). */
 template <class Op> struct entry_view {
     const Op &op;
@@ -119,11 +99,9 @@ template <class Op> struct entry_view {
     __device__ float a(int i, int k) const { return op.a(z, i, k); }
     __device__ float b(int k, int j) const { return op.b(z, k, j); }
 };
-template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z, int q)
+template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z)
 {
-    if constexpr (summed<Op>())
-        return op.bind(z, q);
-    else if constexpr (requires { op.bind(z); })
+    if constexpr (requires { op.bind(z); })
         return op.bind(z);
     else
         return entry_view<Op>{op, z};
@@ -301,11 +279,10 @@ template <class V, class F> __device__ __forceinline__ void over_parts(const V &
     }
 }
 
-/* Runs acc_k(view, kb, ke) over the block's reduction range for part q (0 unless the Op is summed): once, or per
- * part of an Op with a ksplit. */
-template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, int q, F acc_k)
+/* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
+template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
 {
-    const auto v = bind(op, t.z, q);
+    const auto v = bind(op, t.z);
     if constexpr (requires { op.ksplit(t.z); }) {
         const int ks = op.ksplit(t.z);
         over_parts(v.lo, 0, t.kb, min(t.ke, ks), acc_k);
@@ -313,36 +290,6 @@ template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op
     } else {
         acc_k(v, t.kb, t.ke);
     }
-}
-
-/* A summed Op's part q, whose product is in the shared tile c (complete: after a barrier): each thread's terms added
- * to its keep[r][c] (the elements (ty + 16r, tx + 16c) of the tile, as the stores), then the Op's own sums. Ends
- * with a barrier (the tile may alias the next part's operands). */
-template <class Op>
-__device__ void add_part(const Op &op, const span &t, int q, float *c, int ldc, float (&keep)[SUB][SUB])
-{
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-#pragma unroll
-    for (int r = 0; r < SUB; r++)
-#pragma unroll
-        for (int cc = 0; cc < SUB; cc++) {
-            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * cc;
-            if (i < t.i1 && j < t.j1) keep[r][cc] += op.term(t, q, i, j, c[(ty + 16 * r) * ldc + tx + 16 * cc]);
-        }
-    __syncthreads();
-    op.part_sums(t, q, c, ldc);
-    __syncthreads();
-}
-template <class Op> __device__ void store_kept(const Op &op, const span &t, const float (&keep)[SUB][SUB])
-{
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-#pragma unroll
-    for (int r = 0; r < SUB; r++)
-#pragma unroll
-        for (int c = 0; c < SUB; c++) {
-            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-            if (stored<Op>(t, i, j)) op.store(t.z, i, j, keep[r][c]);
-        }
 }
 
 /* The row sums of the block's tile c[(i - i0) * ldc + (j - j0)] (shared memory, complete: after a barrier). */
@@ -369,64 +316,49 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
     if (!locate(op, tiles_m, tiles_n, t)) return;
 
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    constexpr bool rows = requires { op.row_store(0, 0, 0, 0.0f); };
-    __shared__ float Cs[summed<Op>() || rows ? BM : 1][BN + 1]; /* the tile for the Op's sums */
-    float acc[SUB][SUB], keep[SUB][SUB] = {};
-    for (int q = 0; q < nsum_of(op, t.z); q++) {
+    float acc[SUB][SUB];
 #pragma unroll
-        for (int r = 0; r < SUB; r++)
+    for (int r = 0; r < SUB; r++)
 #pragma unroll
-            for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
+        for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
 
-        over_k(op, t, q, [&](const auto &v, int kb, int ke) {
-            with_loads<Op, V4>(v, [&](auto vf) {
-                for (int k0 = kb; k0 < ke; k0 += BK) {
-                    stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
-                                                                                     &Bs[0][0], BN + 4);
-                    __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        with_loads<Op, V4>(v, [&](auto vf) {
+            for (int k0 = kb; k0 < ke; k0 += BK) {
+                stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
+                                                                                 &Bs[0][0], BN + 4);
+                __syncthreads();
 #pragma unroll
-                    for (int kk = 0; kk < BK; kk++) {
-                        float av[SUB], bv[SUB];
+                for (int kk = 0; kk < BK; kk++) {
+                    float av[SUB], bv[SUB];
 #pragma unroll
-                        for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
+                    for (int r = 0; r < SUB; r++) av[r] = As[kk][ty + 16 * r];
 #pragma unroll
-                        for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
+                    for (int c = 0; c < SUB; c++) bv[c] = Bs[kk][tx + 16 * c];
 #pragma unroll
-                        for (int r = 0; r < SUB; r++)
+                    for (int r = 0; r < SUB; r++)
 #pragma unroll
-                            for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
-                    }
-                    __syncthreads();
+                        for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
                 }
-            });
+                __syncthreads();
+            }
         });
-        if constexpr (summed<Op>()) {
+    });
 #pragma unroll
-            for (int r = 0; r < SUB; r++)
+    for (int r = 0; r < SUB; r++)
 #pragma unroll
-                for (int c = 0; c < SUB; c++) Cs[ty + 16 * r][tx + 16 * c] = acc[r][c];
-            __syncthreads();
-            add_part(op, t, q, &Cs[0][0], BN + 1, keep);
+        for (int c = 0; c < SUB; c++) {
+            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, acc[r][c]);
         }
-    }
-    if constexpr (summed<Op>()) {
-        store_kept(op, t, keep);
-    } else {
+    if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
+        __shared__ float Cs[BM][BN + 1];
 #pragma unroll
         for (int r = 0; r < SUB; r++)
 #pragma unroll
-            for (int c = 0; c < SUB; c++) {
-                const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-                if (stored<Op>(t, i, j)) op.store(t.z, i, j, acc[r][c]);
-            }
-        if constexpr (rows) {
-#pragma unroll
-            for (int r = 0; r < SUB; r++)
-#pragma unroll
-                for (int c = 0; c < SUB; c++) Cs[ty + 16 * r][tx + 16 * c] = acc[r][c];
-            __syncthreads();
-            row_sums(op, t, &Cs[0][0], BN + 1);
-        }
+            for (int c = 0; c < SUB; c++) Cs[ty + 16 * r][tx + 16 * c] = acc[r][c];
+        __syncthreads();
+        row_sums(op, t, &Cs[0][0], BN + 1);
     }
 }
 } // namespace m2tile
@@ -472,50 +404,42 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
 
     const int warp = threadIdx.x / 32, wi = 16 * (warp / 2), wj = 16 * FRAGS * (warp % 2);
     wmma::fragment<wmma::accumulator, 16, 16, WK, float> acc[FRAGS];
-    float keep[SUB][SUB] = {};
-    for (int q = 0; q < nsum_of(op, t.z); q++) {
 #pragma unroll
-        for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
+    for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
 
-        over_k(op, t, q, [&](const auto &v, int kb, int ke) {
-            with_loads<Op, V4>(v, [&](auto vf) {
-                for (int k0 = kb; k0 < ke; k0 += TBK) {
-                    stage<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
-                    __syncthreads();
+    over_k(op, t, [&](const auto &v, int kb, int ke) {
+        with_loads<Op, V4>(v, [&](auto vf) {
+            for (int k0 = kb; k0 < ke; k0 += TBK) {
+                stage<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
+                __syncthreads();
 #pragma unroll
-                    for (int kk = 0; kk < TBK; kk += WK) {
-                        wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
-                        wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+                for (int kk = 0; kk < TBK; kk += WK) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
+                    wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
 #pragma unroll
-                        for (int f = 0; f < FRAGS; f++) {
-                            wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
-                            wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
-                            wmma::mma_sync(acc[f], fa, fb, acc[f]);
-                        }
+                    for (int f = 0; f < FRAGS; f++) {
+                        wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
+                        wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
+                        wmma::mma_sync(acc[f], fa, fb, acc[f]);
                     }
-                    __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
                 }
-            });
-        });
-#pragma unroll
-        for (int f = 0; f < FRAGS; f++)
-            wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
-        __syncthreads();
-        if constexpr (summed<Op>()) add_part(op, t, q, sm.c, LDC, keep);
-    }
-    if constexpr (summed<Op>()) {
-        store_kept(op, t, keep);
-    } else {
-        const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-#pragma unroll
-        for (int r = 0; r < SUB; r++)
-#pragma unroll
-            for (int c = 0; c < SUB; c++) {
-                const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
-                if (stored<Op>(t, i, j)) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
+                __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             }
-        row_sums(op, t, sm.c, LDC);
-    }
+        });
+    });
+#pragma unroll
+    for (int f = 0; f < FRAGS; f++)
+        wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
+    __syncthreads();
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) {
+            const int i = t.i0 + ty + 16 * r, j = t.j0 + tx + 16 * c;
+            if (stored<Op>(t, i, j)) op.store(t.z, i, j, sm.c[(ty + 16 * r) * LDC + tx + 16 * c]);
+        }
+    row_sums(op, t, sm.c, LDC);
 }
 } // namespace m2tile
 
