@@ -326,13 +326,12 @@ static int import_one(const char *csv, const char *out, const m2_import_opts *o)
     double t0 = now_s();
     m2_dataset ds;
     m2_import_report rep;
-    int rc = m2_import_csv(csv, o, &ds, &rep);
+    int rc = m2_import_one(csv, o, out, &ds, &rep);
     warn_bad(&rep, csv);
     if (rc) return rc;
     printf("read %s: %lld data lines, %lld rows kept, %lld bad; tick size %g%s\n", csv, (long long)rep.lines,
            (long long)rep.rows, (long long)rep.bad, ds.tick_size, rep.tick_inferred ? " (inferred)" : "");
-    rc = m2_dataset_write(out, &ds);
-    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
+    print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
 }

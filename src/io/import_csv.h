@@ -31,8 +31,16 @@ typedef struct {
     double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
     double session_gap_s;          /* a gap longer than this starts a new session */
     int strict;
+    int64_t piece_rows; /* pass 1 hands an instrument's rows on in pieces of this many (0: M2_IMPORT_PIECE_ROWS) */
+    /* When set, a bad row at `line` of `file` is reported at *orig_line of the file written into name[cap]
+     * (returns M2_OK; else the row is reported where it is): files split out of others (import_demux.h). */
+    int (*origin)(void *ctx, const char *file, int64_t line, char *name, size_t cap, int64_t *orig_line);
+    void *origin_ctx;
     m2_feature_opts feat;
 } m2_import_opts;
+
+/* Rows parsed before they go on to the spool (FORMATS.md "Universe import"): ~3.7 MB of parsed columns. */
+#define M2_IMPORT_PIECE_ROWS (1 << 16)
 
 #define M2_IMPORT_LISTED 10
 

@@ -265,3 +265,23 @@ int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const 
     free(first);
     return rc;
 }
+
+typedef struct {
+    const char *csv;
+    const m2_import_opts *o;
+    m2_import_report *rep;
+} one_ctx;
+
+static int one_source(void *ctx, int k, m2_universe_emit emit, void *sink)
+{
+    (void)k;
+    one_ctx *c = ctx;
+    return m2_import_events_pieces(&c->csv, 1, c->o, emit, sink, c->rep);
+}
+
+int m2_import_one(const char *csv, const m2_import_opts *o, const char *path, m2_dataset *meta, m2_import_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    one_ctx c = {csv, o, rep};
+    return m2_universe_write_one(path, one_source, &c, &o->feat, meta);
+}

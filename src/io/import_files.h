@@ -28,4 +28,9 @@ int m2_file_name_parse(const char *path, char instrument[64], int *date);
 int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
                        m2_import_report *rep);
 
+/* One CSV (or LOBSTER pair) of one instrument into the file `path` of version 1 (m2_universe_write_one: split at
+ * row fractions, no /universe), the instrument named as by m2_import_csv; the same file m2_import_csv and
+ * m2_dataset_write make of it, in bounded memory: rows go to the spool in pieces of o->piece_rows. */
+int m2_import_one(const char *csv, const m2_import_opts *o, const char *path, m2_dataset *meta, m2_import_report *rep);
+
 #endif

@@ -59,7 +59,7 @@ static int get_bytes(const m2_spool *sp, int f, void *p, size_t n, int64_t at)
 
 /* One unlinked file per column (the raw columns, the extra features, the session offsets), so that an
  * instrument's rows, which arrive in pieces, lie contiguous in each. */
-static int spool_open(m2_spool *sp, const char *path, int n)
+int m2_spool_open(m2_spool *sp, const char *path, int n)
 {
     memset(sp, 0, sizeof *sp);
     for (int f = 0; f < M2_SPOOL_FILES; f++) sp->fd[f] = -1;
@@ -75,7 +75,7 @@ static int spool_open(m2_spool *sp, const char *path, int n)
     return sp->inst ? M2_OK : m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
 }
 
-static void spool_close(m2_spool *sp)
+void m2_spool_close(m2_spool *sp)
 {
     for (int f = 0; f < M2_SPOOL_FILES; f++)
         if (sp->fd[f] >= 0) close(sp->fd[f]);
@@ -109,17 +109,12 @@ static int add_days(m2_spool *sp, int k, const m2_dataset *ev, int64_t ts_at)
     return M2_OK;
 }
 
-typedef struct {
-    m2_spool *sp;
-    int k;
-} sink;
-
 /* A piece of instrument k's events (m2_universe_emit): its rows after the earlier pieces', its sessions after
  * theirs. The first piece names the instrument; the last one's tick size counts. */
-static int spool_piece(void *ctx, const m2_dataset *ev)
+int m2_spool_piece(void *ctx, const m2_dataset *ev)
 {
-    m2_spool *sp = ((sink *)ctx)->sp;
-    m2_spooled *s = &sp->inst[((sink *)ctx)->k];
+    m2_spool *sp = ((m2_spool_sink *)ctx)->sp;
+    m2_spooled *s = &sp->inst[((m2_spool_sink *)ctx)->k];
     if (s->rows == 0 && s->sessions == 0) {
         s->first = sp->end[0] / 8;
         s->extra_at = sp->end[N_COLUMNS];
@@ -132,7 +127,7 @@ static int spool_piece(void *ctx, const m2_dataset *ev)
                        ev->n_extra);
     }
     s->tick = ev->tick_size; /* the last piece's: a source inferring it from all rows knows it at the end */
-    int rc = add_days(sp, ((sink *)ctx)->k, ev, sp->end[0]);
+    int rc = add_days(sp, ((m2_spool_sink *)ctx)->k, ev, sp->end[0]);
     for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
         rc = put_bytes(sp, c, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
     if (rc == M2_OK && ev->n_extra)
@@ -317,7 +312,7 @@ static int join_sessions(m2_dataset *meta, m2_session_list l[3])
 }
 
 static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], const m2_feature_opts *o, const char *path,
-                      m2_dataset *meta)
+                      int version, m2_dataset *meta)
 {
     int64_t at[3] = {0, 0, 0};
     for (int i = 0; i < n; i++)
@@ -328,12 +323,17 @@ static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], cons
     m2_dataset_writer *dw = NULL;
     m2_session_list l[3] = {{0}};
     int rc = m2_dataset_alloc_universe(meta, n);
-    if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets);
+    if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets, version);
     for (int i = 0; rc == M2_OK && i < n; i++) {
-        rc = m2_universe_put_instrument(sp, i, count[i], o, dw, at, l, meta, n);
+        m2_put_target t = {dw, at, l, meta, n, NULL, NULL, i};
+        rc = m2_universe_put_instrument(sp, i, count[i], o, &t);
     }
     for (int k = 0; k < 3; k++) meta->split[k][1] = at[k];
     if (rc == M2_OK) rc = join_sessions(meta, l);
+    if (version == 1) { /* one instrument split by rows: no /universe (FORMATS.md "Tick dataset") */
+        free(meta->session_inst);
+        meta->session_inst = NULL;
+    }
     for (int k = 0; k < 3; k++) {
         free(l[k].row);
         free(l[k].inst);
@@ -343,26 +343,58 @@ static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], cons
     return rc;
 }
 
-int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
-                      const char *source, m2_dataset *meta)
+/* The row-fraction cut of one instrument (m2_features_split's rule on its session index): count[3] rows. */
+static int row_cuts(const m2_spool *sp, const double f[3], int64_t *count)
+{
+    m2_dataset idx;
+    memset(&idx, 0, sizeof idx);
+    idx.n_rows = sp->inst[0].rows;
+    idx.n_sessions = sp->inst[0].sessions;
+    int rc = m2_spool_sessions(sp, 0, &idx.sessions);
+    if (rc == M2_OK) rc = m2_features_split(&idx, f);
+    for (int k = 0; rc == M2_OK && k < 3; k++) count[k] = idx.split[k][1] - idx.split[k][0];
+    free(idx.sessions);
+    return rc;
+}
+
+/* Both writers: by_rows cuts one instrument at row fractions and writes version 1, else the calendar cuts. */
+static int write_file(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                      const char *source, int by_rows, m2_dataset *meta)
 {
     memset(meta, 0, sizeof *meta);
     m2_spool sp;
-    int rc = spool_open(&sp, path, n);
+    int rc = m2_spool_open(&sp, path, n);
     int64_t N = 0, (*count)[3] = NULL;
     for (int k = 0; rc == M2_OK && k < n; k++) {
-        sink to = {&sp, k};
-        rc = get(ctx, k, spool_piece, &to);
+        m2_spool_sink to = {&sp, k};
+        rc = get(ctx, k, m2_spool_piece, &to);
         N += sp.inst[k].rows;
     }
-    if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
     if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))
         rc = m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
-    if (rc == M2_OK) rc = split_counts(&sp, n, meta->cut_ns, count);
+    if (by_rows) {
+        meta->cut_ns[0] = meta->cut_ns[1] = INT64_MIN; /* as the reader reports a file split by rows */
+        if (rc == M2_OK) rc = row_cuts(&sp, o->split, count[0]);
+    } else {
+        if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
+        if (rc == M2_OK) rc = split_counts(&sp, n, meta->cut_ns, count);
+    }
     snprintf(meta->source, sizeof meta->source, "%s", source ? source : sp.inst[0].source);
-    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, meta);
+    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, by_rows ? 1 : M2_TICKS_VERSION, meta);
     free(count);
-    spool_close(&sp);
+    m2_spool_close(&sp);
     if (rc) m2_dataset_free(meta);
     return rc;
+}
+
+int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                      const char *source, m2_dataset *meta)
+{
+    return write_file(path, n, get, ctx, o, source, 0, meta);
+}
+
+int m2_universe_write_one(const char *path, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                          m2_dataset *meta)
+{
+    return write_file(path, 1, get, ctx, o, NULL, 1, meta);
 }

@@ -119,6 +119,7 @@ typedef struct {
     m2_dataset_writer *dw;
     int64_t *at;
     m2_session_list *l;
+    int inst;
     double mean[M2_MAX_FEATURES], std[M2_MAX_FEATURES];
 } placing;
 
@@ -129,7 +130,7 @@ static int put_block(inst_pass *p, int64_t off, int64_t n, int64_t session_row, 
     m2_features_apply(&p->blk, w->mean, w->std, p->o->clip);
     if (m2_dataset_check(&p->blk, p->blk.instrument) || m2_dataset_writer_put(w->dw, *w->at, &p->blk, off, off + n))
         return M2_EFAIL;
-    if (session_row >= 0 && m2_session_list_add(w->l, *w->at, p->i)) return M2_EFAIL;
+    if (session_row >= 0 && m2_session_list_add(w->l, *w->at, w->inst)) return M2_EFAIL;
     *w->at += n;
     return M2_OK;
 }
@@ -175,7 +176,7 @@ static int open_pass(inst_pass *p, const int64_t count[3])
 }
 
 int m2_universe_put_instrument(const m2_spool *sp, int i, const int64_t count[3], const m2_feature_opts *o,
-                               m2_dataset_writer *dw, int64_t at[3], m2_session_list l[3], m2_dataset *meta, int n)
+                               const m2_put_target *t)
 {
     inst_pass p;
     memset(&p, 0, sizeof p);
@@ -183,16 +184,21 @@ int m2_universe_put_instrument(const m2_spool *sp, int i, const int64_t count[3]
     p.i = i;
     p.o = o;
     int rc = open_pass(&p, count);
-    if (rc == M2_OK) rc = train_stats(&p, count[0]);
-    placing w = {.dw = dw};
+    if (rc == M2_OK && t->mean) {
+        memcpy(p.blk.mean, t->mean, sizeof p.blk.mean);
+        memcpy(p.blk.std, t->std, sizeof p.blk.std);
+    } else if (rc == M2_OK) {
+        rc = train_stats(&p, count[0]);
+    }
+    placing w = {.dw = t->dw, .inst = t->inst};
     memcpy(w.mean, p.blk.mean, sizeof w.mean);
     memcpy(w.std, p.blk.std, sizeof w.std);
     for (int k = 0; rc == M2_OK && k < 3; k++) {
-        w.at = &at[k];
-        w.l = &l[k];
+        w.at = &t->at[k];
+        w.l = &t->l[k];
         rc = each_block(&p, k, put_block, &w);
     }
-    if (rc == M2_OK) describe(meta, &p.blk, i, n);
+    if (rc == M2_OK && t->meta) describe(t->meta, &p.blk, i, t->n);
     m2_dataset_free(&p.idx);
     m2_dataset_free(&p.blk);
     return rc;
