@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The import's memory does not grow with the rows (issue 12; FORMATS.md "Universe import"): one plain CSV of one
+# instrument in one session, 8x the rows, and `import --append` of a day 8x longer keep the peak RSS nearly flat
+# (pass 1 hands rows to the spool in pieces of 64K rows, pass 2 works in blocks). A bad row of a file split by
+# --instrument-column is reported at its own file and line, not at the line of the split-out part.
+# Usage: test_import_bounded.sh   (env: MAMBA2_BIN, MAMBA2_SRC)
+source "$(dirname "$0")/../lib/cli.sh"
+cli_begin
+bin="${MAMBA2_BIN:?run through ctest}"
+py=/usr/bin/python3
+ticks="$bin/mamba2_ticks"
+
+# Under AddressSanitizer (launch/test_sanitize.sh) freed memory stays resident in its quarantine, so peak RSS follows
+# the bytes ever allocated, not those held: the comparisons run in the normal suite only (as in test_universe).
+rss_checked() { [ -z "${ASAN_OPTIONS:-}" ] || { echo "SKIP peak-RSS comparison under AddressSanitizer: $*"; return 1; }; }
+peak_kb() { "$py" -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"; }
+# One instrument's days as one plain CSV (the header once).
+one_csv() { local first=1; for f in "$1"/*.csv.gz; do
+  if [ $first = 1 ]; then gzip -dc "$f"; first=0; else gzip -dc "$f" | tail -n +2; fi; done >"$2"; }
+
+# ---- one plain CSV, one session (--session-gap of a year): 150k vs 1.2M rows. Held in memory (the import before
+# pieces) 1.2M rows took ~100 B each, ~120 MB over a ~20 MB base; from ~100k rows on the pieces and blocks are full
+# size, so 1.25x of the smaller run leaves room for allocator noise only ----
+for n in 150000 1200000; do
+  "$ticks" synth --csv-dir "$dir/d$n" --ticks $n --sessions 5 --seed 2 >/dev/null || fail "synth $n"
+  one_csv "$dir/d$n" "$dir/one$n.csv"
+  one_kb[$n]=$(peak_kb "$ticks" import "$dir/one$n.csv" --session-gap 31536000 --out "$dir/one$n.h5") || fail "import $n"
+done
+echo "peak RSS import of one CSV, 150k/1.2M rows: ${one_kb[150000]}/${one_kb[1200000]} KB"
+rss_checked "one CSV" && { [ "${one_kb[1200000]}" -lt $((one_kb[150000] * 5 / 4)) ] ||
+  fail "import: peak RSS ${one_kb[1200000]} KB for 1.2M rows vs ${one_kb[150000]} KB for 150k: memory grows with the rows"; }
+"$py" - "$dir/one1200000.h5" <<'PY' || fail "one CSV: layout"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["schema_version"] == 1 and "universe" not in f, "a one-file import stays a version-1 file"
+assert len(f["index/sessions"]) - 1 == 3 and len(f["features/X"]) == 1200000  # one session, cut twice by the split
+PY
+
+# ---- append: a day of 20k vs 160k rows per instrument to the same 4-day universe of 2 instruments (the old rows are
+# copied through the file's mapping, page cache that counts in the peak RSS, so the universe stays the same) ----
+"$ticks" synth --csv-dir "$dir/a" --instruments 2 --ticks 100000 --sessions 5 --seed 4 >/dev/null || fail "synth a"
+rm "$dir"/a/*_20240108.csv.gz || fail "day 5 is 2024-01-08"
+"$ticks" import "$dir/a" --out "$dir/a.h5" >/dev/null || fail "import of days 1..4"
+for n in 20000 160000; do
+  "$ticks" synth --csv-dir "$dir/a$n" --instruments 2 --ticks $((5 * n)) --sessions 5 --seed 4 >/dev/null || fail "synth a$n"
+  cp "$dir/a.h5" "$dir/a$n.h5"
+  app_kb[$n]=$(peak_kb "$ticks" import --append "$dir/a$n.h5" "$dir/a$n"/*_20240108.csv.gz) || fail "append $n"
+done
+echo "peak RSS append of a day of 20k/160k rows per instrument: ${app_kb[20000]}/${app_kb[160000]} KB"
+rss_checked "append" && { [ "${app_kb[160000]}" -lt $((app_kb[20000] * 5 / 4)) ] ||
+  fail "append: peak RSS ${app_kb[160000]} KB for days of 160k rows vs ${app_kb[20000]} KB for 20k: memory grows with the rows"; }
+
+# ---- --instrument-column: a bad row in the middle of the second of two multi-instrument files ----
+"$ticks" synth --csv-dir "$dir/m" --instruments 3 --ticks 600 --sessions 2 --seed 6 >/dev/null || fail "synth m"
+"$py" - "$dir/m" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
+import collections, glob, gzip, os, sys
+days = collections.defaultdict(list)
+for f in sorted(glob.glob(sys.argv[1] + "/*.csv.gz")):
+    inst, day = os.path.basename(f)[:-7].split("_")
+    lines = gzip.open(f, "rt").read().splitlines()
+    header = lines[0]
+    days[day] += [(int(l.split(",")[0]), inst, l) for l in lines[1:]]
+os.makedirs(sys.argv[2])
+for k, (day, rows) in enumerate(sorted(days.items())):
+    body = [f"{i},{l}" for _, i, l in sorted(rows)]
+    if k == 1:  # line 1 is the header: the bad row is line 302 of ALL_<day 2>.csv, line ~102 of its instrument's part
+        i = body[300].split(",")[0]
+        body.insert(300, f"{i},{body[300].split(',')[1]},abc,1,1,1,,,")
+    with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
+        o.write("symbol," + header + "\n" + "\n".join(body) + "\n")
+PY
+second=$(ls "$dir/mixed" | sort | sed -n 2p)
+"$ticks" import "$dir/mixed" --instrument-column symbol --out "$dir/col.h5" >/dev/null 2>"$dir/col.err" || fail "import --instrument-column: $(cat "$dir/col.err")"
+grep -q "warning: 1 bad row skipped: line 302 (unparsable bid \"abc\" in $second)" "$dir/col.err" ||
+  fail "bad row not reported at its file and line: $(cat "$dir/col.err")"
+expect_error 1 "row \\($dir/mixed/$second:302\\): unparsable bid" "$ticks" import "$dir/mixed" --instrument-column symbol \
+  --strict --out "$dir/col2.h5"
+[ ! -e "$dir/col2.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
+
+cli_end
