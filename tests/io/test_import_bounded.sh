@@ -2,9 +2,11 @@
 # The import's memory does not grow with the rows (issue 12; FORMATS.md "Universe import"): one plain CSV of one
 # instrument in one session, 8x the rows, and `import --append` of a day 8x longer keep the peak RSS nearly flat
 # (pass 1 hands rows to the spool in pieces of 64K rows, pass 2 works in blocks). A bad row of a file split by
-# --instrument-column is reported at its own file and line, not at the line of the split-out part.
-# Usage: test_import_bounded.sh   (env: MAMBA2_BIN, MAMBA2_SRC)
+# --instrument-column is reported at its own file and line, not at the line of the split-out part. The replay of
+# `mamba2_stream --per-instrument` keeps no per-row results either (latencies in a bounded histogram).
+# Usage: test_import_bounded.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
 source "$(dirname "$0")/../lib/cli.sh"
+mpirun="$1"
 cli_begin
 bin="${MAMBA2_BIN:?run through ctest}"
 py=/usr/bin/python3
@@ -78,5 +80,23 @@ grep -q "warning: 1 bad row skipped: line 302 (unparsable bid \"abc\" in $second
 expect_error 1 "row \\($dir/mixed/$second:302\\): unparsable bid" "$ticks" import "$dir/mixed" --instrument-column symbol \
   --strict --out "$dir/col2.h5"
 [ ! -e "$dir/col2.h5" ] && [ -z "$(ls -A "$dir" | grep parts)" ] || fail "a failed column import left output"
+
+# ---- mamba2_stream --per-instrument on the train split (640k rows) vs the test split (80k rows) of one universe:
+# per-row predictions and latencies (the replay before the histogram) cost 20 B per row, 11 MB more for train;
+# the rest (the mapped dataset, the floor's 256 MiB arena) is the same in both runs, so half of that is the limit ----
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+"$ticks" synth --out "$dir/st.h5" --instruments 4 --ticks 200000 --sessions 5 >/dev/null || fail "synth st"
+timeout 300 "$mpirun" -np 1 "$bin/mamba2_train" --config "$src/configs/tiny.ini" --set data.path="$dir/st.h5" \
+  --set model.d_model=16 --set model.n_layers=2 --set model.headdim=8 --set model.d_state=8 --set model.chunk_size=16 \
+  --set train.seq_len=48 --set train.burn_in=8 --set train.micro_batch=4 --set train.global_batch=4 \
+  --set train.eval_batches=1 --set train.threads=1 --set train.steps=2 --set train.warmup=1 --set train.eval_every=2 \
+  --set checkpoint.every=2 --set train.run_dir="$dir/strun" >"$dir/st.log" 2>&1 || fail "train: $(tail -3 "$dir/st.log")"
+for sp in test train; do
+  st_kb[$sp]=$(peak_kb "$bin/mamba2_stream" --checkpoint "$dir/strun/ckpt_2.h5" --per-instrument --split $sp) ||
+    fail "stream --split $sp"
+done
+echo "peak RSS stream --per-instrument, test/train split: ${st_kb[test]}/${st_kb[train]} KB"
+rss_checked "stream" && { [ $((st_kb[train] - st_kb[test])) -lt 5600 ] ||
+  fail "stream: peak RSS ${st_kb[train]} KB on 640k rows vs ${st_kb[test]} KB on 80k: memory grows with the rows"; }
 
 cli_end
