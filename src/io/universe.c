@@ -33,15 +33,22 @@ static void **slot(const m2_dataset *ds, int c) { return (void **)((char *)ds + 
 
 static int64_t day_of(int64_t t) { return t >= 0 ? t / DAY_NS : -((-t + DAY_NS - 1) / DAY_NS); }
 
-static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
+static int pwrite_all(int fd, const void *p, size_t n, int64_t at)
 {
     for (const char *c = p; n > 0;) {
-        ssize_t w = pwrite(sp->fd[f], c, n, (off_t)sp->end[f]);
+        ssize_t w = pwrite(fd, c, n, (off_t)at);
         if (w <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot write: %s", strerror(errno));
         c += w;
         n -= (size_t)w;
-        sp->end[f] += w;
+        at += w;
     }
+    return M2_OK;
+}
+
+static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
+{
+    if (pwrite_all(sp->fd[f], p, n, sp->end[f])) return M2_EFAIL;
+    sp->end[f] += (int64_t)n;
     return M2_OK;
 }
 
@@ -55,6 +62,16 @@ static int get_bytes(const m2_spool *sp, int f, void *p, size_t n, int64_t at)
         at += r;
     }
     return M2_OK;
+}
+
+int m2_spool_cache_put(const m2_spool *sp, int64_t at, const void *p, size_t n)
+{
+    return pwrite_all(sp->fd[M2_SPOOL_CACHE], p, n, at);
+}
+
+int m2_spool_cache_get(const m2_spool *sp, int64_t at, void *p, size_t n)
+{
+    return get_bytes(sp, M2_SPOOL_CACHE, p, n, at);
 }
 
 /* One unlinked file per column (the raw columns, the extra features, the session offsets), so that an

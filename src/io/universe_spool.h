@@ -24,7 +24,9 @@ typedef struct {
     int inst;         /* the instrument: a part holds one instrument's rows, in time order */
 } m2_day_part;
 
-enum { M2_SPOOL_FILES = 10 }; /* the 8 raw columns, the extra features, the session offsets */
+/* the 8 raw columns, the extra features, the session offsets, and pass 2's cache of one instrument's train
+ * features and targets (universe_rows.c: computed once, read back for the deviations and the write) */
+enum { M2_SPOOL_CACHE = 10, M2_SPOOL_FILES = 11 };
 
 typedef struct {
     int fd[M2_SPOOL_FILES];
@@ -47,6 +49,10 @@ int m2_spool_piece(void *sink, const m2_dataset *piece);
 
 /* Rows [lo, hi) of instrument k into the raw arrays and `extra` of *blk (sized for them by the caller). */
 int m2_spool_rows(const m2_spool *sp, int k, int64_t lo, int64_t hi, m2_dataset *blk);
+
+/* n bytes at byte `at` of the cache file (M2_SPOOL_CACHE), written or read back. */
+int m2_spool_cache_put(const m2_spool *sp, int64_t at, const void *p, size_t n);
+int m2_spool_cache_get(const m2_spool *sp, int64_t at, void *p, size_t n);
 
 /* Instrument k's session offsets [sessions + 1], allocated. */
 int m2_spool_sessions(const m2_spool *sp, int k, int64_t **sessions);
