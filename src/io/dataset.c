@@ -378,13 +378,19 @@ int m2_dataset_writer_copy(m2_dataset_writer *dw, int64_t at, const char *path, 
 
 int m2_dataset_writer_finish(m2_dataset_writer *dw, const m2_dataset *meta)
 {
+    return m2_dataset_writer_finish_with(dw, meta, NULL, NULL);
+}
+
+int m2_dataset_writer_finish_with(m2_dataset_writer *dw, const m2_dataset *meta,
+                                  int (*extra)(int64_t h5file, void *ctx), void *ctx)
+{
     hid_t f = dw->w.file;
     /* version 1 (one instrument split by rows) has no /universe, and no session_inst to write there */
     int rc = meta->n_rows != dw->n_rows || meta->X || meta->y || (dw->version > 1) != (meta->session_inst != NULL)
                  ? m2_fail(M2_EFAIL, "write (%s): the index does not describe the rows written", dw->w.path)
                  : M2_OK;
     if (rc == M2_OK && (m2_dataset_check(meta, dw->w.path) || write_index(f, meta) || write_attrs(f, meta) ||
-                        (dw->version > 1 && write_universe(f, meta))))
+                        (dw->version > 1 && write_universe(f, meta)) || (extra && extra(f, ctx))))
         rc = M2_EFAIL;
     if (rc == M2_OK) {
         rc = m2_h5_commit(&dw->w);

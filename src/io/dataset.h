@@ -99,6 +99,9 @@ int m2_dataset_writer_put(m2_dataset_writer *w, int64_t at, const m2_dataset *sr
 int m2_dataset_writer_copy(m2_dataset_writer *w, int64_t at, const char *path, const m2_dataset *old, int64_t begin,
                            int64_t end);
 int m2_dataset_writer_finish(m2_dataset_writer *w, const m2_dataset *meta);
+/* finish with extra content, as m2_dataset_write_with: `extra` writes into the open file before the commit. */
+int m2_dataset_writer_finish_with(m2_dataset_writer *w, const m2_dataset *meta, int (*extra)(int64_t h5file, void *ctx),
+                                  void *ctx);
 void m2_dataset_writer_abort(m2_dataset_writer *w);
 
 void m2_dataset_free(m2_dataset *ds);

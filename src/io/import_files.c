@@ -283,5 +283,5 @@ int m2_import_one(const char *csv, const m2_import_opts *o, const char *path, m2
 {
     memset(rep, 0, sizeof *rep);
     one_ctx c = {csv, o, rep};
-    return m2_universe_write_one(path, one_source, &c, &o->feat, meta);
+    return m2_universe_write_one(path, one_source, &c, &o->feat, NULL, NULL, meta);
 }

@@ -328,8 +328,15 @@ static int join_sessions(m2_dataset *meta, m2_session_list l[3])
     return M2_OK;
 }
 
+/* What the file is, besides the rows: its version and any extra content (m2_universe_write_one). */
+typedef struct {
+    int version;
+    int (*extra)(int64_t h5file, void *ctx);
+    void *extra_ctx;
+} file_kind;
+
 static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], const m2_feature_opts *o, const char *path,
-                      int version, m2_dataset *meta)
+                      const file_kind *kind, m2_dataset *meta)
 {
     int64_t at[3] = {0, 0, 0};
     for (int i = 0; i < n; i++)
@@ -340,14 +347,15 @@ static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], cons
     m2_dataset_writer *dw = NULL;
     m2_session_list l[3] = {{0}};
     int rc = m2_dataset_alloc_universe(meta, n);
-    if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets, version);
+    if (rc == M2_OK)
+        rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets, kind->version);
     for (int i = 0; rc == M2_OK && i < n; i++) {
         m2_put_target t = {dw, at, l, meta, n, NULL, NULL, i};
         rc = m2_universe_put_instrument(sp, i, count[i], o, &t);
     }
     for (int k = 0; k < 3; k++) meta->split[k][1] = at[k];
     if (rc == M2_OK) rc = join_sessions(meta, l);
-    if (version == 1) { /* one instrument split by rows: no /universe (FORMATS.md "Tick dataset") */
+    if (kind->version == 1) { /* one instrument split by rows: no /universe (FORMATS.md "Tick dataset") */
         free(meta->session_inst);
         meta->session_inst = NULL;
     }
@@ -355,7 +363,7 @@ static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], cons
         free(l[k].row);
         free(l[k].inst);
     }
-    if (rc == M2_OK) return m2_dataset_writer_finish(dw, meta);
+    if (rc == M2_OK) return m2_dataset_writer_finish_with(dw, meta, kind->extra, kind->extra_ctx);
     m2_dataset_writer_abort(dw);
     return rc;
 }
@@ -374,9 +382,9 @@ static int row_cuts(const m2_spool *sp, const double f[3], int64_t *count)
     return rc;
 }
 
-/* Both writers: by_rows cuts one instrument at row fractions and writes version 1, else the calendar cuts. */
+/* Both writers: version 1 cuts one instrument at row fractions, a universe at the calendar cuts. */
 static int write_file(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
-                      const char *source, int by_rows, m2_dataset *meta)
+                      const char *source, const file_kind *kind, m2_dataset *meta)
 {
     memset(meta, 0, sizeof *meta);
     m2_spool sp;
@@ -389,7 +397,7 @@ static int write_file(const char *path, int n, m2_universe_source get, void *ctx
     }
     if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))
         rc = m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
-    if (by_rows) {
+    if (kind->version == 1) {
         meta->cut_ns[0] = meta->cut_ns[1] = INT64_MIN; /* as the reader reports a file split by rows */
         if (rc == M2_OK) rc = row_cuts(&sp, o->split, count[0]);
     } else {
@@ -397,7 +405,7 @@ static int write_file(const char *path, int n, m2_universe_source get, void *ctx
         if (rc == M2_OK) rc = split_counts(&sp, n, meta->cut_ns, count);
     }
     snprintf(meta->source, sizeof meta->source, "%s", source ? source : sp.inst[0].source);
-    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, by_rows ? 1 : M2_TICKS_VERSION, meta);
+    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, kind, meta);
     free(count);
     m2_spool_close(&sp);
     if (rc) m2_dataset_free(meta);
@@ -407,11 +415,13 @@ static int write_file(const char *path, int n, m2_universe_source get, void *ctx
 int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
                       const char *source, m2_dataset *meta)
 {
-    return write_file(path, n, get, ctx, o, source, 0, meta);
+    const file_kind universe = {M2_TICKS_VERSION, NULL, NULL};
+    return write_file(path, n, get, ctx, o, source, &universe, meta);
 }
 
 int m2_universe_write_one(const char *path, m2_universe_source get, void *ctx, const m2_feature_opts *o,
-                          m2_dataset *meta)
+                          int (*extra)(int64_t h5file, void *ctx), void *extra_ctx, m2_dataset *meta)
 {
-    return write_file(path, 1, get, ctx, o, NULL, 1, meta);
+    const file_kind one = {1, extra, extra_ctx};
+    return write_file(path, 1, get, ctx, o, NULL, &one, meta);
 }

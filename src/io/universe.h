@@ -34,9 +34,10 @@ int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx
 
 /* The same writer for one instrument as a file of version 1 (FORMATS.md "Tick dataset"; what `mamba2_ticks import`
  * makes of one CSV file): the splits cut at row fractions of its rows (m2_features_split's rule on the spooled
- * session index) instead of calendar time, no /universe; the same bounded memory. */
+ * session index) instead of calendar time, no /universe; the same bounded memory. `extra` (may be NULL) adds content
+ * to the open file before the commit (synth's /synth/latent), as m2_dataset_write_with's. */
 int m2_universe_write_one(const char *path, m2_universe_source get, void *ctx, const m2_feature_opts *o,
-                          m2_dataset *meta);
+                          int (*extra)(int64_t h5file, void *ctx), void *extra_ctx, m2_dataset *meta);
 
 /* A growing session index: the first row and the instrument of each session. */
 typedef struct {

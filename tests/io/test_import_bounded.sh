@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The import's memory does not grow with the rows (issue 12; FORMATS.md "Universe import"): one plain CSV of one
 # instrument in one session, 8x the rows, and `import --append` of a day 8x longer keep the peak RSS nearly flat
-# (pass 1 hands rows to the spool in pieces of 64K rows, pass 2 works in blocks). A bad row of a file split by
+# (pass 1 hands rows to the spool in pieces of 64K rows, pass 2 works in blocks), and so does synth of one
+# instrument with 8x the sessions. A bad row of a file split by
 # --instrument-column is reported at its own file and line, not at the line of the split-out part. The replay of
 # `mamba2_stream --per-instrument` keeps no per-row results either (latencies in a bounded histogram).
 # Usage: test_import_bounded.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
@@ -39,6 +40,16 @@ f = h5py.File(sys.argv[1], "r")
 assert f.attrs["schema_version"] == 1 and "universe" not in f, "a one-file import stays a version-1 file"
 assert len(f["index/sessions"]) - 1 == 3 and len(f["features/X"]) == 1200000  # one session, cut twice by the split
 PY
+
+# ---- synth of one instrument (the same simulation a session at a time, /synth/latent spooled): 5 vs 40 sessions
+# of 30k rows; the in-memory synth took ~150 B per row ----
+for n in 5 40; do
+  syn_kb[$n]=$(peak_kb "$ticks" synth --out "$dir/syn$n.h5" --ticks $((n * 30000)) --sessions $n) || fail "synth $n"
+done
+echo "peak RSS synth of one instrument, 150k/1.2M rows: ${syn_kb[5]}/${syn_kb[40]} KB"
+rss_checked "synth" && { [ "${syn_kb[40]}" -lt $((syn_kb[5] * 5 / 4)) ] ||
+  fail "synth: peak RSS ${syn_kb[40]} KB for 1.2M rows vs ${syn_kb[5]} KB for 150k: memory grows with the rows"; }
+h5dump -H -d /synth/latent "$dir/syn40.h5" | grep -q "( 1200000 )" || fail "synth: no /synth/latent of 1.2M rows"
 
 # ---- append: a day of 20k vs 160k rows per instrument to the same 4-day universe of 2 instruments (the old rows are
 # copied through the file's mapping, page cache that counts in the peak RSS, so the universe stays the same) ----
