@@ -67,23 +67,7 @@ rss_checked "append" && { [ "${app_kb[160000]}" -lt $((app_kb[20000] * 5 / 4)) ]
 
 # ---- --instrument-column: a bad row in the middle of the second of two multi-instrument files ----
 "$ticks" synth --csv-dir "$dir/m" --instruments 3 --ticks 600 --sessions 2 --seed 6 >/dev/null || fail "synth m"
-"$py" - "$dir/m" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
-import collections, glob, gzip, os, sys
-days = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1] + "/*.csv.gz")):
-    inst, day = os.path.basename(f)[:-7].split("_")
-    lines = gzip.open(f, "rt").read().splitlines()
-    header = lines[0]
-    days[day] += [(int(l.split(",")[0]), inst, l) for l in lines[1:]]
-os.makedirs(sys.argv[2])
-for k, (day, rows) in enumerate(sorted(days.items())):
-    body = [f"{i},{l}" for _, i, l in sorted(rows)]
-    if k == 1:  # line 1 is the header: the bad row is line 302 of ALL_<day 2>.csv, line ~102 of its instrument's part
-        i = body[300].split(",")[0]
-        body.insert(300, f"{i},{body[300].split(',')[1]},abc,1,1,1,,,")
-    with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
-        o.write("symbol," + header + "\n" + "\n".join(body) + "\n")
-PY
+"$py" "$src/tests/io/interleave_days.py" "$dir/m/*.csv.gz" "$dir/mixed" 1 || fail "writing the interleaved files"
 second=$(ls "$dir/mixed" | sort | sed -n 2p)
 "$ticks" import "$dir/mixed" --instrument-column symbol --out "$dir/col.h5" >/dev/null 2>"$dir/col.err" || fail "import --instrument-column: $(cat "$dir/col.err")"
 grep -q "warning: 1 bad row skipped: line 302 (unparsable bid \"abc\" in $second)" "$dir/col.err" ||
