@@ -65,9 +65,10 @@ int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *d
 int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
                            m2_import_report *rep);
 
-/* The same files read one at a time, holding only the rows of the session still open: each completed session
- * (and the last one at the end) goes to emit(sink, piece) as a piece of whole sessions, the same rows, sessions and
- * trade sides m2_import_events_files makes of the concatenation. The tick size is inferred from all rows, so only
+/* The same files read one after the other, holding at most o->piece_rows parsed rows: whenever that many have
+ * accumulated (and at the end) they go to emit(sink, piece) as one piece (m2_universe_emit: it may continue the
+ * previous piece's session), together the same rows, sessions and trade sides m2_import_events_files makes of the
+ * concatenation. The tick size is inferred from all rows, so only
  * the last piece's tick_size is final (m2_universe_write takes that one; FORMATS.md "Universe import"). The report
  * is m2_import_events_files'. */
 int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts *o, m2_universe_emit emit, void *sink,

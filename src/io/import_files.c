@@ -233,8 +233,8 @@ typedef struct {
     m2_import_report *rep;
 } import_ctx;
 
-/* Instrument k's files read one at a time, its completed sessions emitted as pieces (m2_import_events_pieces), so
- * pass 1 holds one file and the open session, not the instrument. */
+/* Instrument k's files read one after the other, its rows emitted in pieces (m2_import_events_pieces), so pass 1
+ * holds one piece of rows, not a file, a session or the instrument. */
 static int import_source(void *ctx, int k, m2_universe_emit emit, void *sink)
 {
     import_ctx *c = ctx;
