@@ -74,13 +74,7 @@ struct ssd_states_op {
         __device__ float a(int p, int l) const { return X(l, p); }
         __device__ m2_vec<4> a4(int p, int l) const { return X.row4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return wR[l] * Bg(l, n); }
-        __device__ m2_vec<4> b4(int l, int n) const
-        {
-            m2_vec<4> r = Bg.row4(l, n);
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = wR[l] * r.v[c];
-            return r;
-        }
+        __device__ m2_vec<4> b4(int l, int n) const { return ssd_scaled4(wR[l], Bg.row4(l, n)); }
     };
     __device__ view bind(int z) const
     {
@@ -136,13 +130,7 @@ struct ssd_y_op {
         const float *eA;
         ssd_mat C, ST;
         __device__ float a(int l, int k) const { return eA[l] * C(l, k); }
-        __device__ m2_vec<4> a4(int l, int k) const
-        {
-            m2_vec<4> r = C.row4(l, k);
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = eA[l] * r.v[c];
-            return r;
-        }
+        __device__ m2_vec<4> a4(int l, int k) const { return ssd_scaled4(eA[l], C.row4(l, k)); }
         __device__ float b(int k, int p) const { return ST(k, p); }
     };
     struct chunk_view {

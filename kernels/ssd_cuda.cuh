@@ -64,6 +64,14 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     return L;
 }
 
+/* w times 4 values of a 16-byte load (an operand row scaled by a decay table entry, as its scalar reads do). */
+__device__ __forceinline__ m2_vec<4> ssd_scaled4(float w, m2_vec<4> r)
+{
+#pragma unroll
+    for (int c = 0; c < 4; c++) r.v[c] = w * r.v[c];
+    return r;
+}
+
 /* A strided matrix view: element (r, c) at p[r*rs + c*cs]; T() is the transpose. The tile products' operand
  * views (tile_gemm.cuh, bind) are built from these once per block. */
 struct ssd_mat {
@@ -85,22 +93,19 @@ struct ssd_plain_view {
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
 };
 
-/* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j): rows of one head scaled per row (a decay table) times one
- * of the head's [P][N] matrices, a part of a product summed over the heads of a group (ssd_cuda_bwd.cu, dC, dB). */
-struct ssd_scaled_view {
+/* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head scaled per row
+ * (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dx's state part, dC, dB); M's rows
+ * contiguous (16-byte loads along k). ssd_scaled_view: R's rows contiguous too. */
+struct ssd_scaled_rows {
     static constexpr bool a_kfast = true;
     int k0;
     const float *w;
     ssd_mat M, R;
     __device__ float a(int i, int k) const { return w[i] * M(i, k - k0); }
-    __device__ m2_vec<4> a4(int i, int k) const
-    {
-        m2_vec<4> r = M.row4(i, k - k0);
-#pragma unroll
-        for (int c = 0; c < 4; c++) r.v[c] = w[i] * r.v[c];
-        return r;
-    }
+    __device__ m2_vec<4> a4(int i, int k) const { return ssd_scaled4(w[i], M.row4(i, k - k0)); }
     __device__ float b(int k, int j) const { return R(k - k0, j); }
+};
+struct ssd_scaled_view : ssd_scaled_rows {
     __device__ m2_vec<4> b4(int k, int j) const { return R.row4(k - k0, j); }
 };
 
@@ -115,8 +120,8 @@ struct ssd_group_heads {
     __device__ int part_len() const { return P; }
     __device__ ssd_scaled_view part(int q, int k0) const
     {
-        return ssd_scaled_view{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
-                               ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
+        return ssd_scaled_view{{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
+                                ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}}};
     }
 };
 

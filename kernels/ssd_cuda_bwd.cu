@@ -43,13 +43,7 @@ struct ssd_dsoff_op {
         __device__ float a(int p, int l) const { return dyT(p, l); }
         __device__ m2_vec<4> a4(int p, int l) const { return dyT.T().row4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return eA[l] * C(l, n); }
-        __device__ m2_vec<4> b4(int l, int n) const
-        {
-            m2_vec<4> r = C.row4(l, n);
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = eA[l] * r.v[c];
-            return r;
-        }
+        __device__ m2_vec<4> b4(int l, int n) const { return ssd_scaled4(eA[l], C.row4(l, n)); }
     };
     __device__ view bind(int zh) const
     {
@@ -98,54 +92,40 @@ struct ssd_dx_op {
      * e^{a_last-a_s} dt_s B_s[n] . dSt[p][n] (n = k - Lc) */
     __device__ int ksplit(int zh) const { return s.len(zh / s.H); }
     struct chunk_view {
-        int Q;
-        const float *acs, *CB, *dt; /* dt: the head's contiguous table (ssd_args::dtc) */
+        int Q, H;
+        const float *acs, *CB, *dt;
         ssd_mat dy;
         __device__ float a(int si, int k) const
         {
             if (k < si) return 0.0f;
-            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[si];
+            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
         }
         /* the same products for si..si+3 (si a multiple of 4): CB's row, the cumsums and dt in 16-byte loads */
         __device__ m2_vec<4> a4(int si, int k) const
         {
             const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si), as = m2_vload<4>(acs + si);
-            const m2_vec<4> ds = m2_vload<4>(dt + si);
+
             const float ak = acs[k];
             m2_vec<4> r;
 #pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * ds.v[c];
+            for (int c = 0; c < 4; c++)
+                r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * dt[(size_t)(si + c) * H];
             return r;
         }
         __device__ float b(int k, int p) const { return dy(k, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
     };
-    struct state_view { /* B rows are contiguous along k = n (the chunk part's dCB columns along i = s) */
-        static constexpr bool a_kfast = true;
-        int L;
-        const float *wR;
-        ssd_mat Bg, dST;
-        __device__ float a(int si, int k) const { return wR[si] * Bg(si, k - L); }
-        __device__ m2_vec<4> a4(int si, int k) const
-        {
-            m2_vec<4> r = Bg.row4(si, k - L);
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = wR[si] * r.v[c];
-            return r;
-        }
-        __device__ float b(int k, int p) const { return dST(k - L, p); }
-    };
     struct view {
         chunk_view lo;
-        state_view hi;
+        ssd_scaled_rows hi; /* wR[s] B_s[n] . dSt[p][n]: B's rows contiguous along k = n */
     };
     __device__ view bind(int zh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dtc + (size_t)zh * s.Q;
+        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
         return view{
-            chunk_view{s.Q, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
-            state_view{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
+            chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
+            ssd_scaled_rows{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
