@@ -29,9 +29,15 @@ static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
     for (int s = 0; s < n; s++) {
         const float *xs = x + (size_t)s * ldx;
 #if M2_ISA_BF16DOT
+        /* vcvtne2ps2bf16: the same rounding (nearest even, NaN quieted), but a denormal input becomes a zero,
+         * which vdpbf16ps would take it for anyway (denormal inputs treated as zero) */
         uint16_t *q = (uint16_t *)xq + (size_t)s * Kp;
-        for (int k = 0; k < K; k++) q[k] = (uint16_t)m2s_bf16_bits(xs[k]);
-        if (Kp > K) q[K] = 0;
+        for (int k = 0; k < Kp; k += 2 * M2S_VW) {
+            const m2v lo = v_maskload(v_mask(K - k), xs + k), hi = v_maskload(v_mask(K - k - M2S_VW), xs + k + M2S_VW);
+            const int left = Kp - k;
+            const __mmask32 m = left >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << left) - 1);
+            _mm512_mask_storeu_epi16(q + k, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
 #else
         float *q = (float *)xq + (size_t)s * Kp;
         for (int k = 0; k < K; k++) {
