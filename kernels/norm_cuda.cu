@@ -5,8 +5,9 @@
  * values normalised as out = v * r * w with r = rsqrt(mean(v^2) + eps):
  *   dv = r * (w * dout) - v * r^3 / ns * sum(w * dout * v),     dw += dout * v * r.
  * In the gated norm ns is the GROUP size (upstream divides by the full width when G > 1, a known bug that
- * docs/MODEL.md asks us not to copy). dw is a column sum over rows: each row's r is kept in the workspace and the
- * deterministic column sum (cuda_common.cuh) forms dw. */
+ * docs/MODEL.md asks us not to copy). dw is a column sum over rows (the deterministic one of cuda_common.cuh): RMSNorm
+ * keeps each row's r in the workspace for m2_colsum; the gated norm's backward forms the column partials of its
+ * blocks of rows itself, in shared memory, so dout, y and z are read once (BENCHMARKS.md, issue 16a). */
 #include "cuda_common.cuh"
 
 __device__ __forceinline__ float rstd_of(float sumsq, int ns)
@@ -81,89 +82,170 @@ __device__ __forceinline__ float gate(float y, float z) { return y * z * m2_dev_
 /* V channels per thread: 4 (16-byte loads and stores) when the group width, the strides and the pointers allow it
  * (named types, so that a kernel's counters and its SASS row share one key). With V = 1 the kernels are the
  * one-channel-per-thread loops; with V = 4 each thread's partial sums run over its 4 consecutive channels first, a
- * different fp32 order (the emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5). */
+ * different fp32 order (the emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5).
+ * C: a thread's first C accesses of V channels per group stay in registers between a segment's two passes (the
+ * statistics, then the outputs), so a group of up to 8 x 256 channels is read from memory once; a wider group's
+ * remaining channels are read twice. Same arithmetic in the same order either way (bitwise). */
 struct norm_v1 {
-    static constexpr int V = 1;
+    static constexpr int V = 1, C = 8;
 };
 struct norm_v4 {
-    static constexpr int V = 4;
+    static constexpr int V = 4, C = 2;
 };
 
+template <int V> struct gate_in { /* one access's operands */
+    m2_vec<V> y, z;
+};
+template <int V> __device__ __forceinline__ gate_in<V> gate_load(const float *y, const float *z, int j)
+{
+    return gate_in<V>{m2_vload<V>(y + j), m2_vload<V>(z + j)};
+}
+
+/* Forward. Pass 1 forms v and its sum of squares, pass 2 writes v * r * w. */
 template <class Cfg>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_fwd_kernel(const float *y, const float *z, int ld_z, const float *w, int n, int G, float *out)
 {
-    constexpr int V = Cfg::V;
+    constexpr int V = Cfg::V, C = Cfg::C;
     __shared__ float sh[M2_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const int ng = n / G, step = V * blockDim.x;
     const float *yr = y + row * n, *zr = z + row * ld_z;
     float *outr = out + row * n;
     for (int g = 0; g < G; g++) {
-        const int j0 = g * ng;
+        const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
+        m2_vec<V> vc[C];
         float ss = 0.0f;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j);
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            const int j = jt + i * step;
+            if (j >= end) break;
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
 #pragma unroll
             for (int e = 0; e < V; e++) {
-                const float v = gate(yv.v[e], zv.v[e]);
+                vc[i].v[e] = gate(a.y.v[e], a.z.v[e]);
+                ss += vc[i].v[e] * vc[i].v[e];
+            }
+        }
+        for (int j = jt + C * step; j < end; j += step) {
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float v = gate(a.y.v[e], a.z.v[e]);
                 ss += v * v;
             }
         }
         const float r = rstd_of(m2_block_sum(ss, sh), ng);
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j);
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            const int j = jt + i * step;
+            if (j >= end) break;
+            const m2_vec<V> wv = m2_vload<V>(w + j);
             m2_vec<V> o;
 #pragma unroll
-            for (int e = 0; e < V; e++) o.v[e] = gate(yv.v[e], zv.v[e]) * r * wv.v[e];
+            for (int e = 0; e < V; e++) o.v[e] = vc[i].v[e] * r * wv.v[e];
+            m2_vstore<V>(outr + j, o);
+        }
+        for (int j = jt + C * step; j < end; j += step) {
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
+            const m2_vec<V> wv = m2_vload<V>(w + j);
+            m2_vec<V> o;
+#pragma unroll
+            for (int e = 0; e < V; e++) o.v[e] = gate(a.y.v[e], a.z.v[e]) * r * wv.v[e];
             m2_vstore<V>(outr + j, o);
         }
     }
 }
 
+/* The backward's operands of one access of V channels. */
+template <int V> struct gate_bwd_in {
+    m2_vec<V> y, z, d; /* y, z, dout */
+};
+
+/* Backward of one segment's access at channel j: dy, dz written; the weight gradient's term dout * v * r added to
+ * acc (when the block forms its column partials, else NULL). */
+template <int V>
+__device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const float *w, int j, float r, float cst,
+                                              float *dyr, float *dzr, float *acc)
+{
+    const m2_vec<V> wv = m2_vload<V>(w + j);
+    m2_vec<V> oy, oz;
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        const float zj = a.z.v[e], sg = m2_dev_sigmoid(zj), yj = a.y.v[e], v = gate(yj, zj);
+        const float dv = r * wv.v[e] * a.d.v[e] - cst * v;
+        oy.v[e] = dv * zj * sg;
+        /* d silu(z)/dz = s (1 + z (1 - s)) */
+        oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
+        if (acc) acc[j + e] += a.d.v[e] * v * r;
+    }
+    m2_vstore<V>(dyr + j, oy);
+    m2_vstore<V>(dzr + j, oz);
+}
+
+/* Backward over the rows [blk * per, + per). part != NULL: the block also forms the weight gradient's column
+ * partials of its rows, part[blk][j] (the same blocks of rows and order as m2_colsum's, so the same figures) in
+ * dynamic shared memory of n floats, each thread owning the same channels in every row (no barrier needed), and
+ * the second pass over dout, y and z that a separate column sum makes is saved. part == NULL (rows too wide for
+ * shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum. */
 template <class Cfg>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_bwd_kernel(const float *dout, const float *y, const float *z, int ld_z, const float *w, int n, int G,
-                          float *dy, float *dz, int ld_dz, float *rstd)
+    gated_norm_bwd_kernel(const float *dout, const float *y, const float *z, int ld_z, const float *w, int rows, int n,
+                          int G, int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
 {
-    constexpr int V = Cfg::V;
+    constexpr int V = Cfg::V, C = Cfg::C;
+    extern __shared__ float acc_sh[];
     __shared__ float sh[M2_CUDA_THREADS];
-    const size_t row = blockIdx.x;
+    float *acc = part ? acc_sh : NULL;
     const int ng = n / G, step = V * blockDim.x;
-    const float *yr = y + row * n, *zr = z + row * ld_z, *dor = dout + row * n;
-    float *dyr = dy + row * n, *dzr = dz + row * ld_dz;
-    for (int g = 0; g < G; g++) {
-        const int j0 = g * ng;
-        float ss = 0.0f, s = 0.0f;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j),
-                            dv = m2_vload<V>(dor + j);
+    if (acc)
+        for (int g = 0; g < G; g++)
+            for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += step)
+                for (int e = 0; e < V; e++) acc[j + e] = 0.0f;
+    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
+    for (int row = r0; row < r1; row++) {
+        const float *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z, *dor = dout + (size_t)row * n;
+        float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz;
+        for (int g = 0; g < G; g++) {
+            const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
+            gate_bwd_in<V> ac[C];
+            float ss = 0.0f, s = 0.0f;
+            auto stats = [&](const gate_bwd_in<V> &a, int j) {
+                const m2_vec<V> wv = m2_vload<V>(w + j);
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float v = gate(yv.v[e], zv.v[e]);
-                ss += v * v;
-                s += wv.v[e] * dv.v[e] * v;
-            }
-        }
-        const float r = rstd_of(m2_block_sum(ss, sh), ng);
-        const float cst = r * r * r * m2_block_sum(s, sh) / (float)ng;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j),
-                            dov = m2_vload<V>(dor + j);
-            m2_vec<V> oy, oz;
+                for (int e = 0; e < V; e++) {
+                    const float v = gate(a.y.v[e], a.z.v[e]);
+                    ss += v * v;
+                    s += wv.v[e] * a.d.v[e] * v;
+                }
+            };
+            auto load = [&](int j) {
+                return gate_bwd_in<V>{m2_vload<V>(yr + j), m2_vload<V>(zr + j), m2_vload<V>(dor + j)};
+            };
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float zj = zv.v[e], sg = m2_dev_sigmoid(zj), yj = yv.v[e];
-                const float dv = r * wv.v[e] * dov.v[e] - cst * gate(yj, zj);
-                oy.v[e] = dv * zj * sg;
-                /* d silu(z)/dz = s (1 + z (1 - s)) */
-                oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                ac[i] = load(j);
+                stats(ac[i], j);
             }
-            m2_vstore<V>(dyr + j, oy);
-            m2_vstore<V>(dzr + j, oz);
+            for (int j = jt + C * step; j < end; j += step) stats(load(j), j);
+            const float r = rstd_of(m2_block_sum(ss, sh), ng);
+            const float cst = r * r * r * m2_block_sum(s, sh) / (float)ng;
+#pragma unroll
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                gated_bwd_out<V>(ac[i], w, j, r, cst, dyr, dzr, acc);
+            }
+            for (int j = jt + C * step; j < end; j += step) gated_bwd_out<V>(load(j), w, j, r, cst, dyr, dzr, acc);
+            if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
         }
-        if (threadIdx.x == 0) rstd[row * G + g] = r;
     }
+    if (acc)
+        for (int g = 0; g < G; g++)
+            for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += step)
+                for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * n + j + e] = acc[j + e];
 }
 
 /* The 4-channel kernels when every group, row and pointer is 16-byte aligned. */
@@ -172,6 +254,7 @@ static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, st
     return n % G == 0 && (n / G) % 4 == 0 && m2_vec4_ok(ptrs, ld);
 }
 
+/* The weight gradient's term for m2_colsum, when the rows are too wide for the backward to form the partials. */
 struct gated_dw_term {
     const float *dout, *y, *z, *rstd;
     int ld_z, n, G, ng;
@@ -191,11 +274,20 @@ static void gated_fwd_run(cudaStream_t st, const float *y, const float *z, int l
     gated_norm_fwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
     M2_CUDA_LAUNCHED("gated_norm_fwd");
 }
+
+/* The backward's launch: fused (part) or row by row (rstd), see gated_norm_bwd_kernel. */
+typedef struct {
+    int per, nblk;
+    size_t shmem;
+    float *part, *rstd;
+} gated_bwd_plan;
+
 template <class Cfg>
-static void gated_bwd_run(cudaStream_t st, const float *dout, const float *y, const float *z, int ld_z, const float *w,
-                          int rows, int n, int G, float *dy, float *dz, int ld_dz, float *rstd)
+static void gated_bwd_run(cudaStream_t st, const gated_bwd_plan &p, const float *dout, const float *y, const float *z,
+                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
 {
-    gated_norm_bwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(dout, y, z, ld_z, w, n, G, dy, dz, ld_dz, rstd);
+    gated_norm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy, dz,
+                                                                         ld_dz, p.part, p.rstd);
     M2_CUDA_LAUNCHED("gated_norm_bwd");
 }
 
@@ -210,17 +302,33 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z,
         gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
 }
 
+/* Dynamic shared memory for the fused backward's column partials: within the 48 KiB a block gets without an opt-in,
+ * less the static reduction buffer (n up to 12,032 channels; wider rows take the two-kernel path). */
+enum { GATED_ACC_MAX_BYTES = 48 * 1024 - M2_CUDA_THREADS * (int)sizeof(float) };
+
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
                             const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    const size_t off = m2_cuda_align((size_t)rows * G * sizeof(float));
-    float *rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
+    gated_bwd_plan p = {1, rows, 0, NULL, NULL};
+    size_t off = 0;
+    if ((size_t)n * sizeof(float) <= GATED_ACC_MAX_BYTES) {
+        p.per = m2_colsum_rows_per_block(rows);
+        p.nblk = (rows + p.per - 1) / p.per;
+        p.shmem = (size_t)n * sizeof(float);
+        p.part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, n));
+    } else {
+        off = m2_cuda_align((size_t)rows * G * sizeof(float));
+        p.rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
+    }
     if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-        gated_bwd_run<norm_v4>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
+        gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
     else
-        gated_bwd_run<norm_v1>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
-    m2_colsum(c, off, rows, n, gated_dw_term{dout, y, z, rstd, ld_z, n, G, n / G}, m2_add_to{dw},
-              "gated_norm_bwd (weight)");
+        gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+    if (p.part)
+        m2_colsum_finish(c, p.part, p.nblk, n, m2_add_to{dw}, "gated_norm_bwd (weight)");
+    else
+        m2_colsum(c, off, rows, n, gated_dw_term{dout, y, z, p.rstd, ld_z, n, G, n / G}, m2_add_to{dw},
+                  "gated_norm_bwd (weight)");
 }
