@@ -76,8 +76,8 @@ template <class Cfg> __device__ __forceinline__ void conv_shift(float (&win)[Cfg
 }
 
 /* pre(t) of the V channels from the window win[m] = in[t - (KM-1-m)]: b + taps k = 0..K-1 (m = KM-K+k) in order,
- * the taps before the sequence start skipped. */
-template <class Cfg>
+ * the taps before the sequence start skipped (Masked; a tick t >= KM-1 has none, so its loop drops the test). */
+template <class Cfg, bool Masked = true>
 __device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float (&bias)[Cfg::V],
                                          const float (&wr)[Cfg::KM][Cfg::V], const float (&win)[Cfg::KM][Cfg::V],
                                          float (&pre)[Cfg::V])
@@ -86,7 +86,7 @@ __device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float 
     for (int j = 0; j < Cfg::V; j++) pre[j] = bias[j];
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++)
-        if (m >= Cfg::KM - a.K && t >= Cfg::KM - 1 - m) {
+        if (m >= Cfg::KM - a.K && (!Masked || t >= Cfg::KM - 1 - m)) {
 #pragma unroll
             for (int j = 0; j < Cfg::V; j++) pre[j] += wr[m][j] * win[m][j];
         }
@@ -106,7 +106,22 @@ template <class Cfg> __device__ void conv_window(const float *col, int ld, int t
     }
 }
 
-/* Forward: out = silu(pre). */
+/* One forward row: shift tick t's input into the window, out(t) = silu(pre(t)). */
+template <class Cfg, bool Masked>
+__device__ __forceinline__ void conv_fwd_row(const conv_args &a, const float *col, float *out, size_t orow, int t,
+                                             const float (&bias)[Cfg::V], const float (&wr)[Cfg::KM][Cfg::V],
+                                             float (&win)[Cfg::KM][Cfg::V])
+{
+    conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
+    float pre[Cfg::V];
+    conv_pre<Cfg, Masked>(a, t, bias, wr, win, pre);
+    m2_vec<Cfg::V> r;
+#pragma unroll
+    for (int j = 0; j < Cfg::V; j++) r.v[j] = pre[j] * m2_dev_sigmoid(pre[j]);
+    m2_vstore<Cfg::V>(out + orow * a.C, r);
+}
+
+/* Forward: out = silu(pre); the first KM-1 ticks of a sequence with the start mask, the rest without. */
 template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args a)
 {
     int c0, t0, t1;
@@ -118,15 +133,11 @@ template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd
     for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
     const float *col = a.in + seq * a.T * a.ld_in + c0;
     conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
-    for (int t = t0; t < t1; t++) {
-        conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
-        float pre[Cfg::V];
-        conv_pre<Cfg>(a, t, bias, wr, win, pre);
-        m2_vec<Cfg::V> r;
-#pragma unroll
-        for (int j = 0; j < Cfg::V; j++) r.v[j] = pre[j] * m2_dev_sigmoid(pre[j]);
-        m2_vstore<Cfg::V>(a.out + (seq * a.T + t) * a.C + c0, r);
-    }
+    float *out = a.out + c0;
+    int t = t0;
+    for (; t < t1 && t < Cfg::KM - 1; t++) conv_fwd_row<Cfg, true>(a, col, out, seq * a.T + t, t, bias, wr, win);
+#pragma unroll 4 /* the window's shifts become register renames */
+    for (; t < t1; t++) conv_fwd_row<Cfg, false>(a, col, out, seq * a.T + t, t, bias, wr, win);
 }
 
 /* The backward in one walk over the column-sum block of rows [r0, r1) (blockIdx.x) of the thread's channels, rows

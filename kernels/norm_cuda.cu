@@ -28,22 +28,48 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const floa
     for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * r * w[j];
 }
 
-__global__ void __launch_bounds__(M2_CUDA_THREADS)
-    rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int n, float *dx, float *rstd)
+/* The weight gradient's column partials that a backward block forms over its rows (gated_norm_bwd_kernel says how):
+ * the thread's channels j = V*tid + i*V*blockDim.x of each of the G groups of ng, zeroed, then stored to part[blk]. */
+template <int V> __device__ void norm_acc_zero(float *acc, int G, int ng)
 {
+    for (int g = 0; g < G; g++)
+        for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += V * blockDim.x)
+            for (int e = 0; e < V; e++) acc[j + e] = 0.0f;
+}
+template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng, float *part)
+{
+    for (int g = 0; g < G; g++)
+        for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += V * blockDim.x)
+            for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * G * ng + j + e] = acc[j + e];
+}
+
+/* Rows [blk * per, + per): dx ADDS; the weight partials in acc (part != NULL) or rstd per row (part == NULL, per 1). */
+__global__ void __launch_bounds__(M2_CUDA_THREADS)
+    rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
+                       float *part, float *rstd)
+{
+    extern __shared__ float acc_sh[];
     __shared__ float sh[M2_CUDA_THREADS];
-    const size_t row = blockIdx.x;
-    const float *xr = x + row * n, *dyr = dy + row * n;
-    float ss = 0.0f, s = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        ss += xr[j] * xr[j];
-        s += w[j] * dyr[j] * xr[j];
+    float *acc = part ? acc_sh : NULL;
+    if (acc) norm_acc_zero<1>(acc, 1, n);
+    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
+    for (int row = r0; row < r1; row++) {
+        const float *xr = x + (size_t)row * n, *dyr = dy + (size_t)row * n;
+        float ss = 0.0f, s = 0.0f;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            ss += xr[j] * xr[j];
+            s += w[j] * dyr[j] * xr[j];
+        }
+        const float r = rstd_of(m2_block_sum(ss, sh), n);
+        const float cst = r * r * r * m2_block_sum(s, sh) / (float)n;
+        float *dxr = dx + (size_t)row * n;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
+            if (acc) acc[j] += dyr[j] * xr[j] * r;
+        }
+        if (rstd && threadIdx.x == 0) rstd[row] = r;
     }
-    const float r = rstd_of(m2_block_sum(ss, sh), n);
-    const float cst = r * r * r * m2_block_sum(s, sh) / (float)n;
-    float *dxr = dx + row * n;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
-    if (threadIdx.x == 0) rstd[row] = r;
+    if (acc) norm_acc_store<1>(acc, 1, n, part);
 }
 
 struct rmsnorm_dw_term {
@@ -63,17 +89,52 @@ void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, in
     M2_CUDA_LAUNCHED("rmsnorm_fwd");
 }
 
+/* How a norm backward forms its weight gradient: in the kernel, as the column partials of blocks of per rows in
+ * n floats of dynamic shared memory (part), when they fit the 48 KiB a block gets without an opt-in beside the static
+ * reduction buffer (n up to 12,032); else row by row (per 1), each row's rstd [rows, G] kept for m2_colsum at ws_off.
+ * The same blocks of rows and order as m2_colsum's either way, so the same figures. */
+typedef struct {
+    int per, nblk;
+    size_t shmem, ws_off;
+    float *part, *rstd;
+} norm_bwd_plan;
+
+enum { NORM_ACC_MAX_BYTES = 48 * 1024 - M2_CUDA_THREADS * (int)sizeof(float) };
+
+static norm_bwd_plan norm_bwd_plan_of(m2_cuda_ctx *c, int rows, int n, int G)
+{
+    norm_bwd_plan p = {1, rows, 0, 0, NULL, NULL};
+    if ((size_t)n * sizeof(float) <= NORM_ACC_MAX_BYTES) {
+        p.per = m2_colsum_rows_per_block(rows);
+        p.nblk = (rows + p.per - 1) / p.per;
+        p.shmem = (size_t)n * sizeof(float);
+        p.part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, n));
+    } else {
+        p.ws_off = m2_cuda_align((size_t)rows * G * sizeof(float));
+        p.rstd = (float *)m2_cuda_ws(c, p.ws_off + m2_colsum_ws_bytes(rows, n));
+    }
+    return p;
+}
+
+/* The weight gradient's last step: the final pass over the kernel's partials, or the whole column sum of f. */
+template <class F>
+static void norm_bwd_weight(m2_cuda_ctx *c, const norm_bwd_plan &p, int rows, int n, F f, float *dw, const char *what)
+{
+    if (p.part)
+        m2_colsum_finish(c, p.part, p.nblk, n, m2_add_to{dw}, what);
+    else
+        m2_colsum(c, p.ws_off, rows, n, f, m2_add_to{dw}, what);
+}
+
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    /* The rows' rstd at the start of the workspace, the column sum's partials after it. */
-    const size_t off = m2_cuda_align((size_t)rows * sizeof(float));
-    float *rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
-    rmsnorm_bwd_kernel<<<rows, M2_CUDA_THREADS, 0, c->stream>>>(dy, x, w, n, dx, rstd);
+    const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
+    rmsnorm_bwd_kernel<<<p.nblk, M2_CUDA_THREADS, p.shmem, c->stream>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd);
     M2_CUDA_LAUNCHED("rmsnorm_bwd");
-    m2_colsum(c, off, rows, n, rmsnorm_dw_term{dy, x, rstd, n}, m2_add_to{dw}, "rmsnorm_bwd (weight)");
+    norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
 
 /* ---- gated RMSNorm: v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps) * w ---- */
@@ -198,10 +259,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     __shared__ float sh[M2_CUDA_THREADS];
     float *acc = part ? acc_sh : NULL;
     const int ng = n / G, step = V * blockDim.x;
-    if (acc)
-        for (int g = 0; g < G; g++)
-            for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += step)
-                for (int e = 0; e < V; e++) acc[j + e] = 0.0f;
+    if (acc) norm_acc_zero<V>(acc, G, ng);
     const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
     for (int row = r0; row < r1; row++) {
         const float *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z, *dor = dout + (size_t)row * n;
@@ -242,10 +300,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
             if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
         }
     }
-    if (acc)
-        for (int g = 0; g < G; g++)
-            for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += step)
-                for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * n + j + e] = acc[j + e];
+    if (acc) norm_acc_store<V>(acc, G, ng, part);
 }
 
 /* The 4-channel kernels when every group, row and pointer is 16-byte aligned. */
@@ -275,15 +330,8 @@ static void gated_fwd_run(cudaStream_t st, const float *y, const float *z, int l
     M2_CUDA_LAUNCHED("gated_norm_fwd");
 }
 
-/* The backward's launch: fused (part) or row by row (rstd), see gated_norm_bwd_kernel. */
-typedef struct {
-    int per, nblk;
-    size_t shmem;
-    float *part, *rstd;
-} gated_bwd_plan;
-
 template <class Cfg>
-static void gated_bwd_run(cudaStream_t st, const gated_bwd_plan &p, const float *dout, const float *y, const float *z,
+static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const float *y, const float *z,
                           int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
 {
     gated_norm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy, dz,
@@ -302,33 +350,15 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z,
         gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
 }
 
-/* Dynamic shared memory for the fused backward's column partials: within the 48 KiB a block gets without an opt-in,
- * less the static reduction buffer (n up to 12,032 channels; wider rows take the two-kernel path). */
-enum { GATED_ACC_MAX_BYTES = 48 * 1024 - M2_CUDA_THREADS * (int)sizeof(float) };
-
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
                             const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    gated_bwd_plan p = {1, rows, 0, NULL, NULL};
-    size_t off = 0;
-    if ((size_t)n * sizeof(float) <= GATED_ACC_MAX_BYTES) {
-        p.per = m2_colsum_rows_per_block(rows);
-        p.nblk = (rows + p.per - 1) / p.per;
-        p.shmem = (size_t)n * sizeof(float);
-        p.part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, n));
-    } else {
-        off = m2_cuda_align((size_t)rows * G * sizeof(float));
-        p.rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
-    }
+    const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, G);
     if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
         gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
     else
         gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
-    if (p.part)
-        m2_colsum_finish(c, p.part, p.nblk, n, m2_add_to{dw}, "gated_norm_bwd (weight)");
-    else
-        m2_colsum(c, off, rows, n, gated_dw_term{dout, y, z, p.rstd, ld_z, n, G, n / G}, m2_add_to{dw},
-                  "gated_norm_bwd (weight)");
+    norm_bwd_weight(c, p, rows, n, gated_dw_term{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw, "gated_norm_bwd (weight)");
 }
