@@ -15,15 +15,34 @@ __device__ __forceinline__ float rstd_of(float sumsq, int ns)
     return 1.0f / sqrtf(sumsq / (float)ns + (float)M2_NORM_EPS);
 }
 
+/* Sum of v over the block's M2_CUDA_THREADS threads (blockDim.x must be that), every thread getting the same figure
+ * in a fixed order: a butterfly within each warp (lanes i and i^o add the same two values, so all lanes hold the same
+ * sum), then the warps' sums in warp order. 5 shuffles and 2 barriers instead of the 8 shared-memory rounds of
+ * m2_block_sum: the norms reduce once or twice per row, a cost of the same order as a 768-channel row's own work.
+ * sh: NORM_WARPS floats of shared memory. */
+enum { NORM_WARPS = M2_CUDA_THREADS / 32 };
+__device__ __forceinline__ float norm_block_sum(float v, float *sh)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = sh[0];
+#pragma unroll
+    for (int w = 1; w < NORM_WARPS; w++) s += sh[w];
+    __syncthreads();
+    return s;
+}
+
 /* ---- RMSNorm ---- */
 __global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, float *y)
 {
-    __shared__ float sh[M2_CUDA_THREADS];
+    __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const float *xr = x + row * n;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
-    const float r = rstd_of(m2_block_sum(ss, sh), n);
+    const float r = rstd_of(norm_block_sum(ss, sh), n);
     float *yr = y + row * n;
     for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * r * w[j];
 }
@@ -49,7 +68,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
                        float *part, float *rstd)
 {
     extern __shared__ float acc_sh[];
-    __shared__ float sh[M2_CUDA_THREADS];
+    __shared__ float sh[NORM_WARPS];
     float *acc = part ? acc_sh : NULL;
     if (acc) norm_acc_zero<1>(acc, 1, n);
     const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
@@ -60,8 +79,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
             ss += xr[j] * xr[j];
             s += w[j] * dyr[j] * xr[j];
         }
-        const float r = rstd_of(m2_block_sum(ss, sh), n);
-        const float cst = r * r * r * m2_block_sum(s, sh) / (float)n;
+        const float r = rstd_of(norm_block_sum(ss, sh), n);
+        const float cst = r * r * r * norm_block_sum(s, sh) / (float)n;
         float *dxr = dx + (size_t)row * n;
         for (int j = threadIdx.x; j < n; j += blockDim.x) {
             dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
@@ -99,7 +118,7 @@ typedef struct {
     float *part, *rstd;
 } norm_bwd_plan;
 
-enum { NORM_ACC_MAX_BYTES = 48 * 1024 - M2_CUDA_THREADS * (int)sizeof(float) };
+enum { NORM_ACC_MAX_BYTES = 47 * 1024 }; /* 1 KiB left for the kernels' static shared memory */
 
 static norm_bwd_plan norm_bwd_plan_of(m2_cuda_ctx *c, int rows, int n, int G)
 {
@@ -168,7 +187,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_fwd_kernel(const float *y, const float *z, int ld_z, const float *w, int n, int G, float *out)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
-    __shared__ float sh[M2_CUDA_THREADS];
+    __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const int ng = n / G, step = V * blockDim.x;
     const float *yr = y + row * n, *zr = z + row * ld_z;
@@ -196,7 +215,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
                 ss += v * v;
             }
         }
-        const float r = rstd_of(m2_block_sum(ss, sh), ng);
+        const float r = rstd_of(norm_block_sum(ss, sh), ng);
 #pragma unroll
         for (int i = 0; i < C; i++) {
             const int j = jt + i * step;
@@ -256,7 +275,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     extern __shared__ float acc_sh[];
-    __shared__ float sh[M2_CUDA_THREADS];
+    __shared__ float sh[NORM_WARPS];
     float *acc = part ? acc_sh : NULL;
     const int ng = n / G, step = V * blockDim.x;
     if (acc) norm_acc_zero<V>(acc, G, ng);
@@ -288,8 +307,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
                 stats(ac[i], j);
             }
             for (int j = jt + C * step; j < end; j += step) stats(load(j), j);
-            const float r = rstd_of(m2_block_sum(ss, sh), ng);
-            const float cst = r * r * r * m2_block_sum(s, sh) / (float)ng;
+            const float r = rstd_of(norm_block_sum(ss, sh), ng);
+            const float cst = r * r * r * norm_block_sum(s, sh) / (float)ng;
 #pragma unroll
             for (int i = 0; i < C; i++) {
                 const int j = jt + i * step;
