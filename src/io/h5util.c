@@ -47,6 +47,27 @@ static herr_t fold_entry(unsigned n, const H5E_error2_t *e, void *arg)
     return 0;
 }
 
+/* Why the latest existence test failed with an HDF5 error rather than answering "absent" (a damaged object
+ * header or a metadata checksum mismatch on the way; empty when it answered), so that "missing" is not said of an
+ * object HDF5 could not read. */
+static char g_unreadable[200];
+static const char checksum_why[] = "the file is damaged (HDF5 metadata checksum mismatch)";
+
+static void note_unreadable(void)
+{
+    stack_fold f = {"", "", 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, fold_entry, &f);
+    H5Eclear2(H5E_DEFAULT);
+    if (strstr(f.inner, "checksum"))
+        snprintf(g_unreadable, sizeof g_unreadable, "%s", checksum_why);
+    else
+        snprintf(g_unreadable, sizeof g_unreadable, "unreadable, the file is damaged (HDF5: %s)",
+                 f.inner[0] ? f.inner : "error");
+}
+
+/* "missing", or why HDF5 could not tell. */
+static const char *missing_why(void) { return g_unreadable[0] ? g_unreadable : "missing"; }
+
 int m2_h5_fail(int code, const char *what, const char *file, const char *fallback)
 {
     stack_fold f = {"", "", 0};
@@ -56,6 +77,8 @@ int m2_h5_fail(int code, const char *what, const char *file, const char *fallbac
     char buf[400];
     if (f.damaged)
         why = "not an HDF5 file or truncated";
+    else if (strstr(f.inner, "checksum"))
+        why = checksum_why;
     else if (f.outer[0] && strcmp(f.outer, f.inner) != 0) {
         snprintf(buf, sizeof buf, "%s: %s", f.outer, f.inner);
         why = buf;
@@ -76,7 +99,9 @@ static void where(hid_t obj, char *file, size_t fcap, char *path, size_t pcap)
 static int fail_at(hid_t obj, const char *kind, const char *name, const char *why)
 {
     char file[1024], path[512];
+    hid_t stack = H5Eget_current_stack(); /* the failure's own HDF5 errors, kept across where()'s calls */
     where(obj, file, sizeof file, path, sizeof path);
+    if (stack >= 0) H5Eset_current_stack(stack);
     char what[800];
     if (strcmp(path, "/") == 0 || (kind[0] == 'd' && name[0] == '/'))
         snprintf(what, sizeof what, "%s %s", kind, name);
@@ -161,6 +186,7 @@ int m2_h5_open_read(const char *path, const char *schema, int max_version, hid_t
     char stored[128];
     if (!m2_h5_attr_exists(f, "schema")) {
         H5Fclose(f);
+        if (g_unreadable[0]) return m2_fail(M2_EFAIL, "open (%s): %s", path, g_unreadable);
         return m2_fail(M2_EFAIL, "open (%s): not a %s file (no schema attribute)", path, schema);
     }
     int32_t v = 0;
@@ -219,6 +245,10 @@ int m2_h5_create(m2_h5_writer *w, const char *path, const char *schema, int vers
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
     /* Large arrays start on a page, so a reader can map them (dataset.c) with naturally aligned elements. */
     H5Pset_alignment(fapl, 65536, 4096);
+    /* The 1.8-and-later object formats: every metadata block (superblock, object headers, link and chunk
+     * indexes) carries a checksum that HDF5 verifies on read, so a damaged file is refused before HDF5 decodes
+     * it (docs/FORMATS.md, "Integrity"); readable by HDF5 1.10 and later, so by any current h5py. */
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
     H5Pclose(fcpl);
     H5Pclose(fapl);
@@ -280,8 +310,9 @@ void m2_h5_abort(m2_h5_writer *w)
 
 int m2_h5_attr_exists(hid_t obj, const char *name)
 {
+    g_unreadable[0] = '\0';
     htri_t e = H5Aexists(obj, name);
-    H5Eclear2(H5E_DEFAULT);
+    if (e < 0) note_unreadable();
     return e > 0;
 }
 
@@ -354,7 +385,7 @@ int m2_h5_attr_put_f32(hid_t obj, const char *name, float v) { return put_scalar
 static int attr_open(hid_t obj, const char *name, hid_t *attr, hid_t *ftype, int64_t *count)
 {
     m2_h5_quiet();
-    if (!m2_h5_attr_exists(obj, name)) return fail_at(obj, "attribute", name, "missing");
+    if (!m2_h5_attr_exists(obj, name)) return fail_at(obj, "attribute", name, missing_why());
     *attr = H5Aopen(obj, name, H5P_DEFAULT);
     if (*attr < 0) return fail_at(obj, "attribute", name, "cannot open");
     hid_t space = H5Aget_space(*attr);
@@ -532,6 +563,7 @@ int m2_h5_attr_get_strs(hid_t obj, const char *name, char *out, size_t stride, i
 int m2_h5_exists(hid_t loc, const char *path)
 {
     char buf[1024];
+    g_unreadable[0] = '\0';
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
     /* H5Lexists requires every intermediate link to exist, so test prefix by prefix. */
     for (char *p = buf + (buf[0] == '/');; p++) {
@@ -539,7 +571,7 @@ int m2_h5_exists(hid_t loc, const char *path)
             char saved = *p;
             *p = '\0';
             htri_t e = H5Lexists(loc, buf, H5P_DEFAULT);
-            H5Eclear2(H5E_DEFAULT);
+            if (e < 0) note_unreadable();
             if (e <= 0) return 0;
             if (saved == '\0') return 1;
             *p = saved;
@@ -639,7 +671,7 @@ static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
 int m2_h5_shape(hid_t loc, const char *path, int rank, int64_t *dims)
 {
     m2_h5_quiet();
-    if (!m2_h5_exists(loc, path)) return fail_at(loc, "dataset", path, "missing");
+    if (!m2_h5_exists(loc, path)) return fail_at(loc, "dataset", path, missing_why());
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
     if (ds < 0) return fail_at(loc, "dataset", path, "cannot open (not a dataset?)");
     hid_t space = H5Dget_space(ds), ft = H5Dget_type(ds);
@@ -823,7 +855,7 @@ int m2_h5_read_strs(hid_t loc, const char *path, char *out, size_t stride, int64
 {
     m2_h5_quiet();
     hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (d < 0) return fail_at(loc, "dataset", path, "missing");
+    if (d < 0) return fail_at(loc, "dataset", path, missing_why());
     hid_t space = H5Dget_space(d);
     hssize_t count = H5Sget_simple_extent_npoints(space);
     H5Sclose(space);

@@ -1,14 +1,15 @@
 /* fuzz_readers: runs a reader over its crash corpus, then over mutated seeds (fuzz.h; docs/TESTING.md "Fuzzing").
  *
  *   fuzz_readers TARGET [--cases N] [--seed S] [--first K] [--corpus DIR] [--crashes DIR] [--timeout SECONDS]
- *                [--isolate] [--save]
+ *                [--isolate] [--save] [--exact-leaks]
  *
  * Case i of seed S is the same input on every machine, so a finding is reproduced with --seed S --first i
  * --cases 1. A finding (sanitizer report, crash, hang past the timeout, a failure without one line of message,
  * an HDF5 object or file descriptor left open) is copied to the crash folder as TARGET-sS-iI.EXT, to be added
  * to tests/fuzz/corpus/TARGET/ once fixed. --isolate runs the cases in a child process and starts a new one after
  * a crash, so a long run goes on past it (the reader-call counts in the summary are then the corpus's only).
- * --save copies every case of the range to the crash folder (to make a corpus file of one).
+ * --save copies every case of the range to the crash folder (to make a corpus file of one). --exact-leaks turns
+ * off HDF5's free lists, so that a leak report names the allocation that was lost (several times slower).
  * Exit 1 when a finding outside libhdf5 was made, 0 otherwise (a fault whose innermost frame is in libhdf5 is
  * counted, printed and kept, but is HDF5's to fix), 2 for bad usage. */
 #include <dirent.h>
@@ -42,7 +43,7 @@ typedef struct {
     int64_t cases, first, timeout_s;
     uint64_t seed;
     const char *corpus, *crashes;
-    int isolate, save;
+    int isolate, save, exact_leaks;
 } options;
 
 /* What a crash handler needs: async-signal-safe copies of the case file's path and the finding's name. */
@@ -293,15 +294,11 @@ static int run_cases(const options *o, const fuzz_buf *seeds, int n_seeds, const
 
 static int parse(int argc, char **argv, options *o)
 {
-    static const struct option opts[] = {{"cases", required_argument, 0, 'n'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"first", required_argument, 0, 'f'},
-                                         {"corpus", required_argument, 0, 'c'},
-                                         {"crashes", required_argument, 0, 'k'},
-                                         {"timeout", required_argument, 0, 't'},
-                                         {"isolate", no_argument, 0, 'i'},
-                                         {"save", no_argument, 0, 'S'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {{"cases", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
+                                         {"first", required_argument, 0, 'f'},   {"corpus", required_argument, 0, 'c'},
+                                         {"crashes", required_argument, 0, 'k'}, {"timeout", required_argument, 0, 't'},
+                                         {"isolate", no_argument, 0, 'i'},       {"save", no_argument, 0, 'S'},
+                                         {"exact-leaks", no_argument, 0, 'L'},   {0, 0, 0, 0}};
     *o = (options){.cases = 1000, .seed = 1, .timeout_s = 60, .crashes = "."};
     int c, rc = M2_OK;
     while (rc == M2_OK && (c = m2_cli_next(argc, argv, opts, "see tests/fuzz/fuzz_main.c")) != -1) switch (c) {
@@ -313,6 +310,7 @@ static int parse(int argc, char **argv, options *o)
         case 't': rc = m2_parse_i64("--timeout", optarg, 1, 3600, &o->timeout_s); break;
         case 'i': o->isolate = 1; break;
         case 'S': o->save = 1; break;
+        case 'L': o->exact_leaks = 1; break;
         default: rc = M2_EUSAGE; break;
         }
     if (rc) return rc;
@@ -336,6 +334,9 @@ int main(int argc, char **argv)
         return 1;
     }
     m2_h5_quiet();
+    /* --exact-leaks: HDF5 frees to malloc at once instead of recycling blocks through its free lists, so a leak
+     * report names the call that allocated the lost block (several times slower). */
+    if (o.exact_leaks) H5set_free_list_limits(0, 0, 0, 0, 0, 0);
     install_handlers();
     fuzz_buf seeds[MAX_SEEDS];
     int n_seeds = 0;

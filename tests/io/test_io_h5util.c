@@ -227,6 +227,57 @@ static void test_bad_files(void **state)
     expect_open_error(test_dir(), "mamba2.test", "is a directory");
 }
 
+/* Flips one byte `at` bytes after the k-th "OHDR" (a version-2 object header's signature) of a file. */
+static void flip_in_object_header(const char *path, int k, long at)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    static unsigned char b[1 << 20];
+    size_t n = fread(b, 1, sizeof b, f);
+    long pos = -1;
+    for (size_t i = 0; i + 4 <= n && pos < 0; i++)
+        if (memcmp(b + i, "OHDR", 4) == 0 && k-- == 0) pos = (long)i + at;
+    if (pos < 0) fail_msg("%s: no object header #%d with a checksum", path, k);
+    fseek(f, pos, SEEK_SET);
+    fputc(b[pos] ^ 0x5a, f);
+    fclose(f);
+}
+
+/* Files we write carry HDF5's metadata checksums (superblock version 2 or later, version-2 object headers), so
+ * one damaged byte in an object header is refused as damage, with the file named, before HDF5 decodes it. */
+static void test_metadata_checksums(void **state)
+{
+    const char *root = test_path("sum_root.h5"), *data = test_path("sum_data.h5");
+    for (int i = 0; i < 2; i++) {
+        m2_h5_writer w;
+        assert_int_equal(m2_h5_create(&w, i ? data : root, "mamba2.test", 1), M2_OK);
+        float x[64] = {1};
+        int64_t n = 64;
+        assert_int_equal(m2_h5_write(w.file, "/x", M2_H5_F32, 1, &n, x, 0), M2_OK);
+        assert_int_equal(m2_h5_commit(&w), M2_OK);
+    }
+    FILE *f = fopen(root, "rb");
+    unsigned char head[9];
+    assert_int_equal(fread(head, 1, 9, f), 9);
+    fclose(f);
+    assert_memory_equal(head, "\x89HDF\r\n\x1a\n", 8);
+    assert_true(head[8] >= 2); /* superblock version: 2 and later carry a checksum */
+
+    flip_in_object_header(root, 0, 8); /* the root group's header (it holds the schema attribute) */
+    expect_open_error(root, "mamba2.test", "damaged (HDF5 metadata checksum mismatch)");
+
+    flip_in_object_header(data, 1, 8); /* the dataset's header */
+    const int64_t n64 = 64;
+    hid_t h;
+    assert_int_equal(m2_h5_open_read(data, "mamba2.test", 1, &h, NULL), M2_OK);
+    float back[64];
+    assert_int_equal(m2_h5_read(h, "/x", M2_H5_F32, 1, &n64, back), M2_EFAIL);
+    H5Fclose(h);
+    const char *msg = m2_last_error();
+    if (!strstr(msg, "damaged (HDF5 metadata checksum mismatch)") || !strstr(msg, data))
+        fail_msg("'%s' does not name the damaged file", msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_attributes_round_trip),
         cmocka_unit_test(test_arrays_round_trip_and_shape_checks),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_metadata_checksums),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_test_dir();
