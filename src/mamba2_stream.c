@@ -7,7 +7,9 @@
  * reset at each part's first row, so predictions equal mamba2_eval --mode stream's. With --batch S, parts are
  * dealt round-robin to S streams advanced together (one step = one tick of every stream that has rows left).
  * With --per-instrument, one stream per instrument and the ticks in the order they happened across instruments
- * (io/replay.h): a step is a batch of ticks of distinct instruments within --window-us of each other. */
+ * (io/replay.h): a step is a batch of ticks of distinct instruments within --window-us of each other.
+ * Memory does not grow with the split's rows: the dataset is mapped, the latencies go to a bounded histogram
+ * (base/loghist.h: percentiles within 0.4%), and predictions are held per row only for --predictions and --bf16. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/loghist.h"
 #include "base/version.h"
 #include "stream/engine.h"
 #include "stream/timing.h"
@@ -193,8 +196,9 @@ static int gather(runner *r, int *n)
     return M2_OK;
 }
 
-/* Runs the whole split; lat (may be NULL) receives each step's latency, *steps their count. */
-static int run_split(runner *r, float *pred, double *lat, int64_t *steps, double *seconds)
+/* Runs the whole split; pred (may be NULL) receives every row's predictions, lat (may be NULL) each step's
+ * latency in a bounded histogram, *steps their count. */
+static int run_split(runner *r, float *pred, m2_loghist *lat, int64_t *steps, double *seconds)
 {
     const int O = r->ds->n_targets;
     for (int64_t k = 0; k < r->S; k++) {
@@ -211,8 +215,8 @@ static int run_split(runner *r, float *pred, double *lat, int64_t *steps, double
             m2_stream_step(r->s, 0, r->X, r->P);
         else
             m2_stream_step_batch(r->s, n, r->ids, r->X, r->P);
-        if (lat) lat[*steps] = m2_now_ns() - t0;
-        for (int i = 0; i < n; i++)
+        if (lat) m2_loghist_add(lat, m2_now_ns() - t0);
+        for (int i = 0; pred && i < n; i++)
             memcpy(pred + (size_t)(r->rows[i] - r->lo) * O, r->P + (size_t)i * O, sizeof(float) * (size_t)O);
     }
     *seconds = (m2_now_ns() - t_start) * 1e-9;
@@ -302,13 +306,13 @@ static int write_predictions(const options *o, const m2_checkpoint *ck, const m2
     return rc;
 }
 
-static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t steps, double secs, double *lat,
-                   int cpu)
+static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t steps, double secs,
+                   const m2_loghist *lat, int cpu)
 {
     const m2_dims *d = m2_stream_dims(s);
     const size_t wb = m2_stream_weight_bytes(s);
-    m2_latency l;
-    m2_latency_summarize(lat, (size_t)steps, &l);
+    m2_latency l = {m2_loghist_quantile(lat, 0.5), m2_loghist_quantile(lat, 0.99), m2_loghist_quantile(lat, 0.999),
+                    lat->max, lat->n ? lat->sum / (double)lat->n : 0};
     double hot = m2_stream_floor_ns(wb, 0, 2001), cold = m2_stream_floor_ns(wb, 1, 301);
     printf("model: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d; weights %.1f KB (%s), state %.1f KB per stream\n",
            d->F, d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, wb / 1024.0, o->bf16 ? "bf16 matrices" : "fp32",
@@ -340,12 +344,17 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
     m2_stream *s = NULL;
     const int S = o->per_instrument ? ds->n_instruments : o->batch;
     if (rc == M2_OK) rc = open_engine(ck, o->bf16, S, &s);
-    float *pred = rc ? NULL : malloc(sizeof(float) * (size_t)M * ds->n_targets);
-    double *lat = rc ? NULL : malloc(sizeof(double) * (size_t)M);
+    /* per-row results only where they are the output (--predictions) or compared (--bf16): otherwise memory does
+     * not grow with the split's rows (latencies go to a bounded histogram) */
+    const int keep = o->predictions || o->bf16;
+    float *pred = rc || !keep ? NULL : malloc(sizeof(float) * (size_t)M * ds->n_targets);
+    m2_loghist *lat = rc ? NULL : malloc(sizeof *lat);
     runner r = {0};
     m2_replay replay = {0};
     m2_replay_file *ts = NULL;
-    if (rc == M2_OK && (!pred || !lat)) rc = m2_fail(M2_EFAIL, "stream: out of memory for %lld rows", (long long)M);
+    if (rc == M2_OK && ((keep && !pred) || !lat))
+        rc = m2_fail(M2_EFAIL, "stream: out of memory for %lld rows", (long long)M);
+    if (lat) m2_loghist_init(lat);
     if (rc == M2_OK && o->per_instrument) rc = m2_replay_file_open(data, &ts);
     if (rc == M2_OK && o->per_instrument)
         rc = m2_replay_init(&replay, ds, o->split, (int64_t)((o->window_us > 0 ? o->window_us : 0) * 1e3),

@@ -136,29 +136,6 @@ static void print_written(const char *out, const m2_dataset *ds, double seconds)
 
 /* ---- synth ---------------------------------------------------------------------------------------- */
 
-/* Also stores the planted variable as /synth/latent (an addition to docs/FORMATS.md that readers ignore), so the
- * planted structure can be audited from the file alone. */
-typedef struct {
-    const double *latent;
-    int64_t n;
-    int signal;
-} latent_ctx;
-
-static int write_latent(int64_t file, void *arg)
-{
-    const latent_ctx *c = arg;
-    if (m2_h5_write(file, "/synth/latent", M2_H5_F64, 1, &c->n, c->latent, 1)) return M2_EFAIL;
-    hid_t d = H5Dopen2(file, "/synth/latent", H5P_DEFAULT);
-    int rc = d < 0 ||
-             m2_h5_attr_put_str(d, "meaning",
-                                c->signal == M2_SIGNAL_LINEAR
-                                    ? "L1 queue imbalance after the row (drives informed traders)"
-                                    : "decayed sum of signed noise-trader trades (decay time tau rows)") ||
-             m2_h5_attr_put_f64(d, "tau", M2_SYNTH_MEMORY_TAU);
-    if (d >= 0) H5Dclose(d);
-    return rc ? M2_EFAIL : M2_OK;
-}
-
 /* A universe file, or the per-instrument, per-day CSV files of one. */
 static int synth_universe(const m2_synth_opts *o, int instruments, const char *out, const char *csv_dir,
                           const char *lobster_dir)
@@ -238,13 +215,8 @@ static int cmd_synth(int argc, char **argv)
     if (csv_dir || lobster_dir || instruments > 1) return synth_universe(&o, instruments, out, csv_dir, lobster_dir);
     double t0 = now_s();
     m2_dataset ds;
-    double *latent = NULL;
-    int rc = m2_synth_dataset(&o, &ds, &latent);
-    if (rc) return m2_report(prog, rc);
-    latent_ctx lc = {latent, ds.n_rows, o.signal};
-    rc = m2_dataset_write_with(out, &ds, write_latent, &lc);
+    int rc = m2_synth_one(&o, out, &ds);
     if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
-    free(latent);
     m2_dataset_free(&ds);
     return rc ? m2_report(prog, rc) : M2_OK;
 }
@@ -326,13 +298,12 @@ static int import_one(const char *csv, const char *out, const m2_import_opts *o)
     double t0 = now_s();
     m2_dataset ds;
     m2_import_report rep;
-    int rc = m2_import_csv(csv, o, &ds, &rep);
+    int rc = m2_import_one(csv, o, out, &ds, &rep);
     warn_bad(&rep, csv);
     if (rc) return rc;
     printf("read %s: %lld data lines, %lld rows kept, %lld bad; tick size %g%s\n", csv, (long long)rep.lines,
            (long long)rep.rows, (long long)rep.bad, ds.tick_size, rep.tick_inferred ? " (inferred)" : "");
-    rc = m2_dataset_write(out, &ds);
-    if (rc == M2_OK) print_written(out, &ds, now_s() - t0);
+    print_written(out, &ds, now_s() - t0);
     m2_dataset_free(&ds);
     return rc;
 }

@@ -15,8 +15,7 @@
 #include "base/error.h"
 #include "io/h5util.h"
 
-#define M2_TICKS_SCHEMA  "mamba2.ticks"
-#define M2_TICKS_VERSION 2 /* 2 adds /universe; a file without it is written as version 1 */
+#define M2_TICKS_SCHEMA "mamba2.ticks"
 
 static const char *const split_names[3] = {"train", "val", "test"};
 
@@ -298,10 +297,11 @@ int m2_dataset_write(const char *path, const m2_dataset *ds) { return m2_dataset
 struct m2_dataset_writer {
     m2_h5_writer w;
     int64_t n_rows;
-    int n_features, n_targets;
+    int n_features, n_targets, version;
 };
 
-int m2_dataset_writer_open(m2_dataset_writer **out, const char *path, int64_t n_rows, int n_features, int n_targets)
+int m2_dataset_writer_open(m2_dataset_writer **out, const char *path, int64_t n_rows, int n_features, int n_targets,
+                           int version)
 {
     m2_dataset_writer *dw = calloc(1, sizeof *dw);
     *out = NULL;
@@ -309,7 +309,8 @@ int m2_dataset_writer_open(m2_dataset_writer **out, const char *path, int64_t n_
     dw->n_rows = n_rows;
     dw->n_features = n_features;
     dw->n_targets = n_targets;
-    if (m2_h5_create(&dw->w, path, M2_TICKS_SCHEMA, M2_TICKS_VERSION)) {
+    dw->version = version;
+    if (m2_h5_create(&dw->w, path, M2_TICKS_SCHEMA, version)) {
         free(dw);
         return M2_EFAIL;
     }
@@ -377,12 +378,19 @@ int m2_dataset_writer_copy(m2_dataset_writer *dw, int64_t at, const char *path, 
 
 int m2_dataset_writer_finish(m2_dataset_writer *dw, const m2_dataset *meta)
 {
+    return m2_dataset_writer_finish_with(dw, meta, NULL, NULL);
+}
+
+int m2_dataset_writer_finish_with(m2_dataset_writer *dw, const m2_dataset *meta,
+                                  int (*extra)(int64_t h5file, void *ctx), void *ctx)
+{
     hid_t f = dw->w.file;
-    int rc = meta->n_rows != dw->n_rows || meta->X || meta->y
+    /* version 1 (one instrument split by rows) has no /universe, and no session_inst to write there */
+    int rc = meta->n_rows != dw->n_rows || meta->X || meta->y || (dw->version > 1) != (meta->session_inst != NULL)
                  ? m2_fail(M2_EFAIL, "write (%s): the index does not describe the rows written", dw->w.path)
                  : M2_OK;
-    if (rc == M2_OK &&
-        (m2_dataset_check(meta, dw->w.path) || write_index(f, meta) || write_attrs(f, meta) || write_universe(f, meta)))
+    if (rc == M2_OK && (m2_dataset_check(meta, dw->w.path) || write_index(f, meta) || write_attrs(f, meta) ||
+                        (dw->version > 1 && write_universe(f, meta)) || (extra && extra(f, ctx))))
         rc = M2_EFAIL;
     if (rc == M2_OK) {
         rc = m2_h5_commit(&dw->w);

@@ -12,8 +12,9 @@
 
 enum { M2_SPLIT_TRAIN = 0, M2_SPLIT_VAL = 1, M2_SPLIT_TEST = 2 };
 
-#define M2_MAX_FEATURES 64
-#define M2_MAX_TARGETS  16
+#define M2_TICKS_VERSION 2 /* 2 adds /universe; a file without it is written as version 1 */
+#define M2_MAX_FEATURES  64
+#define M2_MAX_TARGETS   16
 
 typedef struct {
     int64_t n_rows;
@@ -84,18 +85,23 @@ int m2_dataset_write(const char *path, const m2_dataset *ds);
 int m2_dataset_write_with(const char *path, const m2_dataset *ds, int (*extra)(int64_t h5file, void *ctx), void *ctx);
 
 /* A universe file written in pieces (universe.c), so that only the index and statistics are held in memory:
- * open creates the temporary file with /features/X, /targets/y and /raw for n_rows rows (contiguous, uncompressed:
+ * open creates the temporary file of schema `version` (M2_TICKS_VERSION; 1: one instrument split by rows, no
+ * /universe) with /features/X, /targets/y and /raw for n_rows rows (contiguous, uncompressed:
  * FORMATS.md "Universe import"); put copies rows [begin, end) of src (features, targets, raw events) to row `at`;
- * finish validates `meta` (every field but X, y and the raw arrays, which stay NULL), writes the index,
- * attributes and /universe and commits atomically; abort (also after a failed put) removes the temporary file. */
+ * finish validates `meta` (every field but X, y and the raw arrays, which stay NULL; session_inst set exactly
+ * when version > 1), writes the index, attributes and (version > 1) /universe and commits atomically; abort (also after a failed put) removes the temporary file. */
 typedef struct m2_dataset_writer m2_dataset_writer;
-int m2_dataset_writer_open(m2_dataset_writer **w, const char *path, int64_t n_rows, int n_features, int n_targets);
+int m2_dataset_writer_open(m2_dataset_writer **w, const char *path, int64_t n_rows, int n_features, int n_targets,
+                           int version);
 int m2_dataset_writer_put(m2_dataset_writer *w, int64_t at, const m2_dataset *src, int64_t begin, int64_t end);
 /* Copies rows [begin, end) of the dataset `old`, read from the file `path` (its X and y in memory or mapped, its
  * /raw columns read in chunks), to row `at`. */
 int m2_dataset_writer_copy(m2_dataset_writer *w, int64_t at, const char *path, const m2_dataset *old, int64_t begin,
                            int64_t end);
 int m2_dataset_writer_finish(m2_dataset_writer *w, const m2_dataset *meta);
+/* finish with extra content, as m2_dataset_write_with: `extra` writes into the open file before the commit. */
+int m2_dataset_writer_finish_with(m2_dataset_writer *w, const m2_dataset *meta, int (*extra)(int64_t h5file, void *ctx),
+                                  void *ctx);
 void m2_dataset_writer_abort(m2_dataset_writer *w);
 
 void m2_dataset_free(m2_dataset *ds);

@@ -328,7 +328,8 @@ int m2_rows_keep(rows *r, const event *e)
     r->tsz[i] = e->tsz;
     r->side[i] = (int8_t)e->side;
     if (r->n_extra) memcpy(r->extra + i * r->n_extra, e->extra, sizeof(float) * (size_t)r->n_extra);
-    return M2_OK;
+    r->kept++;
+    return r->flush && r->n >= r->flush_at ? r->flush(r->flush_ctx, r) : M2_OK;
 }
 
 /* The next line of a plain or gzip-compressed file (zlib reads both) into *buf, growing it: its length, or -1 at
@@ -375,10 +376,13 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
             snprintf(why, sizeof why, "time goes backwards");
             bad = why;
         }
+        char orig[4096];
+        int64_t at = lineno;
+        int moved = bad && o->origin && o->origin(o->origin_ctx, csv, lineno, orig, sizeof orig, &at) == M2_OK;
         if (bad && o->strict)
-            rc = m2_fail(M2_EFAIL, "row (%s:%lld): %s (--strict)", csv, (long long)lineno, bad);
+            rc = m2_fail(M2_EFAIL, "row (%s:%lld): %s (--strict)", moved ? orig : csv, (long long)at, bad);
         else if (bad)
-            m2_import_note_bad(rep, lineno, bad, name_files ? csv : NULL);
+            m2_import_note_bad(rep, at, bad, moved ? orig : name_files ? csv : NULL);
         else
             rc = m2_rows_keep(r, &e);
     }
@@ -393,19 +397,24 @@ static int read_rows(gzFile in, const char *csv, const m2_import_opts *o, rows *
     return rc;
 }
 
-/* Trade direction by the tick rule (up-tick buy, down-tick sell, unchanged keeps the last) where none was given. */
-static void tick_rule(rows *r, const int64_t *sessions, int64_t n_sessions)
+/* The tick rule's memory inside a session: the last trade's price and side. */
+typedef struct {
+    double px;
+    int side;
+} trade_memory;
+
+/* Trade direction by the tick rule (up-tick buy, down-tick sell, unchanged keeps the last) where none was given,
+ * on rows [at, r->n) of r, whose sessions begin at rows at + starts[0..n_starts) (ascending): the memory is
+ * forgotten there and carried in *m from one call to the next (a session continued by the next piece). */
+static void tick_rule(rows *r, int64_t at, const int64_t *starts, int64_t n_starts, trade_memory *m)
 {
-    for (int64_t s = 0; s < n_sessions; s++) {
-        double last_px = NAN;
-        int last_side = 0;
-        for (int64_t i = sessions[s]; i < sessions[s + 1]; i++) {
-            if (!isfinite(r->tpx[i])) continue;
-            if (r->side[i] == 0 && isfinite(last_px))
-                r->side[i] = (int8_t)(r->tpx[i] > last_px ? 1 : r->tpx[i] < last_px ? -1 : last_side);
-            last_px = r->tpx[i];
-            last_side = r->side[i];
-        }
+    for (int64_t i = at, k = 0; i < r->n; i++) {
+        if (k < n_starts && i == at + starts[k]) *m = (trade_memory){NAN, 0}, k++;
+        if (!isfinite(r->tpx[i])) continue;
+        if (r->side[i] == 0 && isfinite(m->px))
+            r->side[i] = (int8_t)(r->tpx[i] > m->px ? 1 : r->tpx[i] < m->px ? -1 : m->side);
+        m->px = r->tpx[i];
+        m->side = r->side[i];
     }
 }
 
@@ -424,17 +433,19 @@ static double min_step(const rows *r, int64_t from, double best)
 /* The smallest price change seen, rounded to 1e-9 (decimal prices are not exact in binary). */
 static double tick_of(double best) { return isfinite(best) ? round(best * 1e9) / 1e9 : 0.01; }
 
-static int make_sessions(const rows *r, double gap_s, m2_dataset *ds)
+/* The sessions beginning among rows [at, r->n), as offsets from `at`, into ds (sessions[n_sessions] = r->n - at): a
+ * row begins one when it is the first row or follows a gap longer than gap_s. With at > 0 the rows before `at`
+ * came earlier (the last of them stays in r for this): rows up to the first start continue that session. */
+static int make_sessions(const rows *r, int64_t at, double gap_s, m2_dataset *ds)
 {
-    int64_t n = 1;
-    for (int64_t i = 1; i < r->n; i++) n += (double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s;
+    int64_t n = 0;
+    for (int64_t i = at; i < r->n; i++) n += i == 0 || (double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s;
     ds->sessions = malloc((size_t)(n + 1) * sizeof *ds->sessions);
     if (!ds->sessions) return m2_fail(M2_EFAIL, "import: out of memory");
     int64_t k = 0;
-    ds->sessions[k++] = 0;
-    for (int64_t i = 1; i < r->n; i++)
-        if ((double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s) ds->sessions[k++] = i;
-    ds->sessions[k] = r->n;
+    for (int64_t i = at; i < r->n; i++)
+        if (i == 0 || (double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s) ds->sessions[k++] = i - at;
+    ds->sessions[k] = r->n - at;
     ds->n_sessions = n;
     return M2_OK;
 }
@@ -468,8 +479,9 @@ static void name_events(m2_dataset *ds, const char *first, int n_files, const m2
 static int take_rows(rows *r, const char *first, int n_files, const m2_import_opts *o, m2_dataset *ds,
                      m2_import_report *rep)
 {
-    if (make_sessions(r, o->session_gap_s, ds)) return M2_EFAIL;
-    tick_rule(r, ds->sessions, ds->n_sessions);
+    if (make_sessions(r, 0, o->session_gap_s, ds)) return M2_EFAIL;
+    trade_memory m = {NAN, 0};
+    tick_rule(r, 0, ds->sessions, ds->n_sessions, &m);
     ds->n_rows = rep->rows = r->n;
     ds->ts_ns = r->ts;
     ds->bid_px = r->bid;
@@ -536,46 +548,53 @@ int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *
     return rc;
 }
 
-/* Rows [0, cut) of r, whole sessions, as one piece of events: sessions found, trade sides set, then emitted; the
- * rows from cut on move to the front. */
-static int emit_rows(rows *r, int64_t cut, const m2_import_opts *o, m2_dataset *piece, m2_universe_emit emit,
-                     void *sink)
+/* Pass 1 of one instrument in pieces (m2_import_events_pieces): what goes on between two pieces. */
+typedef struct {
+    const m2_import_opts *o;
+    m2_universe_emit emit;
+    void *sink;
+    m2_dataset piece; /* its names and provisional tick size; the arrays point into the rows */
+    int64_t at;       /* 1 when row 0 of the rows is the previous piece's last row (already handed on) */
+    double best;      /* the raw smallest price step over all rows so far, rounded only at the end (tick_of) */
+    trade_memory trades;
+} piece_state;
+
+/* Hands rows [at, r->n) on as one piece (rows.flush): sessions found, trade sides set, the step sizes counted;
+ * the last row stays in r as row 0, so the next piece can tell whether it continues that row's session. */
+static int flush_piece(void *ctx, rows *r)
 {
-    rows head = *r;
-    head.n = cut;
-    if (make_sessions(&head, o->session_gap_s, piece)) return M2_EFAIL;
-    tick_rule(&head, piece->sessions, piece->n_sessions);
-    piece->n_rows = cut;
-    piece->ts_ns = r->ts;
-    piece->bid_px = r->bid;
-    piece->ask_px = r->ask;
-    piece->bid_sz = r->bsz;
-    piece->ask_sz = r->asz;
-    piece->trade_px = r->tpx;
-    piece->trade_sz = r->tsz;
-    piece->side = r->side;
-    piece->extra = r->extra;
+    piece_state *p = ctx;
+    m2_dataset *piece = &p->piece;
+    p->best = min_step(r, 1, p->best);
+    piece->tick_size = p->o->tick_size > 0 ? p->o->tick_size : tick_of(p->best); /* the last piece's counts */
+    if (make_sessions(r, p->at, p->o->session_gap_s, piece)) return M2_EFAIL;
+    tick_rule(r, p->at, piece->sessions, piece->n_sessions, &p->trades);
+    const int64_t a = p->at;
+    piece->n_rows = r->n - a;
+    piece->ts_ns = r->ts + a;
+    piece->bid_px = r->bid + a;
+    piece->ask_px = r->ask + a;
+    piece->bid_sz = r->bsz + a;
+    piece->ask_sz = r->asz + a;
+    piece->trade_px = r->tpx + a;
+    piece->trade_sz = r->tsz + a;
+    piece->side = r->side + a;
+    piece->extra = r->n_extra ? r->extra + a * r->n_extra : NULL;
     piece->n_extra = r->n_extra;
-    int rc = emit(sink, piece);
+    int rc = p->emit(p->sink, piece);
     free(piece->sessions);
     piece->sessions = NULL;
-    size_t m = (size_t)(r->n - cut);
-    memmove(r->ts, r->ts + cut, m * sizeof *r->ts);
-    double *cols[] = {r->bid, r->ask, r->bsz, r->asz, r->tpx, r->tsz};
-    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) memmove(cols[c], cols[c] + cut, m * sizeof *cols[c]);
-    memmove(r->side, r->side + cut, m);
-    if (r->n_extra) memmove(r->extra, r->extra + cut * r->n_extra, m * (size_t)r->n_extra * sizeof *r->extra);
-    r->n -= cut;
+    if (r->n > 1) { /* the last row moves to the front */
+        const int64_t l = r->n - 1;
+        r->ts[0] = r->ts[l];
+        double *cols[] = {r->bid, r->ask, r->bsz, r->asz, r->tpx, r->tsz};
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) cols[c][0] = cols[c][l];
+        r->side[0] = r->side[l];
+        if (r->n_extra) memmove(r->extra, r->extra + l * r->n_extra, (size_t)r->n_extra * sizeof *r->extra);
+        r->n = 1;
+    }
+    p->at = r->n;
     return rc;
-}
-
-/* Where the last session of r begins (0 when r is one session): the rows before it are complete sessions, since a
- * later file's rows can only continue the last one (make_sessions' rule, applied across the file boundary). */
-static int64_t last_session(const rows *r, double gap_s)
-{
-    for (int64_t i = r->n - 1; i > 0; i--)
-        if ((double)(r->ts[i] - r->ts[i - 1]) * 1e-9 > gap_s) return i;
-    return 0;
 }
 
 int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts *o, m2_universe_emit emit, void *sink,
@@ -583,25 +602,19 @@ int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts 
 {
     memset(rep, 0, sizeof *rep);
     if (check_opts(o)) return M2_EUSAGE;
-    rows r = {.n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0};
-    m2_dataset piece;
-    memset(&piece, 0, sizeof piece);
-    name_events(&piece, csv[0], n, o);
-    double best = INFINITY; /* the raw smallest price step over all rows, rounded only at the end (tick_of) */
+    piece_state p = {.o = o, .emit = emit, .sink = sink, .best = INFINITY, .trades = {NAN, 0}};
+    name_events(&p.piece, csv[0], n, o);
+    rows r = {.n_extra = o->depth_levels > 0 ? o->depth_levels + 1 : 0,
+              .flush = flush_piece,
+              .flush_ctx = &p,
+              .flush_at = o->piece_rows > 1 ? o->piece_rows : M2_IMPORT_PIECE_ROWS};
     int rc = M2_OK;
-    for (int i = 0; rc == M2_OK && i < n; i++) {
-        int64_t before = r.n;
-        rc = read_file(csv[i], o, &r, rep, n > 1);
-        best = min_step(&r, before > 0 ? before : 1, best);
-        rep->rows += r.n - before;
-        piece.tick_size = o->tick_size > 0 ? o->tick_size : tick_of(best); /* provisional: the last piece's counts */
-        int64_t cut = i + 1 < n ? last_session(&r, o->session_gap_s) : 0;
-        if (rc == M2_OK && cut > 0) rc = emit_rows(&r, cut, o, &piece, emit, sink);
-    }
+    for (int i = 0; rc == M2_OK && i < n; i++) rc = read_file(csv[i], o, &r, rep, n > 1);
+    rep->rows = r.kept;
     if (rc == M2_OK && rep->rows < 2)
         rc = m2_fail(M2_EFAIL, "import (%s): %lld valid rows, need at least 2", csv[0], (long long)rep->rows);
     rep->tick_inferred = o->tick_size == 0;
-    if (rc == M2_OK) rc = emit_rows(&r, r.n, o, &piece, emit, sink);
+    if (rc == M2_OK) rc = flush_piece(&p, &r); /* the last piece, maybe empty, has the final tick size */
     free_rows(&r);
     return rc;
 }

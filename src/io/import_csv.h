@@ -31,8 +31,16 @@ typedef struct {
     double tick_size;              /* 0: inferred as the smallest price change seen (0.01 if none) */
     double session_gap_s;          /* a gap longer than this starts a new session */
     int strict;
+    int64_t piece_rows; /* pass 1 hands an instrument's rows on in pieces of this many (0: M2_IMPORT_PIECE_ROWS) */
+    /* When set, a bad row at `line` of `file` is reported at *orig_line of the file written into name[cap]
+     * (returns M2_OK; else the row is reported where it is): files split out of others (import_demux.h). */
+    int (*origin)(void *ctx, const char *file, int64_t line, char *name, size_t cap, int64_t *orig_line);
+    void *origin_ctx;
     m2_feature_opts feat;
 } m2_import_opts;
+
+/* Rows parsed before they go on to the spool (FORMATS.md "Universe import"): ~3.7 MB of parsed columns. */
+#define M2_IMPORT_PIECE_ROWS (1 << 16)
 
 #define M2_IMPORT_LISTED 10
 
@@ -57,9 +65,10 @@ int m2_import_csv_events(const char *csv, const m2_import_opts *o, m2_dataset *d
 int m2_import_events_files(const char *const *csv, int n, const m2_import_opts *o, m2_dataset *ds,
                            m2_import_report *rep);
 
-/* The same files read one at a time, holding only the rows of the session still open: each completed session
- * (and the last one at the end) goes to emit(sink, piece) as a piece of whole sessions, the same rows, sessions and
- * trade sides m2_import_events_files makes of the concatenation. The tick size is inferred from all rows, so only
+/* The same files read one after the other, holding at most o->piece_rows parsed rows: whenever that many have
+ * accumulated (and at the end) they go to emit(sink, piece) as one piece (m2_universe_emit: it may continue the
+ * previous piece's session), together the same rows, sessions and trade sides m2_import_events_files makes of the
+ * concatenation. The tick size is inferred from all rows, so only
  * the last piece's tick_size is final (m2_universe_write takes that one; FORMATS.md "Universe import"). The report
  * is m2_import_events_files'. */
 int m2_import_events_pieces(const char *const *csv, int n, const m2_import_opts *o, m2_universe_emit emit, void *sink,

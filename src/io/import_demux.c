@@ -14,13 +14,17 @@
 #include "io/import_rows.h"
 #include "io/universe.h"
 
-#define PART_BUFFER (64 << 10)
+#define PART_BUFFER   (64 << 10)
+#define ORIGIN_BUFFER 1024 /* line origins buffered per instrument (8 KiB) */
+#define LINE_BITS     40   /* an origin: the input's index << LINE_BITS | its line number */
 
 typedef struct {
     char name[64];
     char path[4200];
     char *buf;
     size_t used;
+    uint64_t org[ORIGIN_BUFFER]; /* where the buffered lines came from, bound for the part's .lines file */
+    int n_org;
 } part;
 
 typedef struct {
@@ -46,6 +50,25 @@ static int flush_part(part *q, const char *header)
     if (f && fclose(f) != 0) ok = 0;
     q->used = 0;
     return ok ? M2_OK : m2_fail(M2_EFAIL, "import (%s): cannot write: %s", q->path, strerror(errno));
+}
+
+/* The part's .lines file, next to it: one origin (8 bytes) per data line, in the part's order. */
+static void lines_path(const char *part_path, char *out, size_t cap)
+{
+    size_t n = strlen(part_path) > 4 ? strlen(part_path) - 4 : 0; /* without ".csv" */
+    snprintf(out, cap, "%.*s.lines", (int)n, part_path);
+}
+
+static int flush_origins(part *q)
+{
+    if (q->n_org == 0) return M2_OK;
+    char path[4300];
+    lines_path(q->path, path, sizeof path);
+    FILE *f = fopen(path, "ab");
+    int ok = f && fwrite(q->org, sizeof q->org[0], (size_t)q->n_org, f) == (size_t)q->n_org;
+    if (f && fclose(f) != 0) ok = 0;
+    q->n_org = 0;
+    return ok ? M2_OK : m2_fail(M2_EFAIL, "import (%s): cannot write: %s", path, strerror(errno));
 }
 
 static int rehash(parts *ps)
@@ -126,8 +149,8 @@ static int header_column(const char *header, const char *column, const char *pat
 }
 
 /* Streams one input file into its instruments' parts (an instrument of several files continues its part). */
-static int split_file(const char *path, const char *column, const char *folder, parts *ps, char **first_header,
-                      const char **first_path)
+static int split_file(const char *path, int input, const char *column, const char *folder, parts *ps,
+                      char **first_header, const char **first_path)
 {
     gzFile in = gzopen(path, "rb");
     if (!in) return m2_fail(M2_EFAIL, "import (%s): %s", path, strerror(errno ? errno : ENOMEM));
@@ -164,10 +187,12 @@ static int split_file(const char *path, const char *column, const char *folder, 
         if (rc == M2_OK && (size_t)len + 1 > PART_BUFFER)
             rc = m2_fail(M2_EFAIL, "import (%s:%lld): line longer than %d bytes", path, (long long)lineno, PART_BUFFER);
         if (rc == M2_OK && q->used + (size_t)len + 1 > PART_BUFFER) rc = flush_part(q, header);
+        if (rc == M2_OK && q->n_org == ORIGIN_BUFFER) rc = flush_origins(q);
         if (rc == M2_OK) {
             memcpy(q->buf + q->used, line, (size_t)len);
             q->used += (size_t)len;
             if (line[len - 1] != '\n') q->buf[q->used++] = '\n';
+            q->org[q->n_org++] = (uint64_t)input << LINE_BITS | (uint64_t)lineno;
         }
     }
     int err = Z_OK;
@@ -175,7 +200,8 @@ static int split_file(const char *path, const char *column, const char *folder, 
     if (rc == M2_OK && err != Z_OK && err != Z_STREAM_END)
         rc = m2_fail(M2_EFAIL, "import (%s): gzip data corrupt or truncated: %s", path, zmsg);
     if (rc == M2_OK && !header) rc = m2_fail(M2_EFAIL, "import (%s): empty file", path);
-    for (int k = 0; rc == M2_OK && k < ps->n; k++) rc = flush_part(&ps->p[k], header);
+    for (int k = 0; rc == M2_OK && k < ps->n; k++)
+        if ((rc = flush_part(&ps->p[k], header)) == M2_OK) rc = flush_origins(&ps->p[k]);
     free(line);
     if (rc == M2_OK && !*first_header) {
         *first_header = header;
@@ -238,7 +264,7 @@ int m2_file_list_demux(m2_file_list *list, const char *column, const char *folde
         const char *path = list->path[order[i]];
         if (m2_lobster_is_message(path))
             rc = m2_fail(M2_EUSAGE, "import (%s): --instrument-column applies to CSV files, not LOBSTER pairs", path);
-        if (rc == M2_OK) rc = split_file(path, column, folder, &ps, &header, &header_path);
+        if (rc == M2_OK) rc = split_file(path, order[i], column, folder, &ps, &header, &header_path);
     }
     free(header);
     free(order);
@@ -264,16 +290,51 @@ void m2_demux_folder_remove(const char *folder)
     rmdir(folder);
 }
 
+/* The inputs before the split, for bad rows' origins (m2_import_opts.origin). */
+typedef struct {
+    char **path;
+    int n;
+} inputs;
+
+/* Data line `line` of a part (line 1 is its header) is entry line - 2 of its .lines file. */
+static int part_origin(void *ctx, const char *file, int64_t line, char *name, size_t cap, int64_t *orig_line)
+{
+    const inputs *in = ctx;
+    char path[4300];
+    lines_path(file, path, sizeof path);
+    uint64_t org = 0;
+    FILE *f = line >= 2 ? fopen(path, "rb") : NULL;
+    int ok = f && fseeko(f, (off_t)(8 * (line - 2)), SEEK_SET) == 0 && fread(&org, sizeof org, 1, f) == 1;
+    if (f) fclose(f);
+    int k = (int)(org >> LINE_BITS);
+    if (!ok || k >= in->n) return M2_EFAIL;
+    snprintf(name, cap, "%s", in->path[k]);
+    *orig_line = (int64_t)(org & ((1ULL << LINE_BITS) - 1));
+    return M2_OK;
+}
+
 int m2_import_universe_by_column(m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
                                  m2_import_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     memset(meta, 0, sizeof *meta);
     char folder[4200];
+    inputs in = {calloc((size_t)list->n, sizeof(char *)), list->n};
+    int rc = in.path ? M2_OK : m2_fail(M2_EFAIL, "import: out of memory for the file list");
+    for (int i = 0; rc == M2_OK && i < in.n; i++)
+        if (!(in.path[i] = strdup(list->path[i]))) rc = m2_fail(M2_EFAIL, "import: out of memory for the file list");
     snprintf(folder, sizeof folder, "%s.parts.XXXXXX", path);
-    if (!mkdtemp(folder)) return m2_fail(M2_EFAIL, "import (%s): cannot create a folder: %s", folder, strerror(errno));
-    int rc = m2_file_list_demux(list, o->instrument_column, folder);
-    if (rc == M2_OK) rc = m2_import_universe(list, o, path, meta, rep);
-    m2_demux_folder_remove(folder);
+    if (rc == M2_OK && !mkdtemp(folder))
+        rc = m2_fail(M2_EFAIL, "import (%s): cannot create a folder: %s", folder, strerror(errno));
+    else if (rc == M2_OK) {
+        m2_import_opts by_part = *o;
+        by_part.origin = part_origin;
+        by_part.origin_ctx = &in;
+        rc = m2_file_list_demux(list, o->instrument_column, folder);
+        if (rc == M2_OK) rc = m2_import_universe(list, &by_part, path, meta, rep);
+        m2_demux_folder_remove(folder);
+    }
+    for (int i = 0; in.path && i < in.n; i++) free(in.path[i]);
+    free(in.path);
     return rc;
 }

@@ -16,7 +16,8 @@
 int m2_file_list_demux(m2_file_list *list, const char *column, const char *folder);
 
 /* The whole import: the parts in a temporary folder next to `path` (removed afterwards, whatever the outcome),
- * then m2_import_universe. Bad rows are reported with the line numbers of the parts. */
+ * then m2_import_universe. Bad rows are reported with the input file and line they came from (each part has a
+ * .lines file beside it: the input and line of each of its data lines). */
 int m2_import_universe_by_column(m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
                                  m2_import_report *rep);
 

@@ -233,8 +233,8 @@ typedef struct {
     m2_import_report *rep;
 } import_ctx;
 
-/* Instrument k's files read one at a time, its completed sessions emitted as pieces (m2_import_events_pieces), so
- * pass 1 holds one file and the open session, not the instrument. */
+/* Instrument k's files read one after the other, its rows emitted in pieces (m2_import_events_pieces), so pass 1
+ * holds one piece of rows, not a file, a session or the instrument. */
 static int import_source(void *ctx, int k, m2_universe_emit emit, void *sink)
 {
     import_ctx *c = ctx;
@@ -264,4 +264,24 @@ int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const 
     int rc = m2_universe_write(path, n_inst, import_source, &c, &o->feat, n_inst > 1 ? source : NULL, meta);
     free(first);
     return rc;
+}
+
+typedef struct {
+    const char *csv;
+    const m2_import_opts *o;
+    m2_import_report *rep;
+} one_ctx;
+
+static int one_source(void *ctx, int k, m2_universe_emit emit, void *sink)
+{
+    (void)k;
+    one_ctx *c = ctx;
+    return m2_import_events_pieces(&c->csv, 1, c->o, emit, sink, c->rep);
+}
+
+int m2_import_one(const char *csv, const m2_import_opts *o, const char *path, m2_dataset *meta, m2_import_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    one_ctx c = {csv, o, rep};
+    return m2_universe_write_one(path, one_source, &c, &o->feat, NULL, NULL, meta);
 }

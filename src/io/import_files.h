@@ -23,9 +23,14 @@ void m2_file_list_free(m2_file_list *list);
 /* Parses NAME[_DATE].csv[.gz] into the instrument and the date (0 when none). M2_EUSAGE on a name too long. */
 int m2_file_name_parse(const char *path, char instrument[64], int *date);
 
-/* Imports every instrument of the list into the universe file `path`, one instrument in memory at a time
- * (m2_universe_write). `rep` sums the instruments' reports; `meta` receives the index and statistics. */
+/* Imports every instrument of the list into the universe file `path` in bounded memory (m2_universe_write, pieces
+ * of rows from m2_import_events_pieces). `rep` sums the instruments' reports; `meta` receives the index and statistics. */
 int m2_import_universe(const m2_file_list *list, const m2_import_opts *o, const char *path, m2_dataset *meta,
                        m2_import_report *rep);
+
+/* One CSV (or LOBSTER pair) of one instrument into the file `path` of version 1 (m2_universe_write_one: split at
+ * row fractions, no /universe), the instrument named as by m2_import_csv; the same file m2_import_csv and
+ * m2_dataset_write make of it, in bounded memory: rows go to the spool in pieces of o->piece_rows. */
+int m2_import_one(const char *csv, const m2_import_opts *o, const char *path, m2_dataset *meta, m2_import_report *rep);
 
 #endif

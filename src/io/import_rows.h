@@ -10,13 +10,19 @@
 #include "io/dataset.h"
 #include "io/import_csv.h"
 
-typedef struct {
+typedef struct rows {
     int64_t n, cap;
     int64_t *ts;
     double *bid, *ask, *bsz, *asz, *tpx, *tsz;
     int8_t *side;
     int n_extra;  /* per-row extra features (depth), 0 for none */
     float *extra; /* [cap, n_extra] */
+    int64_t kept; /* rows kept so far, those handed on included */
+    /* When set, called by m2_rows_keep once n reaches flush_at: it hands rows on (a piece, import_csv.c) and leaves
+     * at least the last row in place, so a reader's "time goes backwards" check still sees it. */
+    int (*flush)(void *ctx, struct rows *r);
+    void *flush_ctx;
+    int64_t flush_at;
 } rows;
 
 /* One parsed row before it is accepted. */

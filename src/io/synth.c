@@ -425,28 +425,29 @@ int m2_synth_each_session(const m2_synth_opts *o, m2_synth_session_fn fn, void *
     snprintf(ds.source, sizeof ds.source, "synth signal=%s seed=%llu", m2_signal_name(o->signal),
              (unsigned long long)o->seed);
     book *b = malloc(sizeof *b);
-    double *when = malloc((size_t)per * sizeof *when);
+    double *when = malloc((size_t)per * sizeof *when), *lat = malloc((size_t)per * sizeof *lat);
     if (o->levels) {
         ds.book = malloc(sizeof(double) * 4 * (size_t)o->levels * (size_t)per);
         ds.extra = malloc(sizeof(float) * (size_t)ds.n_extra * (size_t)per);
     }
-    int rc = !b || !when || alloc_raw(&ds, per) || (o->levels && (!ds.book || !ds.extra))
+    int rc = !b || !when || !lat || alloc_raw(&ds, per) || (o->levels && (!ds.book || !ds.extra))
                  ? m2_fail(M2_EFAIL, "synth: out of memory for %lld ticks", (long long)per)
                  : M2_OK;
     if (rc == M2_OK) init_book(b, o->seed);
     traders t = {o->signal, 0, exp(-1.0 / M2_SYNTH_MEMORY_TAU)};
     for (int s = 0; rc == M2_OK && s < o->sessions; s++) {
         int64_t n = o->ticks / o->sessions + (s < o->ticks % o->sessions);
-        run_session(b, &t, &ds, NULL, when, 0, n, s);
+        run_session(b, &t, &ds, lat, when, 0, n, s);
         for (int64_t i = 0; ds.book && i < n; i++)
             m2_depth_imbalance(ds.book + i * 4 * o->levels, o->levels, ds.extra + i * ds.n_extra);
         ds.n_rows = n;
         ds.sessions[0] = 0;
         ds.sessions[1] = n;
-        rc = fn(ctx, &ds);
+        rc = fn(ctx, &ds, lat);
     }
     free(b);
     free(when);
+    free(lat);
     m2_dataset_free(&ds);
     return rc;
 }

@@ -37,9 +37,10 @@ const char *m2_signal_name(int signal);
 int m2_synth_events(const m2_synth_opts *o, m2_dataset *ds, double **latent);
 
 /* The events of m2_synth_events, one session at a time: fn gets a dataset holding that session's rows only
- * (sessions {0, n}, tick_size, instrument, source and the depth features set), valid during the call. Memory is one
- * session, whatever o->ticks (universe.c's pass 1). */
-typedef int (*m2_synth_session_fn)(void *ctx, m2_dataset *session);
+ * (sessions {0, n}, tick_size, instrument, source and the depth features set) and the planted variable of those
+ * rows (m2_synth_events' latent), both valid during the call. Memory is one session, whatever o->ticks
+ * (universe.c's pass 1). */
+typedef int (*m2_synth_session_fn)(void *ctx, m2_dataset *session, const double *latent);
 int m2_synth_each_session(const m2_synth_opts *o, m2_synth_session_fn fn, void *ctx);
 
 /* m2_synth_events + m2_features_build: the dataset `mamba2_ticks synth` writes. */

@@ -14,6 +14,11 @@ int m2_synth_instrument(const m2_synth_opts *o, int k, m2_dataset *events);
  * simulated and held at a time (m2_synth_each_session). `meta` receives the index and statistics. */
 int m2_synth_universe(const m2_synth_opts *o, int K, const char *path, m2_dataset *meta);
 
+/* The one-instrument file `mamba2_ticks synth` writes (version 1, split at row fractions: m2_universe_write_one),
+ * the same as m2_synth_dataset + m2_dataset_write, with /synth/latent, in bounded memory: a session is simulated
+ * at a time, the planted variable spooled to an unlinked file next to `path`. */
+int m2_synth_one(const m2_synth_opts *o, const char *path, m2_dataset *meta);
+
 /* Writes (creating DIR when missing) DIR/SYNkkk_YYYYMMDD.csv.gz, one per instrument and session (each session is one trading day), columns
  * ts,bid,ask,bid_size,ask_size,price,size,side (ts in ns; price/size/side empty without a trade). Each file is
  * written under a temporary name and renamed. `rows` receives the rows written. */

@@ -33,15 +33,22 @@ static void **slot(const m2_dataset *ds, int c) { return (void **)((char *)ds + 
 
 static int64_t day_of(int64_t t) { return t >= 0 ? t / DAY_NS : -((-t + DAY_NS - 1) / DAY_NS); }
 
-static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
+static int pwrite_all(int fd, const void *p, size_t n, int64_t at)
 {
     for (const char *c = p; n > 0;) {
-        ssize_t w = pwrite(sp->fd[f], c, n, (off_t)sp->end[f]);
+        ssize_t w = pwrite(fd, c, n, (off_t)at);
         if (w <= 0) return m2_fail(M2_EFAIL, "universe (spool): cannot write: %s", strerror(errno));
         c += w;
         n -= (size_t)w;
-        sp->end[f] += w;
+        at += w;
     }
+    return M2_OK;
+}
+
+static int put_bytes(m2_spool *sp, int f, const void *p, size_t n)
+{
+    if (pwrite_all(sp->fd[f], p, n, sp->end[f])) return M2_EFAIL;
+    sp->end[f] += (int64_t)n;
     return M2_OK;
 }
 
@@ -57,9 +64,19 @@ static int get_bytes(const m2_spool *sp, int f, void *p, size_t n, int64_t at)
     return M2_OK;
 }
 
+int m2_spool_cache_put(const m2_spool *sp, int64_t at, const void *p, size_t n)
+{
+    return pwrite_all(sp->fd[M2_SPOOL_CACHE], p, n, at);
+}
+
+int m2_spool_cache_get(const m2_spool *sp, int64_t at, void *p, size_t n)
+{
+    return get_bytes(sp, M2_SPOOL_CACHE, p, n, at);
+}
+
 /* One unlinked file per column (the raw columns, the extra features, the session offsets), so that an
  * instrument's rows, which arrive in pieces, lie contiguous in each. */
-static int spool_open(m2_spool *sp, const char *path, int n)
+int m2_spool_open(m2_spool *sp, const char *path, int n)
 {
     memset(sp, 0, sizeof *sp);
     for (int f = 0; f < M2_SPOOL_FILES; f++) sp->fd[f] = -1;
@@ -75,7 +92,7 @@ static int spool_open(m2_spool *sp, const char *path, int n)
     return sp->inst ? M2_OK : m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
 }
 
-static void spool_close(m2_spool *sp)
+void m2_spool_close(m2_spool *sp)
 {
     for (int f = 0; f < M2_SPOOL_FILES; f++)
         if (sp->fd[f] >= 0) close(sp->fd[f]);
@@ -109,17 +126,12 @@ static int add_days(m2_spool *sp, int k, const m2_dataset *ev, int64_t ts_at)
     return M2_OK;
 }
 
-typedef struct {
-    m2_spool *sp;
-    int k;
-} sink;
-
 /* A piece of instrument k's events (m2_universe_emit): its rows after the earlier pieces', its sessions after
  * theirs. The first piece names the instrument; the last one's tick size counts. */
-static int spool_piece(void *ctx, const m2_dataset *ev)
+int m2_spool_piece(void *ctx, const m2_dataset *ev)
 {
-    m2_spool *sp = ((sink *)ctx)->sp;
-    m2_spooled *s = &sp->inst[((sink *)ctx)->k];
+    m2_spool *sp = ((m2_spool_sink *)ctx)->sp;
+    m2_spooled *s = &sp->inst[((m2_spool_sink *)ctx)->k];
     if (s->rows == 0 && s->sessions == 0) {
         s->first = sp->end[0] / 8;
         s->extra_at = sp->end[N_COLUMNS];
@@ -132,7 +144,7 @@ static int spool_piece(void *ctx, const m2_dataset *ev)
                        ev->n_extra);
     }
     s->tick = ev->tick_size; /* the last piece's: a source inferring it from all rows knows it at the end */
-    int rc = add_days(sp, ((sink *)ctx)->k, ev, sp->end[0]);
+    int rc = add_days(sp, ((m2_spool_sink *)ctx)->k, ev, sp->end[0]);
     for (int c = 0; rc == M2_OK && c < N_COLUMNS; c++)
         rc = put_bytes(sp, c, *slot(ev, c), columns[c].size * (size_t)ev->n_rows);
     if (rc == M2_OK && ev->n_extra)
@@ -316,8 +328,15 @@ static int join_sessions(m2_dataset *meta, m2_session_list l[3])
     return M2_OK;
 }
 
+/* What the file is, besides the rows: its version and any extra content (m2_universe_write_one). */
+typedef struct {
+    int version;
+    int (*extra)(int64_t h5file, void *ctx);
+    void *extra_ctx;
+} file_kind;
+
 static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], const m2_feature_opts *o, const char *path,
-                      m2_dataset *meta)
+                      const file_kind *kind, m2_dataset *meta)
 {
     int64_t at[3] = {0, 0, 0};
     for (int i = 0; i < n; i++)
@@ -328,41 +347,81 @@ static int write_pass(const m2_spool *sp, int n, const int64_t (*count)[3], cons
     m2_dataset_writer *dw = NULL;
     m2_session_list l[3] = {{0}};
     int rc = m2_dataset_alloc_universe(meta, n);
-    if (rc == M2_OK) rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets);
+    if (rc == M2_OK)
+        rc = m2_dataset_writer_open(&dw, path, meta->n_rows, meta->n_features, meta->n_targets, kind->version);
     for (int i = 0; rc == M2_OK && i < n; i++) {
-        rc = m2_universe_put_instrument(sp, i, count[i], o, dw, at, l, meta, n);
+        m2_put_target t = {dw, at, l, meta, n, NULL, NULL, i};
+        rc = m2_universe_put_instrument(sp, i, count[i], o, &t);
     }
     for (int k = 0; k < 3; k++) meta->split[k][1] = at[k];
     if (rc == M2_OK) rc = join_sessions(meta, l);
+    if (kind->version == 1) { /* one instrument split by rows: no /universe (FORMATS.md "Tick dataset") */
+        free(meta->session_inst);
+        meta->session_inst = NULL;
+    }
     for (int k = 0; k < 3; k++) {
         free(l[k].row);
         free(l[k].inst);
     }
-    if (rc == M2_OK) return m2_dataset_writer_finish(dw, meta);
+    if (rc == M2_OK) return m2_dataset_writer_finish_with(dw, meta, kind->extra, kind->extra_ctx);
     m2_dataset_writer_abort(dw);
+    return rc;
+}
+
+/* The row-fraction cut of one instrument (m2_features_split's rule on its session index): count[3] rows. */
+static int row_cuts(const m2_spool *sp, const double f[3], int64_t *count)
+{
+    m2_dataset idx;
+    memset(&idx, 0, sizeof idx);
+    idx.n_rows = sp->inst[0].rows;
+    idx.n_sessions = sp->inst[0].sessions;
+    int rc = m2_spool_sessions(sp, 0, &idx.sessions);
+    if (rc == M2_OK) rc = m2_features_split(&idx, f);
+    for (int k = 0; rc == M2_OK && k < 3; k++) count[k] = idx.split[k][1] - idx.split[k][0];
+    free(idx.sessions);
+    return rc;
+}
+
+/* Both writers: version 1 cuts one instrument at row fractions, a universe at the calendar cuts. */
+static int write_file(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                      const char *source, const file_kind *kind, m2_dataset *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    m2_spool sp;
+    int rc = m2_spool_open(&sp, path, n);
+    int64_t N = 0, (*count)[3] = NULL;
+    for (int k = 0; rc == M2_OK && k < n; k++) {
+        m2_spool_sink to = {&sp, k};
+        rc = get(ctx, k, m2_spool_piece, &to);
+        N += sp.inst[k].rows;
+    }
+    if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))
+        rc = m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
+    if (kind->version == 1) {
+        meta->cut_ns[0] = meta->cut_ns[1] = INT64_MIN; /* as the reader reports a file split by rows */
+        if (rc == M2_OK) rc = row_cuts(&sp, o->split, count[0]);
+    } else {
+        if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
+        if (rc == M2_OK) rc = split_counts(&sp, n, meta->cut_ns, count);
+    }
+    snprintf(meta->source, sizeof meta->source, "%s", source ? source : sp.inst[0].source);
+    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, kind, meta);
+    free(count);
+    m2_spool_close(&sp);
+    if (rc) m2_dataset_free(meta);
     return rc;
 }
 
 int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
                       const char *source, m2_dataset *meta)
 {
-    memset(meta, 0, sizeof *meta);
-    m2_spool sp;
-    int rc = spool_open(&sp, path, n);
-    int64_t N = 0, (*count)[3] = NULL;
-    for (int k = 0; rc == M2_OK && k < n; k++) {
-        sink to = {&sp, k};
-        rc = get(ctx, k, spool_piece, &to);
-        N += sp.inst[k].rows;
-    }
-    if (rc == M2_OK) rc = universe_cuts(&sp, N, o->split, meta->cut_ns);
-    if (rc == M2_OK && !(count = calloc((size_t)n, sizeof *count)))
-        rc = m2_fail(M2_EFAIL, "universe (%d instruments): out of memory", n);
-    if (rc == M2_OK) rc = split_counts(&sp, n, meta->cut_ns, count);
-    snprintf(meta->source, sizeof meta->source, "%s", source ? source : sp.inst[0].source);
-    if (rc == M2_OK) rc = write_pass(&sp, n, (const int64_t(*)[3])count, o, path, meta);
-    free(count);
-    spool_close(&sp);
-    if (rc) m2_dataset_free(meta);
-    return rc;
+    const file_kind universe = {M2_TICKS_VERSION, NULL, NULL};
+    return write_file(path, n, get, ctx, o, source, &universe, meta);
+}
+
+int m2_universe_write_one(const char *path, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                          int (*extra)(int64_t h5file, void *ctx), void *extra_ctx, m2_dataset *meta)
+{
+    const file_kind one = {1, extra, extra_ctx};
+    return write_file(path, 1, get, ctx, o, NULL, &one, meta);
 }

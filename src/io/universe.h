@@ -11,8 +11,10 @@
 #include "io/features.h"
 
 /* Takes one piece of an instrument's raw events (sessions, tick_size and instrument set, as
- * m2_import_events_pieces or m2_synth_each_session leave them): pieces are in time order and each begins a session;
- * the tick size is the last piece's (the import infers it from all of an instrument's rows). */
+ * m2_import_events_pieces or m2_synth_each_session leave them): pieces are in time order; sessions[0..n_sessions)
+ * are the sessions beginning in the piece (sessions[n_sessions] = n_rows) and rows before sessions[0] continue the
+ * previous piece's last session (the first piece begins one: sessions[0] = 0), so a piece need not end at a
+ * session's end; the tick size is the last piece's (the import infers it from all of an instrument's rows). */
 typedef int (*m2_universe_emit)(void *sink, const m2_dataset *piece);
 
 /* Produces instrument k's raw events through emit(sink, piece), in one piece or many (a source that makes them a
@@ -29,6 +31,13 @@ typedef int (*m2_universe_source)(void *ctx, int k, m2_universe_emit emit, void 
  * it with m2_dataset_free). An instrument without a train row is an error. */
 int m2_universe_write(const char *path, int n, m2_universe_source get, void *ctx, const m2_feature_opts *o,
                       const char *source, m2_dataset *meta);
+
+/* The same writer for one instrument as a file of version 1 (FORMATS.md "Tick dataset"; what `mamba2_ticks import`
+ * makes of one CSV file): the splits cut at row fractions of its rows (m2_features_split's rule on the spooled
+ * session index) instead of calendar time, no /universe; the same bounded memory. `extra` (may be NULL) adds content
+ * to the open file before the commit (synth's /synth/latent), as m2_dataset_write_with's. */
+int m2_universe_write_one(const char *path, m2_universe_source get, void *ctx, const m2_feature_opts *o,
+                          int (*extra)(int64_t h5file, void *ctx), void *extra_ctx, m2_dataset *meta);
 
 /* A growing session index: the first row and the instrument of each session. */
 typedef struct {

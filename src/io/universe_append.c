@@ -12,6 +12,7 @@
 #include "io/features.h"
 #include "io/h5util.h"
 #include "io/universe.h"
+#include "io/universe_spool.h"
 
 typedef struct {
     int inst;         /* instrument index in the universe */
@@ -61,59 +62,81 @@ static int last_time(hid_t f, const m2_dataset *old, int k, int64_t *ts)
     return M2_OK;
 }
 
-/* The new days of group g as events, checked to follow the instrument's rows and the second cut. */
+/* The new days must follow the instrument's rows and the second cut: checked on the first piece's first row. */
+typedef struct {
+    m2_spool_sink to;
+    const m2_dataset *old;
+    const char *file, *name;
+    int64_t last;
+    int seen;
+} checked_sink;
+
+static int check_start(const checked_sink *c, int64_t first)
+{
+    char a[32], b[32];
+    iso(first, a, sizeof a);
+    if (first <= c->last) {
+        iso(c->last, b, sizeof b);
+        return m2_fail(M2_EUSAGE,
+                       "append (%s): instrument %s already has rows up to %s, the new rows start at %s (is this day "
+                       "already in the file?)",
+                       c->file, c->name, b, a);
+    }
+    if (first < c->old->cut_ns[1]) {
+        iso(c->old->cut_ns[1], b, sizeof b);
+        return m2_fail(M2_EUSAGE, "append (%s): the new rows start at %s, before the universe's test cut %s", c->file,
+                       a, b);
+    }
+    return M2_OK;
+}
+
+static int checked_piece(void *ctx, const m2_dataset *piece)
+{
+    checked_sink *c = ctx;
+    if (!c->seen && piece->n_rows > 0) {
+        c->seen = 1;
+        if (check_start(c, piece->ts_ns[0])) return M2_EUSAGE;
+    }
+    return m2_spool_piece(&c->to, piece);
+}
+
+/* The new days of group g (spool instrument g), read file by file in pieces of rows (bounded memory) with the
+ * instrument's frozen tick size, so the spread feature keeps its unit. */
 static int import_group(const m2_dataset *old, const m2_file_list *list, const m2_import_opts *o, const group *g,
-                        int64_t last, m2_dataset *ev, m2_import_report *rep)
+                        int gi, int64_t last, m2_spool *sp, m2_import_report *rep)
 {
     m2_import_opts one = *o;
     one.instrument = old->inst_name[g->inst];
-    one.tick_size = old->inst_tick[g->inst]; /* frozen with the statistics: the spread feature keeps its unit */
+    one.tick_size = old->inst_tick[g->inst];
+    checked_sink c = {{sp, gi}, old, list->path[g->first], one.instrument, last, 0};
     m2_import_report r;
-    int rc = m2_import_events_files((const char *const *)list->path + g->first, g->count, &one, ev, &r);
+    int rc = m2_import_events_pieces((const char *const *)list->path + g->first, g->count, &one, checked_piece, &c, &r);
     rep->lines += r.lines;
     rep->rows += r.rows;
     rep->bad += r.bad;
-    if (rc) return rc;
-    char a[32], b[32];
-    iso(ev->ts_ns[0], a, sizeof a);
-    if (ev->ts_ns[0] <= last) {
-        iso(last, b, sizeof b);
-        rc = m2_fail(M2_EUSAGE,
-                     "append (%s): instrument %s already has rows up to %s, the new rows start at %s (is this day "
-                     "already in the file?)",
-                     list->path[g->first], one.instrument, b, a);
-    } else if (ev->ts_ns[0] < old->cut_ns[1]) {
-        iso(old->cut_ns[1], b, sizeof b);
-        rc = m2_fail(M2_EUSAGE, "append (%s): the new rows start at %s, before the universe's test cut %s",
-                     list->path[g->first], a, b);
+    for (int i = 0; i < r.n_listed && rep->n_listed < M2_IMPORT_LISTED; i++, rep->n_listed++) {
+        rep->bad_line[rep->n_listed] = r.bad_line[i];
+        memcpy(rep->bad_why[rep->n_listed], r.bad_why[i], sizeof r.bad_why[i]);
     }
-    if (rc) m2_dataset_free(ev);
+    if (rc == M2_OK && M2_N_FEATURES + sp->inst[gi].n_extra != old->n_features)
+        rc = m2_fail(M2_EUSAGE, "append (%s): the new rows have %d features, the universe %d", c.file,
+                     M2_N_FEATURES + sp->inst[gi].n_extra, old->n_features);
     return rc;
-}
-
-/* Features of the new rows, all in the test split, normalised with the instrument's frozen statistics. */
-static int build_new(const m2_dataset *old, int k, const m2_import_opts *o, m2_dataset *ev)
-{
-    if (m2_features_split_at(ev, 0, 0) || m2_features_compute(ev, &o->feat)) return M2_EFAIL;
-    if (ev->n_features != old->n_features || ev->n_targets != old->n_targets)
-        return m2_fail(M2_EUSAGE, "append: the new rows have %d features and %d targets, the universe %d and %d",
-                       ev->n_features, ev->n_targets, old->n_features, old->n_targets);
-    m2_features_apply(ev, old->inst_mean + k * M2_MAX_FEATURES, old->inst_std + k * M2_MAX_FEATURES, old->clip);
-    return M2_OK;
 }
 
 typedef struct {
     const char *path;
     const m2_dataset *old;
-    const m2_file_list *list;
-    const m2_import_opts *o;
+    const m2_feature_opts *feat; /* the universe's clip */
     const group *g;
     int n_groups;
+    const m2_spool *sp; /* group gi's new rows are spool instrument gi */
     m2_dataset_writer *dw;
     m2_session_list idx;
 } job;
 
-/* Instrument k's test rows: the old ones copied, then its new days. */
+/* Instrument k's test rows: the old ones copied, then its new days, computed in blocks from the spool and
+ * normalised with its frozen statistics. */
 static int write_test(job *j, int k, int64_t *s, int64_t *at)
 {
     const m2_dataset *old = j->old;
@@ -125,15 +148,13 @@ static int write_test(job *j, int k, int64_t *s, int64_t *at)
     *at += e - b;
     for (int gi = 0; rc == M2_OK && gi < j->n_groups; gi++) {
         if (j->g[gi].inst != k) continue;
-        m2_dataset ev;
-        m2_import_report r = {0};
-        rc = import_group(old, j->list, j->o, &j->g[gi], INT64_MIN, &ev, &r);
-        if (rc == M2_OK) rc = build_new(old, k, j->o, &ev);
-        if (rc == M2_OK) rc = m2_dataset_writer_put(j->dw, *at, &ev, 0, ev.n_rows);
-        for (int64_t q = 0; rc == M2_OK && q < ev.n_sessions; q++)
-            rc = m2_session_list_add(&j->idx, *at + ev.sessions[q], k);
-        if (rc == M2_OK) *at += ev.n_rows;
-        m2_dataset_free(&ev);
+        int64_t count[3] = {0, 0, j->sp->inst[gi].rows}, where[3] = {0, 0, *at};
+        m2_session_list none[2] = {{0}}, l[3] = {none[0], none[1], j->idx};
+        m2_put_target t = {
+            j->dw, where, l, NULL, 0, old->inst_mean + k * M2_MAX_FEATURES, old->inst_std + k * M2_MAX_FEATURES, k};
+        rc = m2_universe_put_instrument(j->sp, gi, count, j->feat, &t);
+        j->idx = l[2];
+        *at = where[2];
     }
     return rc;
 }
@@ -143,7 +164,8 @@ static int write_all(job *j, int64_t new_rows)
 {
     const m2_dataset *old = j->old;
     int64_t tb = old->split[M2_SPLIT_TEST][0], at = tb, s = 0;
-    int rc = m2_dataset_writer_open(&j->dw, j->path, old->n_rows + new_rows, old->n_features, old->n_targets);
+    int rc = m2_dataset_writer_open(&j->dw, j->path, old->n_rows + new_rows, old->n_features, old->n_targets,
+                                    M2_TICKS_VERSION);
     if (rc == M2_OK) rc = m2_dataset_writer_copy(j->dw, 0, j->path, old, 0, tb);
     for (; rc == M2_OK && s < old->n_sessions && old->sessions[s] < tb; s++)
         rc = m2_session_list_add(&j->idx, old->sessions[s], old->session_inst[s]);
@@ -199,20 +221,25 @@ int m2_universe_append(const char *path, const m2_file_list *list, const m2_impo
     group *g = calloc((size_t)list->n, sizeof *g);
     int n_groups = 0, rc = g ? check_universe_file(&old, path) : m2_fail(M2_EFAIL, "append: out of memory");
     if (rc == M2_OK) rc = find_groups(&old, list, path, g, &n_groups);
-    /* pass 1: every new day parsed and checked, only its row count kept (memory stays one instrument's days) */
+    /* pass 1: every new day parsed and checked, spooled in pieces (memory: a piece of rows, not the new days) */
+    m2_spool sp;
+    int spooled = rc == M2_OK && (rc = m2_spool_open(&sp, path, n_groups ? n_groups : 1)) == M2_OK;
     int64_t new_rows = 0;
     hid_t f = rc == M2_OK ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
     if (rc == M2_OK && f < 0) rc = m2_h5_fail(M2_EFAIL, "append", path, "cannot open");
     for (int i = 0; rc == M2_OK && i < n_groups; i++) {
         int64_t last;
-        m2_dataset ev;
         rc = last_time(f, &old, g[i].inst, &last);
-        if (rc == M2_OK) rc = import_group(&old, list, o, &g[i], last, &ev, rep);
-        if (rc == M2_OK) new_rows += ev.n_rows;
-        if (rc == M2_OK) m2_dataset_free(&ev);
+        if (rc == M2_OK) rc = import_group(&old, list, o, &g[i], i, last, &sp, rep);
+        if (rc == M2_OK) new_rows += sp.inst[i].rows;
     }
     if (f >= 0) H5Fclose(f);
-    job j = {path, &old, list, o, g, n_groups, NULL, {0}};
+    m2_feature_opts feat = o->feat;
+    feat.clip = old.clip;
+    if (rc == M2_OK && feat.n_horizons != old.n_targets)
+        rc = m2_fail(M2_EUSAGE, "append: %d horizons given, the universe has %d targets", feat.n_horizons,
+                     old.n_targets);
+    job j = {path, &old, &feat, g, n_groups, &sp, NULL, {0}};
     if (rc == M2_OK) rc = write_all(&j, new_rows);
     if (rc == M2_OK) rc = take_index(&old, &j.idx, new_rows, meta);
     if (rc == M2_OK) {
@@ -222,6 +249,7 @@ int m2_universe_append(const char *path, const m2_file_list *list, const m2_impo
     m2_dataset_writer_abort(j.dw);
     free(j.idx.row);
     free(j.idx.inst);
+    if (spooled) m2_spool_close(&sp);
     free(g);
     m2_dataset_free(&old);
     if (rc) m2_dataset_free(meta);

@@ -3,7 +3,9 @@
  * largest horizon ahead in its session (features.c), so a block of rows [b, e) is computed exactly from the spooled
  * rows [b - 1, e + horizon) clipped to its session: memory is a block plus the horizon, whatever the instrument's
  * rows. The train statistics are the two-pass mean and deviation of m2_features_normalise, summed in the same row
- * order (bit-identical), from two extra passes over the train blocks: the features are recomputed, not kept. */
+ * order (bit-identical), from two extra passes over the train blocks: the train features and targets are computed
+ * once, in the first, and kept in the spool's cache file (44 bytes per train row of one instrument, on disk) for the
+ * deviations and the write. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,12 @@ typedef struct {
     m2_dataset idx; /* the instrument's sessions, cut at the splits; no arrays */
     m2_dataset blk; /* the block read back, with its features */
     int64_t cap, reach;
+    int64_t xy_cap;   /* rows blk.X and blk.y have room for */
+    int cache;        /* train blocks: CACHE_WRITE computed and kept, CACHE_READ / CACHE_READ_RAW read back */
+    int64_t cache_at; /* byte offset of the next block in the cache file */
 } inst_pass;
+
+enum { CACHE_OFF, CACHE_WRITE, CACHE_READ, CACHE_READ_RAW };
 
 static int blk_reserve(inst_pass *p, int64_t n)
 {
@@ -42,17 +49,60 @@ static int blk_reserve(inst_pass *p, int64_t n)
     return ok ? M2_OK : m2_fail(M2_EFAIL, "universe (instrument %s): out of memory for a block", b->instrument);
 }
 
-/* The features and targets of rows [b, e) of session [sb, se), at rows [*off, *off + e - b) of p->blk. */
+/* The block's rows as m2_dataset_check wants them: one session, the whole block "train". */
+static void block_layout(inst_pass *p, int64_t n)
+{
+    p->blk.n_rows = n;
+    p->blk.sessions[1] = n;
+    for (int k = 0; k < 3; k++) p->blk.split[k][0] = k ? n : 0, p->blk.split[k][1] = n;
+}
+
+/* Rows [b, e) of a train block back from the cache (with their raw rows for CACHE_READ_RAW), at row 0 of blk. */
+static int cached_block(inst_pass *p, int64_t b, int64_t e)
+{
+    m2_dataset *k = &p->blk;
+    const int64_t n = e - b;
+    const size_t nx = sizeof(float) * (size_t)(n * k->n_features), ny = sizeof(float) * (size_t)(n * k->n_targets);
+    if (p->xy_cap < n) {
+        free(k->X);
+        free(k->y);
+        k->X = malloc(sizeof(float) * (size_t)(BLOCK * k->n_features));
+        k->y = malloc(sizeof(float) * (size_t)(BLOCK * k->n_targets));
+        p->xy_cap = k->X && k->y ? BLOCK : 0;
+        if (!p->xy_cap) return m2_fail(M2_EFAIL, "universe (instrument %s): out of memory for a block", k->instrument);
+    }
+    if (p->cache == CACHE_READ_RAW && (blk_reserve(p, n) || m2_spool_rows(p->sp, p->i, b, e, k))) return M2_EFAIL;
+    if (m2_spool_cache_get(p->sp, p->cache_at, k->X, nx) || m2_spool_cache_get(p->sp, p->cache_at + nx, k->y, ny))
+        return M2_EFAIL;
+    p->cache_at += nx + ny;
+    block_layout(p, n);
+    return M2_OK;
+}
+
+/* The features and targets of rows [b, e) of session [sb, se), at rows [*off, *off + e - b) of p->blk: computed
+ * (and with CACHE_WRITE kept in the cache, so the two later passes over the train rows read them back instead of
+ * computing the logarithms and sines again) or read back. */
 static int compute_block(inst_pass *p, int64_t sb, int64_t se, int64_t b, int64_t e, int64_t *off)
 {
+    if (p->cache >= CACHE_READ) {
+        *off = 0;
+        return cached_block(p, b, e);
+    }
     int64_t lo = b > sb ? b - 1 : b, hi = se - e > p->reach ? e + p->reach : se;
     if (blk_reserve(p, hi - lo) || m2_spool_rows(p->sp, p->i, lo, hi, &p->blk)) return M2_EFAIL;
-    p->blk.n_rows = hi - lo;
-    p->blk.sessions[1] = hi - lo;
-    for (int k = 0; k < 3; k++) /* the whole block as "train", so m2_dataset_check sees a valid layout */
-        p->blk.split[k][0] = k ? hi - lo : 0, p->blk.split[k][1] = hi - lo;
+    block_layout(p, hi - lo);
     *off = b - lo;
-    return m2_features_compute(&p->blk, p->o);
+    if (m2_features_compute(&p->blk, p->o)) return M2_EFAIL;
+    p->xy_cap = hi - lo;
+    if (p->cache != CACHE_WRITE) return M2_OK;
+    const m2_dataset *k = &p->blk;
+    const size_t nx = sizeof(float) * (size_t)((e - b) * k->n_features);
+    const size_t ny = sizeof(float) * (size_t)((e - b) * k->n_targets);
+    if (m2_spool_cache_put(p->sp, p->cache_at, k->X + *off * k->n_features, nx) ||
+        m2_spool_cache_put(p->sp, p->cache_at + nx, k->y + *off * k->n_targets, ny))
+        return M2_EFAIL;
+    p->cache_at += nx + ny;
+    return M2_OK;
 }
 
 typedef int (*block_fn)(inst_pass *p, int64_t off, int64_t n, int64_t session_row, void *ctx);
@@ -104,8 +154,12 @@ static int train_stats(inst_pass *p, int64_t n_train)
 {
     moments m;
     memset(&m, 0, sizeof m);
+    p->cache = CACHE_WRITE;
+    p->cache_at = 0;
     if (each_block(p, M2_SPLIT_TRAIN, add_sum, &m)) return M2_EFAIL;
     for (int j = 0; j < M2_MAX_FEATURES; j++) m.mean[j] = m.sum[j] / (double)n_train;
+    p->cache = CACHE_READ;
+    p->cache_at = 0;
     if (each_block(p, M2_SPLIT_TRAIN, add_square, &m)) return M2_EFAIL;
     for (int j = 0; j < p->blk.n_features; j++) {
         double sd = sqrt(m.ss[j] / (double)n_train);
@@ -119,6 +173,7 @@ typedef struct {
     m2_dataset_writer *dw;
     int64_t *at;
     m2_session_list *l;
+    int inst;
     double mean[M2_MAX_FEATURES], std[M2_MAX_FEATURES];
 } placing;
 
@@ -129,7 +184,7 @@ static int put_block(inst_pass *p, int64_t off, int64_t n, int64_t session_row, 
     m2_features_apply(&p->blk, w->mean, w->std, p->o->clip);
     if (m2_dataset_check(&p->blk, p->blk.instrument) || m2_dataset_writer_put(w->dw, *w->at, &p->blk, off, off + n))
         return M2_EFAIL;
-    if (session_row >= 0 && m2_session_list_add(w->l, *w->at, p->i)) return M2_EFAIL;
+    if (session_row >= 0 && m2_session_list_add(w->l, *w->at, w->inst)) return M2_EFAIL;
     *w->at += n;
     return M2_OK;
 }
@@ -175,7 +230,7 @@ static int open_pass(inst_pass *p, const int64_t count[3])
 }
 
 int m2_universe_put_instrument(const m2_spool *sp, int i, const int64_t count[3], const m2_feature_opts *o,
-                               m2_dataset_writer *dw, int64_t at[3], m2_session_list l[3], m2_dataset *meta, int n)
+                               const m2_put_target *t)
 {
     inst_pass p;
     memset(&p, 0, sizeof p);
@@ -183,16 +238,23 @@ int m2_universe_put_instrument(const m2_spool *sp, int i, const int64_t count[3]
     p.i = i;
     p.o = o;
     int rc = open_pass(&p, count);
-    if (rc == M2_OK) rc = train_stats(&p, count[0]);
-    placing w = {.dw = dw};
+    if (rc == M2_OK && t->mean) {
+        memcpy(p.blk.mean, t->mean, sizeof p.blk.mean);
+        memcpy(p.blk.std, t->std, sizeof p.blk.std);
+    } else if (rc == M2_OK) {
+        rc = train_stats(&p, count[0]);
+    }
+    placing w = {.dw = t->dw, .inst = t->inst};
     memcpy(w.mean, p.blk.mean, sizeof w.mean);
     memcpy(w.std, p.blk.std, sizeof w.std);
     for (int k = 0; rc == M2_OK && k < 3; k++) {
-        w.at = &at[k];
-        w.l = &l[k];
+        w.at = &t->at[k];
+        w.l = &t->l[k];
+        p.cache = k == M2_SPLIT_TRAIN && !t->mean ? CACHE_READ_RAW : CACHE_OFF; /* train_stats filled the cache */
+        p.cache_at = 0;
         rc = each_block(&p, k, put_block, &w);
     }
-    if (rc == M2_OK) describe(meta, &p.blk, i, n);
+    if (rc == M2_OK && t->meta) describe(t->meta, &p.blk, i, t->n);
     m2_dataset_free(&p.idx);
     m2_dataset_free(&p.blk);
     return rc;

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "io/import_csv.h"
+#include "io/import_files.h"
 #include "io_test_util.h"
 
 #define NS INT64_C(1000000000)
@@ -264,7 +265,9 @@ static void test_absurd_prices_are_bad_rows(void **state)
     m2_dataset_free(&ds);
 }
 
-/* Collects the pieces m2_import_events_pieces emits into one series (sessions renumbered), keeping the last tick. */
+/* Collects the pieces m2_import_events_pieces emits into one series (sessions renumbered), keeping the last tick:
+ * the first piece begins a session, a later one may continue the previous piece's last session (rows before its
+ * sessions[0]) or be empty (the last one, which carries the final tick size). */
 typedef struct {
     int64_t n, n_sessions, pieces, ts[64], sessions[64];
     double bid[64], ask[64], tpx[64], tick;
@@ -274,7 +277,7 @@ typedef struct {
 static int collect(void *sink, const m2_dataset *p)
 {
     collected *c = sink;
-    assert_true(p->n_rows > 0 && p->sessions[0] == 0 && p->sessions[p->n_sessions] == p->n_rows);
+    assert_true(p->sessions[p->n_sessions] == p->n_rows && (c->n > 0 || (p->n_rows > 0 && p->sessions[0] == 0)));
     assert_true(c->n + p->n_rows <= 64 && c->n_sessions + p->n_sessions < 64);
     for (int64_t s = 0; s < p->n_sessions; s++) c->sessions[c->n_sessions++] = c->n + p->sessions[s];
     memcpy(c->ts + c->n, p->ts_ns, sizeof *c->ts * (size_t)p->n_rows);
@@ -287,6 +290,33 @@ static int collect(void *sink, const m2_dataset *p)
     c->pieces++;
     assert_string_equal(p->instrument, "SYM");
     return M2_OK;
+}
+
+/* m2_import_events_pieces with pieces of piece_rows rows (0: the default) collected equal the concatenation. */
+static void pieces_match(const char *const *f, m2_import_opts *o, int64_t piece_rows, const m2_dataset *ds,
+                         const m2_import_report *whole_rep)
+{
+    o->piece_rows = piece_rows;
+    collected c = {0};
+    m2_import_report rep;
+    const m2_import_report whole = *whole_rep;
+    assert_int_equal(m2_import_events_pieces(f, 3, o, collect, &c, &rep), M2_OK);
+    assert_true(piece_rows ? c.pieces >= ds->n_rows / piece_rows : c.pieces == 1);
+    assert_int_equal(c.n, ds->n_rows);
+    assert_int_equal(c.n_sessions, ds->n_sessions);
+    assert_int_equal(ds->n_sessions, 4);
+    assert_memory_equal(c.sessions, ds->sessions, sizeof *c.sessions * (size_t)c.n_sessions);
+    assert_memory_equal(c.ts, ds->ts_ns, sizeof *c.ts * (size_t)c.n);
+    assert_memory_equal(c.bid, ds->bid_px, sizeof *c.bid * (size_t)c.n);
+    assert_memory_equal(c.ask, ds->ask_px, sizeof *c.ask * (size_t)c.n);
+    assert_memory_equal(c.tpx, ds->trade_px, sizeof *c.tpx * (size_t)c.n);
+    assert_memory_equal(c.side, ds->side, (size_t)c.n);
+    assert_int_equal(c.side[4], 1); /* unchanged price after the boundary keeps the up-tick before it */
+    assert_true(c.tick == ds->tick_size && fabs(c.tick - 0.005) < 1e-12);
+    assert_true(rep.rows == whole.rows && rep.lines == whole.lines && rep.bad == whole.bad && rep.bad == 1);
+    assert_int_equal(rep.bad_line[0], whole.bad_line[0]);
+    assert_string_equal(rep.bad_why[0], whole.bad_why[0]);
+    assert_int_equal(rep.tick_inferred, whole.tick_inferred);
 }
 
 /* Three daily files read one at a time give the rows, sessions, trade sides, tick size and report of their
@@ -307,27 +337,84 @@ static void test_pieces_match_the_concatenation(void **state)
     m2_import_defaults(&o);
     o.instrument = "SYM";
     m2_dataset ds;
-    m2_import_report whole, rep;
+    m2_import_report whole;
     assert_int_equal(m2_import_events_files(f, 3, &o, &ds, &whole), M2_OK);
-    collected c = {0};
-    assert_int_equal(m2_import_events_pieces(f, 3, &o, collect, &c, &rep), M2_OK);
-    assert_int_equal(c.pieces, 3); /* session 1 (after file 1), 2 (after file 2), 3 and 4 (at the end) */
-    assert_int_equal(c.n, ds.n_rows);
-    assert_int_equal(c.n_sessions, ds.n_sessions);
-    assert_int_equal(ds.n_sessions, 4);
-    assert_memory_equal(c.sessions, ds.sessions, sizeof *c.sessions * (size_t)c.n_sessions);
-    assert_memory_equal(c.ts, ds.ts_ns, sizeof *c.ts * (size_t)c.n);
-    assert_memory_equal(c.bid, ds.bid_px, sizeof *c.bid * (size_t)c.n);
-    assert_memory_equal(c.ask, ds.ask_px, sizeof *c.ask * (size_t)c.n);
-    assert_memory_equal(c.tpx, ds.trade_px, sizeof *c.tpx * (size_t)c.n);
-    assert_memory_equal(c.side, ds.side, (size_t)c.n);
-    assert_int_equal(c.side[4], 1); /* unchanged price after the boundary keeps the up-tick before it */
-    assert_true(c.tick == ds.tick_size && fabs(c.tick - 0.005) < 1e-12);
-    assert_true(rep.rows == whole.rows && rep.lines == whole.lines && rep.bad == whole.bad && rep.bad == 1);
-    assert_int_equal(rep.bad_line[0], whole.bad_line[0]);
-    assert_string_equal(rep.bad_why[0], whole.bad_why[0]);
-    assert_int_equal(rep.tick_inferred, whole.tick_inferred);
+    /* pieces of 2 to 4 rows cut sessions and files anywhere (row 0 of the next piece is kept back to tell a
+     * continued session from a new one); the default (65536 rows) gives one piece here */
+    for (int64_t piece_rows = 2; piece_rows <= 4; piece_rows++) pieces_match(f, &o, piece_rows, &ds, &whole);
+    pieces_match(f, &o, 0, &ds, &whole);
     m2_dataset_free(&ds);
+}
+
+/* A quote CSV of n rows in 4 sessions (2 h gaps), a random walk on a 0.01 grid, trades on every third row (a
+ * side given on every other one, the tick rule for the rest) and one bad row. */
+static void write_quotes(const char *path, int n)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "ts,bid,ask,bid_size,ask_size,price,size,side\n");
+    uint64_t x = 12345;
+    int64_t ts = T0;
+    long bid = 10000;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        int u = (int)(x >> 33);
+        bid += u % 3 - 1;
+        ts += i > 0 && i % (n / 4) == 0 ? 7200 * NS : (int64_t)(u % 997 + 1) * 1000000;
+        long ask = bid + 1 + u % 2;
+        if (i % 3 == 0)
+            fprintf(f, "%lld,%ld.%02ld,%ld.%02ld,%d,%d,%ld.%02ld,%d,%s\n", (long long)ts, bid / 100, bid % 100,
+                    ask / 100, ask % 100, u % 50 + 1, u % 70 + 1, ask / 100, ask % 100, u % 9 + 1,
+                    i % 2       ? ""
+                    : u % 4 < 2 ? "buy"
+                                : "sell");
+        else
+            fprintf(f, "%lld,%ld.%02ld,%ld.%02ld,%d,%d,,,\n", (long long)ts, bid / 100, bid % 100, ask / 100, ask % 100,
+                    u % 50 + 1, u % 70 + 1);
+        if (i == n / 3) fprintf(f, "%lld,abc,1,1,1,,,\n", (long long)ts);
+    }
+    fclose(f);
+}
+
+/* `mamba2_ticks import FILE.csv` streams (m2_import_one: pieces of 7 rows through the spool, pass 2 in blocks)
+ * and writes the same datasets as the in-memory reference (m2_import_csv + m2_dataset_write), bit for bit. */
+static void test_one_file_streams_as_in_memory(void **state)
+{
+    const char *csv = test_path("one.csv"), *a = test_path("mem.h5"), *b = test_path("streamed.h5");
+    write_quotes(csv, 6000);
+    m2_import_opts o;
+    m2_import_defaults(&o);
+    m2_dataset mem, meta, x, y;
+    m2_import_report r1, r2;
+    assert_int_equal(m2_import_csv(csv, &o, &mem, &r1), M2_OK);
+    assert_int_equal(m2_dataset_write(a, &mem), M2_OK);
+    o.piece_rows = 7;
+    assert_int_equal(m2_import_one(csv, &o, b, &meta, &r2), M2_OK);
+    assert_true(r1.rows == r2.rows && r1.lines == r2.lines && r1.bad == 1 && r2.bad == 1);
+    assert_int_equal(r1.bad_line[0], r2.bad_line[0]);
+    assert_int_equal(m2_dataset_read(a, &x, 1), M2_OK);
+    assert_int_equal(m2_dataset_read(b, &y, 1), M2_OK);
+    assert_true(x.n_rows == y.n_rows && x.n_sessions == y.n_sessions && x.n_sessions > 4); /* split cuts inside */
+    assert_true(x.n_features == y.n_features && x.n_targets == y.n_targets && y.n_instruments == 1);
+    assert_true(y.cut_ns[0] == INT64_MIN && x.cut_ns[0] == INT64_MIN); /* version 1: no /universe, split by rows */
+    assert_memory_equal(x.split, y.split, sizeof x.split);
+    assert_memory_equal(x.sessions, y.sessions, sizeof *x.sessions * (size_t)(x.n_sessions + 1));
+    assert_memory_equal(x.X, y.X, sizeof(float) * (size_t)(x.n_rows * x.n_features));
+    assert_memory_equal(x.y, y.y, sizeof(float) * (size_t)(x.n_rows * x.n_targets));
+    assert_memory_equal(x.mean, y.mean, sizeof x.mean);
+    assert_memory_equal(x.std, y.std, sizeof x.std);
+    assert_memory_equal(x.feature_names, y.feature_names, sizeof x.feature_names);
+    assert_true(x.tick_size == y.tick_size && x.clip == y.clip);
+    assert_string_equal(x.instrument, y.instrument);
+    assert_string_equal(x.source, y.source);
+    const void *cx[] = {x.ts_ns, x.bid_px, x.ask_px, x.bid_sz, x.ask_sz, x.trade_px, x.trade_sz};
+    const void *cy[] = {y.ts_ns, y.bid_px, y.ask_px, y.bid_sz, y.ask_sz, y.trade_px, y.trade_sz};
+    for (int c = 0; c < 7; c++) assert_memory_equal(cx[c], cy[c], 8 * (size_t)x.n_rows);
+    assert_memory_equal(x.side, y.side, (size_t)x.n_rows);
+    m2_dataset_free(&mem);
+    m2_dataset_free(&meta);
+    m2_dataset_free(&x);
+    m2_dataset_free(&y);
 }
 
 int main(void)
@@ -341,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_full_import_builds_features),
         cmocka_unit_test(test_absurd_prices_are_bad_rows),
         cmocka_unit_test(test_pieces_match_the_concatenation),
+        cmocka_unit_test(test_one_file_streams_as_in_memory),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_test_dir();

@@ -45,10 +45,11 @@ static void test_deterministic(void **state)
  * the book and the depth features follow too. */
 typedef struct {
     const m2_dataset *all;
+    const double *latent;
     int64_t row, sessions;
 } session_check;
 
-static int check_session(void *ctx, m2_dataset *s)
+static int check_session(void *ctx, m2_dataset *s, const double *latent)
 {
     session_check *c = ctx;
     const m2_dataset *a = c->all;
@@ -61,6 +62,7 @@ static int check_session(void *ctx, m2_dataset *s)
     assert_memory_equal(s->side, a->side + r, (size_t)n);
     assert_memory_equal(s->extra, a->extra + r * a->n_extra, (size_t)(n * a->n_extra) * sizeof(float));
     assert_true(s->tick_size == a->tick_size);
+    assert_memory_equal(latent, c->latent + r, (size_t)n * sizeof(double));
     c->row += n;
     c->sessions++;
     return M2_OK;
@@ -74,11 +76,13 @@ static void test_each_session_is_the_same_simulation(void **state)
     o.sessions = 4;
     o.levels = 3;
     m2_dataset a;
-    assert_int_equal(m2_synth_events(&o, &a, NULL), M2_OK);
-    session_check c = {&a, 0, 0};
+    double *latent;
+    assert_int_equal(m2_synth_events(&o, &a, &latent), M2_OK);
+    session_check c = {&a, latent, 0, 0};
     assert_int_equal(m2_synth_each_session(&o, check_session, &c), M2_OK);
     assert_int_equal(c.row, a.n_rows);
     assert_int_equal(c.sessions, a.n_sessions);
+    free(latent);
     m2_dataset_free(&a);
 }
 

@@ -151,19 +151,7 @@ done
 
 # ---- instruments from a column: 5 instruments' days interleaved in time into one file per day (the symbol column
 # first) give exactly the universe imported from the per-instrument files: each instrument keeps its own sessions ----
-"$py" - "$dir/days" "$dir/mixed" <<'PY' || fail "writing the interleaved files"
-import collections, glob, gzip, os, sys
-days = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1] + "/SYN00[0-4]_*.csv.gz")):
-    inst, day = os.path.basename(f)[:-7].split("_")
-    lines = gzip.open(f, "rt").read().splitlines()
-    header = lines[0]
-    days[day] += [(int(l.split(",")[0]), inst, l) for l in lines[1:]]
-os.makedirs(sys.argv[2])
-for day, rows in days.items():
-    with open(f"{sys.argv[2]}/ALL_{day}.csv", "w") as o:
-        o.write("symbol," + header + "\n" + "".join(f"{i},{l}\n" for _, i, l in sorted(rows)))
-PY
+"$py" "$src/tests/io/interleave_days.py" "$dir/days/SYN00[0-4]_*.csv.gz" "$dir/mixed" || fail "writing the interleaved files"
 "$ticks" import "$dir/mixed" --instrument-column Symbol --out "$dir/col.h5" >"$dir/col.log" || fail "import --instrument-column"
 grep -q "read 10 files: 10000 data lines, 10000 rows kept, 0 bad; 5 instruments" "$dir/col.log" || fail "column log: $(cat "$dir/col.log")"
 "$ticks" import "$dir/days/SYN00[0-4]_*.csv.gz" --out "$dir/five.h5" >/dev/null || fail "import of 5 instruments"
