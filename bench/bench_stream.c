@@ -219,6 +219,24 @@ static void batched_floors(const m2_dims *d, int S, double rate, double cpu_rate
 
 static double stalls_per_s; /* m2_stall_census in main */
 
+/* bf16 weights once more without vdpbf16ps (widened by shift and and, as on CPUs without AVX-512-BF16), in the
+ * same run: what the dot instruction gains. */
+static void widen_latency(const m2_layout *lay, const float *params, const float *X, long ticks, double *buf,
+                          double hot)
+{
+    m2_cpu_set_bf16_dot(0);
+    m2_stream *s;
+    if (!open_model(lay, params, 1, 1, &s)) {
+        m2_latency lat;
+        latency(s, X, lay->d.F, lay->d.O, ticks, &lat, buf);
+        printf("  without vdpbf16ps (%s kernels, widened by shift): p50 %.0f  p99 %.0f ns; ratio to hot floor: p50 "
+               "%.2fx  p99 %.2fx\n",
+               m2_stream_cpu(s), lat.p50, lat.p99, lat.p50 / hot, lat.p99 / hot);
+        m2_stream_close(s);
+    }
+    m2_cpu_set_bf16_dot(1);
+}
+
 static int bench_shape(const char *name, fixture_shape shape, long ticks)
 {
     m2_layout lay;
@@ -249,6 +267,7 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         printf("  ratio to hot floor: p50 %.2fx  p99 %.2fx;  ticks of p50 length hit by a stall >= 10 us: ~%.2f%%\n",
                lat.p50 / hot, lat.p99 / hot, 100 * stalls_per_s * lat.p50 * 1e-9);
         m2_stream_close(s);
+        if (bf16 && m2_cpu_bf16_dot()) widen_latency(&lay, params, X, ticks, buf, hot);
         double cpu64, r1 = batched_rate(&lay, params, bf16, 1, X, NULL),
                       r8 = batched_rate(&lay, params, bf16, 8, X, NULL),
                       r64 = batched_rate(&lay, params, bf16, 64, X, &cpu64);

@@ -33,11 +33,13 @@ verdict() {
 
 for level in "${levels[@]}"; do
     out=$(MAMBA2_CPU=$level "$build/bench_stream" --ticks "$ticks")
-    got=$(grep -m1 -o '[a-z0-9]* kernels' <<< "$out" | cut -d' ' -f1)
+    got=$(grep -o '^[a-z0-9]* weights.* [a-z0-9+]* kernels' <<< "$out" | awk '{ print $1 ": " $(NF-1) }' | sort -u |
+        paste -sd' ')
     # one record per (model, weights): model p50 p99 s64
     recs=$(awk '
         /^== / { model = ($0 ~ /latency/) ? "latency.ini" : "default" }
         /^(fp32|bf16) weights/ { w = $1 }
+        /without vdpbf16ps/ { next } # the comparison line (bench_stream), not the engine in use
         /ratio to hot floor:/ { p50 = $6; p99 = $8; sub(/x$/, "", p50); sub(/x$/, "", p99) }
         /^  S=64:/ {
             s64 = $NF; sub(/x$/, "", s64)

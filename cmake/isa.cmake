@@ -13,9 +13,15 @@ set(MAMBA2_ISA_FLAGS_common -fno-trapping-math)
 set(MAMBA2_ISA_FLAGS_scalar "")
 set(MAMBA2_ISA_FLAGS_avx2 -mavx2 -mfma)
 set(MAMBA2_ISA_FLAGS_avx512 -mavx2 -mfma -mavx512f -mavx512bw -mavx512dq -mavx512vl)
+# avx512bf16: not a level of base/cpu.h but the avx512 level plus AVX-512-BF16 (vdpbf16ps), for the sources that
+# have a bf16-dot variant (the streaming GEMV/GEMM); it defines M2_ISA_BF16DOT=1 and is chosen at run time by
+# m2_cpu_bf16_dot().
+set(MAMBA2_ISA_FLAGS_avx512bf16 ${MAMBA2_ISA_FLAGS_avx512} -mavx512bf16)
+set(MAMBA2_ISA_DEFS_avx512bf16 M2_ISA_BF16DOT=1)
 set(MAMBA2_ISA_ENUM_scalar 0)   # the values of m2_cpu_level, usable in #if
 set(MAMBA2_ISA_ENUM_avx2 1)
 set(MAMBA2_ISA_ENUM_avx512 2)
+set(MAMBA2_ISA_ENUM_avx512bf16 2)
 
 function(mamba2_isa_objects out name)
   cmake_parse_arguments(I "" "" "SOURCES;LIBS;DEFINES;LEVELS" ${ARGN})
@@ -26,7 +32,7 @@ function(mamba2_isa_objects out name)
   foreach(level ${I_LEVELS})
     add_library(${name}_${level} OBJECT ${I_SOURCES})
     target_compile_definitions(${name}_${level} PRIVATE M2_ISA_SUFFIX=_${level} M2_ISA_LEVEL=${MAMBA2_ISA_ENUM_${level}}
-                               ${I_DEFINES})
+                               ${MAMBA2_ISA_DEFS_${level}} ${I_DEFINES})
     target_compile_options(${name}_${level} PRIVATE ${MAMBA2_ISA_FLAGS_common} ${MAMBA2_ISA_FLAGS_${level}})
     target_link_libraries(${name}_${level} PRIVATE ${I_LIBS} mamba2_c_options)
     list(APPEND objs $<TARGET_OBJECTS:${name}_${level}>)

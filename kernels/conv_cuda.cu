@@ -2,19 +2,20 @@
  * backward.
  *
  * Backward, per sequence: pre(t, c) = b[c] + sum_k w[c,k] in[t-K+1+k, c] (zero before t = 0), out = silu(pre).
- *   dpre(t, c) = dout(t, c) * silu'(pre(t, c))                 (kept in the workspace)
+ *   dpre(t, c) = dout(t, c) * silu'(pre(t, c))                 (in registers only)
  *   din(t, c)  = sum_k w[c,k] dpre(t+K-1-k, c)                  (over output ticks inside the sequence)
  *   dw[c,k]   += sum_t dpre(t, c) in[t-K+1+k, c],   db[c] += sum_t dpre(t, c)
  * The weight and bias gradients are the deterministic column sum of cuda_common.cuh over the token rows, with
  * C*(K+1) virtual columns (c, k), k = K standing for the bias: the same blocks of rows, the same order.
  *
  * Layout of the work (BENCHMARKS.md, "Predicted GPU step"): a thread owns V consecutive channels (V = 4: one
- * 16-byte load or store per token row when the strides and pointers allow it, else V = 1) and walks CONV_TT
- * consecutive ticks of one sequence (the weight-gradient kernel: one column-sum block of rows), keeping the K
- * taps' inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times
- * and no index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a
- * compile-time 4 or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1, as
- * before, so the results are unchanged bitwise. */
+ * 16-byte load or store per token row when the strides and pointers allow it, else V = 1) and walks consecutive
+ * rows (the forward: CONV_TT ticks of one sequence; the backward: one column-sum block of rows), keeping the K taps'
+ * inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times and no
+ * index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a compile-time 4
+ * or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1, so the results are
+ * unchanged bitwise. The backward is one kernel (dpre, din and the weight partials from one read of in and dout;
+ * BENCHMARKS.md, issue 16a) and the column sum's final pass. */
 #include "cuda_common.cuh"
 
 enum { CONV_TT = 32 };
@@ -36,7 +37,7 @@ struct conv_v1k16 {
 
 struct conv_args {
     const float *in, *w, *b, *dout;
-    float *dpre, *out, *din, *part;
+    float *out, *din, *part;
     int ld_in, ld_din, T, C, K, rows, per;
 };
 
@@ -75,8 +76,8 @@ template <class Cfg> __device__ __forceinline__ void conv_shift(float (&win)[Cfg
 }
 
 /* pre(t) of the V channels from the window win[m] = in[t - (KM-1-m)]: b + taps k = 0..K-1 (m = KM-K+k) in order,
- * the taps before the sequence start skipped. */
-template <class Cfg>
+ * the taps before the sequence start skipped (Masked; a tick t >= KM-1 has none, so its loop drops the test). */
+template <class Cfg, bool Masked = true>
 __device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float (&bias)[Cfg::V],
                                          const float (&wr)[Cfg::KM][Cfg::V], const float (&win)[Cfg::KM][Cfg::V],
                                          float (&pre)[Cfg::V])
@@ -85,7 +86,7 @@ __device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float 
     for (int j = 0; j < Cfg::V; j++) pre[j] = bias[j];
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++)
-        if (m >= Cfg::KM - a.K && t >= Cfg::KM - 1 - m) {
+        if (m >= Cfg::KM - a.K && (!Masked || t >= Cfg::KM - 1 - m)) {
 #pragma unroll
             for (int j = 0; j < Cfg::V; j++) pre[j] += wr[m][j] * win[m][j];
         }
@@ -105,8 +106,23 @@ template <class Cfg> __device__ void conv_window(const float *col, int ld, int t
     }
 }
 
-/* Forward (Dpre false): out = silu(pre). Backward's first pass (Dpre true): dpre = dout * silu'(pre). */
-template <class Cfg, bool Dpre> __device__ void conv_pre_pass(const conv_args &a)
+/* One forward row: shift tick t's input into the window, out(t) = silu(pre(t)). */
+template <class Cfg, bool Masked>
+__device__ __forceinline__ void conv_fwd_row(const conv_args &a, const float *col, float *out, size_t orow, int t,
+                                             const float (&bias)[Cfg::V], const float (&wr)[Cfg::KM][Cfg::V],
+                                             float (&win)[Cfg::KM][Cfg::V])
+{
+    conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
+    float pre[Cfg::V];
+    conv_pre<Cfg, Masked>(a, t, bias, wr, win, pre);
+    m2_vec<Cfg::V> r;
+#pragma unroll
+    for (int j = 0; j < Cfg::V; j++) r.v[j] = pre[j] * m2_dev_sigmoid(pre[j]);
+    m2_vstore<Cfg::V>(out + orow * a.C, r);
+}
+
+/* Forward: out = silu(pre); the first KM-1 ticks of a sequence with the start mask, the rest without. */
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args a)
 {
     int c0, t0, t1;
     size_t seq;
@@ -117,96 +133,80 @@ template <class Cfg, bool Dpre> __device__ void conv_pre_pass(const conv_args &a
     for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
     const float *col = a.in + seq * a.T * a.ld_in + c0;
     conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
-    for (int t = t0; t < t1; t++) {
-        conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
-        float pre[Cfg::V];
-        conv_pre<Cfg>(a, t, bias, wr, win, pre);
-        const size_t o = (seq * a.T + t) * a.C + c0;
-        m2_vec<Cfg::V> r, d = {};
-        if constexpr (Dpre) d = m2_vload<Cfg::V>(a.dout + o);
-#pragma unroll
-        for (int j = 0; j < Cfg::V; j++) {
-            const float s = m2_dev_sigmoid(pre[j]);
-            r.v[j] = Dpre ? d.v[j] * s * (1.0f + pre[j] * (1.0f - s)) : pre[j] * s;
-        }
-        m2_vstore<Cfg::V>((Dpre ? a.dpre : a.out) + o, r);
-    }
+    float *out = a.out + c0;
+    int t = t0;
+    for (; t < t1 && t < Cfg::KM - 1; t++) conv_fwd_row<Cfg, true>(a, col, out, seq * a.T + t, t, bias, wr, win);
+#pragma unroll 4 /* the window's shifts become register renames */
+    for (; t < t1; t++) conv_fwd_row<Cfg, false>(a, col, out, seq * a.T + t, t, bias, wr, win);
 }
 
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args a)
-{
-    conv_pre_pass<Cfg, false>(a);
-}
-
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_dpre_kernel(conv_args a)
-{
-    conv_pre_pass<Cfg, true>(a);
-}
-
-/* din(t) = sum_k w[k] dpre(t+K-1-k) over the output ticks inside the sequence, from the window
- * win[m] = dpre[t + K - KM + m] (tap k at m = KM-1-k, the weights in reversed order). */
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_din_kernel(conv_args a)
-{
-    constexpr int KM = Cfg::KM, V = Cfg::V;
-    int c0, t0, t1;
-    size_t seq;
-    if (!conv_walk<Cfg>(a, c0, seq, t0, t1)) return;
-    float wr[KM][V], win[KM][V];
-    conv_weights<Cfg, true>(a, c0, wr);
-    const float *col = a.dpre + seq * a.T * a.C + c0;
-    /* the window before t0: win[m] = dpre[t0 - 1 + K - KM + m] for the ticks that exist */
-#pragma unroll
-    for (int m = 0; m < KM; m++) {
-        const int tf = t0 - 1 + a.K - KM + m;
-        m2_vec<V> x = {};
-        if (tf >= t0 && tf < a.T) x = m2_vload<V>(col + (size_t)tf * a.C);
-#pragma unroll
-        for (int j = 0; j < V; j++) win[m][j] = x.v[j];
-    }
-    for (int t = t0; t < t1; t++) {
-        const int tn = t + a.K - 1; /* the newest tick the window needs */
-        m2_vec<V> x = {};
-        if (tn < a.T) x = m2_vload<V>(col + (size_t)tn * a.C);
-        conv_shift<Cfg>(win, x);
-        m2_vec<V> s = {};
-#pragma unroll
-        for (int k = 0; k < KM; k++)
-            if (k < a.K && t + a.K - 1 - k < a.T) {
-#pragma unroll
-                for (int j = 0; j < V; j++) s.v[j] += wr[KM - 1 - k][j] * win[KM - 1 - k][j];
-            }
-        m2_vstore<V>(a.din + (seq * a.T + t) * a.ld_din + c0, s);
-    }
-}
-
-/* One column-sum block of rows [r0, r1) (blockIdx.x) of the virtual columns (c, k) of the thread's channels, rows
- * in order: part[blk][c*(K+1) + k] = sum_r (k < K ? dpre(r, c) in(r-K+1+k, c), 0 before the sequence start : dpre).
- * Tap k's sum sits at acc[KM-K+k], beside its window register. */
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_wb_kernel(conv_args a)
+/* The backward in one walk over the column-sum block of rows [r0, r1) (blockIdx.x) of the thread's channels, rows
+ * in order (a block may span sequences: tick t restarts at 0, the taps before a sequence start are masked):
+ * - dpre(r) = dout(r) * silu'(pre(r)), pre from the input window as in the forward;
+ * - the weight and bias partials of the block's rows: part[blk][c*(K+1) + k] = sum_r (k < K ? dpre(r, c)
+ *   in(r-K+1+k, c), 0 before the sequence start : dpre(r, c)), tap k's sum at acc[KM-K+k] beside its window register;
+ * - din(ro) = sum_k w[k] dpre(ro+K-1-k) over the output ticks inside the sequence, written at row r = ro + K - 1 from a
+ *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
+ *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
+ * dpre never goes to memory; every sum is formed in the order of the separate kernels this replaces (bitwise). */
+template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c0 >= a.C) return;
     const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per);
     const float *col = a.in + c0;
-    float win[KM][V], acc[KM + 1][V];
-    int t = r0 % a.T;
+    float wf[KM][V], wb[KM][V], bias[V], win[KM][V], dwin[KM][V], acc[KM + 1][V];
+    conv_weights<Cfg, false>(a, c0, wf);
+    conv_weights<Cfg, true>(a, c0, wb);
+#pragma unroll
+    for (int j = 0; j < V; j++) bias[j] = a.b[c0 + j];
+    int t = r0 % a.T, to = ((r0 - (a.K - 1)) % a.T + a.T) % a.T; /* the ticks of r and of ro = r - (K-1) */
     conv_window<Cfg>(col + (size_t)(r0 - t) * a.ld_in, a.ld_in, t, a.K, win);
 #pragma unroll
-    for (int k = 0; k <= KM; k++)
+    for (int m = 0; m <= KM; m++)
 #pragma unroll
-        for (int j = 0; j < V; j++) acc[k][j] = 0.0f;
-    for (int r = r0; r < r1; r++, t = t + 1 == a.T ? 0 : t + 1) {
-        conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
-        const m2_vec<V> d = m2_vload<V>(a.dpre + (size_t)r * a.C + c0);
+        for (int j = 0; j < V; j++) {
+            acc[m][j] = 0.0f;
+            if (m < KM) dwin[m][j] = 0.0f;
+        }
+    for (int r = r0; r < r1 + a.K - 1; r++) {
+        m2_vec<V> d = {};
+        if (r < a.rows) {
+            conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
+            float pre[V];
+            conv_pre<Cfg>(a, t, bias, wf, win, pre);
+            const m2_vec<V> g = m2_vload<V>(a.dout + (size_t)r * a.C + c0);
 #pragma unroll
-        for (int m = 0; m < KM; m++)
-            if (m >= KM - a.K) {
-#pragma unroll
-                for (int j = 0; j < V; j++) acc[m][j] += t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
+            for (int j = 0; j < V; j++) {
+                const float s = m2_dev_sigmoid(pre[j]);
+                d.v[j] = g.v[j] * s * (1.0f + pre[j] * (1.0f - s));
             }
+            if (r < r1) {
 #pragma unroll
-        for (int j = 0; j < V; j++) acc[KM][j] += d.v[j];
+                for (int m = 0; m < KM; m++)
+                    if (m >= KM - a.K) {
+#pragma unroll
+                        for (int j = 0; j < V; j++) acc[m][j] += t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
+                    }
+#pragma unroll
+                for (int j = 0; j < V; j++) acc[KM][j] += d.v[j];
+            }
+        }
+        conv_shift<Cfg>(dwin, d);
+        const int ro = r - (a.K - 1);
+        if (ro >= r0) {
+            m2_vec<V> s = {};
+#pragma unroll
+            for (int k = 0; k < KM; k++)
+                if (k < a.K && to + a.K - 1 - k < a.T) {
+#pragma unroll
+                    for (int j = 0; j < V; j++) s.v[j] += wb[KM - 1 - k][j] * dwin[KM - 1 - k][j];
+                }
+            m2_vstore<V>(a.din + (size_t)ro * a.ld_din + c0, s);
+        }
+        t = t + 1 == a.T ? 0 : t + 1;
+        to = to + 1 == a.T ? 0 : to + 1;
     }
     float *p = a.part + (size_t)blockIdx.x * a.C * (a.K + 1) + (size_t)c0 * (a.K + 1);
 #pragma unroll
@@ -248,15 +248,10 @@ template <class Cfg> static void conv_fwd_run(const m2_cuda_ctx *c, const conv_a
 
 template <class Cfg> static void conv_bwd_run(m2_cuda_ctx *c, const conv_args &a, float *dw, float *db)
 {
-    const dim3 grid = conv_grid<Cfg>(a, conv_tiles(a));
-    conv_dpre_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
-    M2_CUDA_LAUNCHED("conv_silu_bwd (dpre)");
-    conv_din_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
-    M2_CUDA_LAUNCHED("conv_silu_bwd (din)");
     const int nblk = (a.rows + a.per - 1) / a.per;
-    const dim3 wb_grid = conv_grid<Cfg>(a, nblk);
-    conv_wb_kernel<Cfg><<<wb_grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
-    M2_CUDA_LAUNCHED("conv_silu_bwd (weight, bias)");
+    const dim3 grid = conv_grid<Cfg>(a, nblk);
+    conv_bwd_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED("conv_silu_bwd");
     m2_colsum_finish(c, a.part, nblk, a.C * (a.K + 1), conv_wb_out{dw, db, a.K}, "conv_silu_bwd (weight, bias)");
 }
 
@@ -273,7 +268,7 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const 
 {
     if ((size_t)B * T * C == 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    conv_args a = {in, w, b, NULL, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
+    conv_args a = {in, w, b, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
 #define CONV_FWD(Cfg) conv_fwd_run<Cfg>(c, a)
     CONV_DISPATCH(a, CONV_FWD);
 #undef CONV_FWD
@@ -287,25 +282,8 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *
     const size_t total = (size_t)rows * C;
     if (!total) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    const int ncol = C * (K + 1);
-    const size_t off = m2_cuda_align(total * sizeof(float));
-    char *ws = (char *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, ncol));
-    float *dpre = (float *)ws;
-    conv_args a = {in,
-                   w,
-                   b,
-                   dout,
-                   dpre,
-                   NULL,
-                   din,
-                   (float *)(ws + off),
-                   ld_in,
-                   ld_din,
-                   T,
-                   C,
-                   K,
-                   rows,
-                   m2_colsum_rows_per_block(rows)};
+    float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
+    conv_args a = {in, w, b, dout, NULL, din, part, ld_in, ld_din, T, C, K, rows, m2_colsum_rows_per_block(rows)};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
     CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD

@@ -78,7 +78,11 @@ template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const float *p)
 }
 template <int V> __device__ __forceinline__ void m2_vstore(float *p, const m2_vec<V> &x)
 {
+#ifdef M2EMU_VECTOR_STORE /* the CPU emulation: one counted access, as on the GPU */
+    M2EMU_VECTOR_STORE(p, x);
+#else
     *reinterpret_cast<m2_vec<V> *>(p) = x;
+#endif
 }
 /* Whether every pointer is 16-byte aligned and every stride a multiple of 4 floats (the V = 4 paths). */
 static inline bool m2_vec4_ok(std::initializer_list<const void *> ptrs, std::initializer_list<long long> strides)

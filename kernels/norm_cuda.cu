@@ -5,8 +5,9 @@
  * values normalised as out = v * r * w with r = rsqrt(mean(v^2) + eps):
  *   dv = r * (w * dout) - v * r^3 / ns * sum(w * dout * v),     dw += dout * v * r.
  * In the gated norm ns is the GROUP size (upstream divides by the full width when G > 1, a known bug that
- * docs/MODEL.md asks us not to copy). dw is a column sum over rows: each row's r is kept in the workspace and the
- * deterministic column sum (cuda_common.cuh) forms dw. */
+ * docs/MODEL.md asks us not to copy). dw is a column sum over rows (the deterministic one of cuda_common.cuh): RMSNorm
+ * keeps each row's r in the workspace for m2_colsum; the gated norm's backward forms the column partials of its
+ * blocks of rows itself, in shared memory, so dout, y and z are read once (BENCHMARKS.md, issue 16a). */
 #include "cuda_common.cuh"
 
 __device__ __forceinline__ float rstd_of(float sumsq, int ns)
@@ -14,35 +15,80 @@ __device__ __forceinline__ float rstd_of(float sumsq, int ns)
     return 1.0f / sqrtf(sumsq / (float)ns + (float)M2_NORM_EPS);
 }
 
+/* Sum of v over the block's M2_CUDA_THREADS threads (blockDim.x must be that), every thread getting the same figure
+ * in a fixed order: a butterfly within each warp (lanes i and i^o add the same two values, so all lanes hold the same
+ * sum), then the warps' sums in warp order. 5 shuffles and 2 barriers instead of the 8 shared-memory rounds of
+ * m2_block_sum: the norms reduce once or twice per row, a cost of the same order as a 768-channel row's own work.
+ * sh: NORM_WARPS floats of shared memory. */
+enum { NORM_WARPS = M2_CUDA_THREADS / 32 };
+__device__ __forceinline__ float norm_block_sum(float v, float *sh)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = sh[0];
+#pragma unroll
+    for (int w = 1; w < NORM_WARPS; w++) s += sh[w];
+    __syncthreads();
+    return s;
+}
+
 /* ---- RMSNorm ---- */
 __global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, float *y)
 {
-    __shared__ float sh[M2_CUDA_THREADS];
+    __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const float *xr = x + row * n;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
-    const float r = rstd_of(m2_block_sum(ss, sh), n);
+    const float r = rstd_of(norm_block_sum(ss, sh), n);
     float *yr = y + row * n;
     for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * r * w[j];
 }
 
-__global__ void __launch_bounds__(M2_CUDA_THREADS)
-    rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int n, float *dx, float *rstd)
+/* The weight gradient's column partials that a backward block forms over its rows (gated_norm_bwd_kernel says how):
+ * the thread's channels j = V*tid + i*V*blockDim.x of each of the G groups of ng, zeroed, then stored to part[blk]. */
+template <int V> __device__ void norm_acc_zero(float *acc, int G, int ng)
 {
-    __shared__ float sh[M2_CUDA_THREADS];
-    const size_t row = blockIdx.x;
-    const float *xr = x + row * n, *dyr = dy + row * n;
-    float ss = 0.0f, s = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        ss += xr[j] * xr[j];
-        s += w[j] * dyr[j] * xr[j];
+    for (int g = 0; g < G; g++)
+        for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += V * blockDim.x)
+            for (int e = 0; e < V; e++) acc[j + e] = 0.0f;
+}
+template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng, float *part)
+{
+    for (int g = 0; g < G; g++)
+        for (int j = g * ng + V * threadIdx.x; j < (g + 1) * ng; j += V * blockDim.x)
+            for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * G * ng + j + e] = acc[j + e];
+}
+
+/* Rows [blk * per, + per): dx ADDS; the weight partials in acc (part != NULL) or rstd per row (part == NULL, per 1). */
+__global__ void __launch_bounds__(M2_CUDA_THREADS)
+    rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
+                       float *part, float *rstd)
+{
+    extern __shared__ float acc_sh[];
+    __shared__ float sh[NORM_WARPS];
+    float *acc = part ? acc_sh : NULL;
+    if (acc) norm_acc_zero<1>(acc, 1, n);
+    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
+    for (int row = r0; row < r1; row++) {
+        const float *xr = x + (size_t)row * n, *dyr = dy + (size_t)row * n;
+        float ss = 0.0f, s = 0.0f;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            ss += xr[j] * xr[j];
+            s += w[j] * dyr[j] * xr[j];
+        }
+        const float r = rstd_of(norm_block_sum(ss, sh), n);
+        const float cst = r * r * r * norm_block_sum(s, sh) / (float)n;
+        float *dxr = dx + (size_t)row * n;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
+            if (acc) acc[j] += dyr[j] * xr[j] * r;
+        }
+        if (rstd && threadIdx.x == 0) rstd[row] = r;
     }
-    const float r = rstd_of(m2_block_sum(ss, sh), n);
-    const float cst = r * r * r * m2_block_sum(s, sh) / (float)n;
-    float *dxr = dx + row * n;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
-    if (threadIdx.x == 0) rstd[row] = r;
+    if (acc) norm_acc_store<1>(acc, 1, n, part);
 }
 
 struct rmsnorm_dw_term {
@@ -62,17 +108,52 @@ void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, in
     M2_CUDA_LAUNCHED("rmsnorm_fwd");
 }
 
+/* How a norm backward forms its weight gradient: in the kernel, as the column partials of blocks of per rows in
+ * n floats of dynamic shared memory (part), when they fit the 48 KiB a block gets without an opt-in beside the static
+ * reduction buffer (n up to 12,032); else row by row (per 1), each row's rstd [rows, G] kept for m2_colsum at ws_off.
+ * The same blocks of rows and order as m2_colsum's either way, so the same figures. */
+typedef struct {
+    int per, nblk;
+    size_t shmem, ws_off;
+    float *part, *rstd;
+} norm_bwd_plan;
+
+enum { NORM_ACC_MAX_BYTES = 47 * 1024 }; /* 1 KiB left for the kernels' static shared memory */
+
+static norm_bwd_plan norm_bwd_plan_of(m2_cuda_ctx *c, int rows, int n, int G)
+{
+    norm_bwd_plan p = {1, rows, 0, 0, NULL, NULL};
+    if ((size_t)n * sizeof(float) <= NORM_ACC_MAX_BYTES) {
+        p.per = m2_colsum_rows_per_block(rows);
+        p.nblk = (rows + p.per - 1) / p.per;
+        p.shmem = (size_t)n * sizeof(float);
+        p.part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, n));
+    } else {
+        p.ws_off = m2_cuda_align((size_t)rows * G * sizeof(float));
+        p.rstd = (float *)m2_cuda_ws(c, p.ws_off + m2_colsum_ws_bytes(rows, n));
+    }
+    return p;
+}
+
+/* The weight gradient's last step: the final pass over the kernel's partials, or the whole column sum of f. */
+template <class F>
+static void norm_bwd_weight(m2_cuda_ctx *c, const norm_bwd_plan &p, int rows, int n, F f, float *dw, const char *what)
+{
+    if (p.part)
+        m2_colsum_finish(c, p.part, p.nblk, n, m2_add_to{dw}, what);
+    else
+        m2_colsum(c, p.ws_off, rows, n, f, m2_add_to{dw}, what);
+}
+
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    /* The rows' rstd at the start of the workspace, the column sum's partials after it. */
-    const size_t off = m2_cuda_align((size_t)rows * sizeof(float));
-    float *rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
-    rmsnorm_bwd_kernel<<<rows, M2_CUDA_THREADS, 0, c->stream>>>(dy, x, w, n, dx, rstd);
+    const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
+    rmsnorm_bwd_kernel<<<p.nblk, M2_CUDA_THREADS, p.shmem, c->stream>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd);
     M2_CUDA_LAUNCHED("rmsnorm_bwd");
-    m2_colsum(c, off, rows, n, rmsnorm_dw_term{dy, x, rstd, n}, m2_add_to{dw}, "rmsnorm_bwd (weight)");
+    norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
 
 /* ---- gated RMSNorm: v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps) * w ---- */
@@ -81,89 +162,164 @@ __device__ __forceinline__ float gate(float y, float z) { return y * z * m2_dev_
 /* V channels per thread: 4 (16-byte loads and stores) when the group width, the strides and the pointers allow it
  * (named types, so that a kernel's counters and its SASS row share one key). With V = 1 the kernels are the
  * one-channel-per-thread loops; with V = 4 each thread's partial sums run over its 4 consecutive channels first, a
- * different fp32 order (the emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5). */
+ * different fp32 order (the emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5).
+ * C: a thread's first C accesses of V channels per group stay in registers between a segment's two passes (the
+ * statistics, then the outputs), so a group of up to 8 x 256 channels is read from memory once; a wider group's
+ * remaining channels are read twice. Same arithmetic in the same order either way (bitwise). */
 struct norm_v1 {
-    static constexpr int V = 1;
+    static constexpr int V = 1, C = 8;
 };
 struct norm_v4 {
-    static constexpr int V = 4;
+    static constexpr int V = 4, C = 2;
 };
 
+template <int V> struct gate_in { /* one access's operands */
+    m2_vec<V> y, z;
+};
+template <int V> __device__ __forceinline__ gate_in<V> gate_load(const float *y, const float *z, int j)
+{
+    return gate_in<V>{m2_vload<V>(y + j), m2_vload<V>(z + j)};
+}
+
+/* Forward. Pass 1 forms v and its sum of squares, pass 2 writes v * r * w. */
 template <class Cfg>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_fwd_kernel(const float *y, const float *z, int ld_z, const float *w, int n, int G, float *out)
 {
-    constexpr int V = Cfg::V;
-    __shared__ float sh[M2_CUDA_THREADS];
+    constexpr int V = Cfg::V, C = Cfg::C;
+    __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const int ng = n / G, step = V * blockDim.x;
     const float *yr = y + row * n, *zr = z + row * ld_z;
     float *outr = out + row * n;
     for (int g = 0; g < G; g++) {
-        const int j0 = g * ng;
+        const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
+        m2_vec<V> vc[C];
         float ss = 0.0f;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j);
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            const int j = jt + i * step;
+            if (j >= end) break;
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
 #pragma unroll
             for (int e = 0; e < V; e++) {
-                const float v = gate(yv.v[e], zv.v[e]);
+                vc[i].v[e] = gate(a.y.v[e], a.z.v[e]);
+                ss += vc[i].v[e] * vc[i].v[e];
+            }
+        }
+        for (int j = jt + C * step; j < end; j += step) {
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float v = gate(a.y.v[e], a.z.v[e]);
                 ss += v * v;
             }
         }
-        const float r = rstd_of(m2_block_sum(ss, sh), ng);
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j);
+        const float r = rstd_of(norm_block_sum(ss, sh), ng);
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            const int j = jt + i * step;
+            if (j >= end) break;
+            const m2_vec<V> wv = m2_vload<V>(w + j);
             m2_vec<V> o;
 #pragma unroll
-            for (int e = 0; e < V; e++) o.v[e] = gate(yv.v[e], zv.v[e]) * r * wv.v[e];
+            for (int e = 0; e < V; e++) o.v[e] = vc[i].v[e] * r * wv.v[e];
+            m2_vstore<V>(outr + j, o);
+        }
+        for (int j = jt + C * step; j < end; j += step) {
+            const gate_in<V> a = gate_load<V>(yr, zr, j);
+            const m2_vec<V> wv = m2_vload<V>(w + j);
+            m2_vec<V> o;
+#pragma unroll
+            for (int e = 0; e < V; e++) o.v[e] = gate(a.y.v[e], a.z.v[e]) * r * wv.v[e];
             m2_vstore<V>(outr + j, o);
         }
     }
 }
 
+/* The backward's operands of one access of V channels. */
+template <int V> struct gate_bwd_in {
+    m2_vec<V> y, z, d; /* y, z, dout */
+};
+
+/* Backward of one segment's access at channel j: dy, dz written; the weight gradient's term dout * v * r added to
+ * acc (when the block forms its column partials, else NULL). */
+template <int V>
+__device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const float *w, int j, float r, float cst,
+                                              float *dyr, float *dzr, float *acc)
+{
+    const m2_vec<V> wv = m2_vload<V>(w + j);
+    m2_vec<V> oy, oz;
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        const float zj = a.z.v[e], sg = m2_dev_sigmoid(zj), yj = a.y.v[e], v = gate(yj, zj);
+        const float dv = r * wv.v[e] * a.d.v[e] - cst * v;
+        oy.v[e] = dv * zj * sg;
+        /* d silu(z)/dz = s (1 + z (1 - s)) */
+        oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
+        if (acc) acc[j + e] += a.d.v[e] * v * r;
+    }
+    m2_vstore<V>(dyr + j, oy);
+    m2_vstore<V>(dzr + j, oz);
+}
+
+/* Backward over the rows [blk * per, + per). part != NULL: the block also forms the weight gradient's column
+ * partials of its rows, part[blk][j] (the same blocks of rows and order as m2_colsum's, so the same figures) in
+ * dynamic shared memory of n floats, each thread owning the same channels in every row (no barrier needed), and
+ * the second pass over dout, y and z that a separate column sum makes is saved. part == NULL (rows too wide for
+ * shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum. */
 template <class Cfg>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_bwd_kernel(const float *dout, const float *y, const float *z, int ld_z, const float *w, int n, int G,
-                          float *dy, float *dz, int ld_dz, float *rstd)
+    gated_norm_bwd_kernel(const float *dout, const float *y, const float *z, int ld_z, const float *w, int rows, int n,
+                          int G, int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
 {
-    constexpr int V = Cfg::V;
-    __shared__ float sh[M2_CUDA_THREADS];
-    const size_t row = blockIdx.x;
+    constexpr int V = Cfg::V, C = Cfg::C;
+    extern __shared__ float acc_sh[];
+    __shared__ float sh[NORM_WARPS];
+    float *acc = part ? acc_sh : NULL;
     const int ng = n / G, step = V * blockDim.x;
-    const float *yr = y + row * n, *zr = z + row * ld_z, *dor = dout + row * n;
-    float *dyr = dy + row * n, *dzr = dz + row * ld_dz;
-    for (int g = 0; g < G; g++) {
-        const int j0 = g * ng;
-        float ss = 0.0f, s = 0.0f;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j),
-                            dv = m2_vload<V>(dor + j);
+    if (acc) norm_acc_zero<V>(acc, G, ng);
+    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
+    for (int row = r0; row < r1; row++) {
+        const float *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z, *dor = dout + (size_t)row * n;
+        float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz;
+        for (int g = 0; g < G; g++) {
+            const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
+            gate_bwd_in<V> ac[C];
+            float ss = 0.0f, s = 0.0f;
+            auto stats = [&](const gate_bwd_in<V> &a, int j) {
+                const m2_vec<V> wv = m2_vload<V>(w + j);
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float v = gate(yv.v[e], zv.v[e]);
-                ss += v * v;
-                s += wv.v[e] * dv.v[e] * v;
-            }
-        }
-        const float r = rstd_of(m2_block_sum(ss, sh), ng);
-        const float cst = r * r * r * m2_block_sum(s, sh) / (float)ng;
-        for (int j = j0 + V * threadIdx.x; j < j0 + ng; j += step) {
-            const m2_vec<V> yv = m2_vload<V>(yr + j), zv = m2_vload<V>(zr + j), wv = m2_vload<V>(w + j),
-                            dov = m2_vload<V>(dor + j);
-            m2_vec<V> oy, oz;
+                for (int e = 0; e < V; e++) {
+                    const float v = gate(a.y.v[e], a.z.v[e]);
+                    ss += v * v;
+                    s += wv.v[e] * a.d.v[e] * v;
+                }
+            };
+            auto load = [&](int j) {
+                return gate_bwd_in<V>{m2_vload<V>(yr + j), m2_vload<V>(zr + j), m2_vload<V>(dor + j)};
+            };
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float zj = zv.v[e], sg = m2_dev_sigmoid(zj), yj = yv.v[e];
-                const float dv = r * wv.v[e] * dov.v[e] - cst * gate(yj, zj);
-                oy.v[e] = dv * zj * sg;
-                /* d silu(z)/dz = s (1 + z (1 - s)) */
-                oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                ac[i] = load(j);
+                stats(ac[i], j);
             }
-            m2_vstore<V>(dyr + j, oy);
-            m2_vstore<V>(dzr + j, oz);
+            for (int j = jt + C * step; j < end; j += step) stats(load(j), j);
+            const float r = rstd_of(norm_block_sum(ss, sh), ng);
+            const float cst = r * r * r * norm_block_sum(s, sh) / (float)ng;
+#pragma unroll
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                gated_bwd_out<V>(ac[i], w, j, r, cst, dyr, dzr, acc);
+            }
+            for (int j = jt + C * step; j < end; j += step) gated_bwd_out<V>(load(j), w, j, r, cst, dyr, dzr, acc);
+            if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
         }
-        if (threadIdx.x == 0) rstd[row * G + g] = r;
     }
+    if (acc) norm_acc_store<V>(acc, G, ng, part);
 }
 
 /* The 4-channel kernels when every group, row and pointer is 16-byte aligned. */
@@ -172,6 +328,7 @@ static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, st
     return n % G == 0 && (n / G) % 4 == 0 && m2_vec4_ok(ptrs, ld);
 }
 
+/* The weight gradient's term for m2_colsum, when the rows are too wide for the backward to form the partials. */
 struct gated_dw_term {
     const float *dout, *y, *z, *rstd;
     int ld_z, n, G, ng;
@@ -191,11 +348,13 @@ static void gated_fwd_run(cudaStream_t st, const float *y, const float *z, int l
     gated_norm_fwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
     M2_CUDA_LAUNCHED("gated_norm_fwd");
 }
+
 template <class Cfg>
-static void gated_bwd_run(cudaStream_t st, const float *dout, const float *y, const float *z, int ld_z, const float *w,
-                          int rows, int n, int G, float *dy, float *dz, int ld_dz, float *rstd)
+static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const float *y, const float *z,
+                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
 {
-    gated_norm_bwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(dout, y, z, ld_z, w, n, G, dy, dz, ld_dz, rstd);
+    gated_norm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy, dz,
+                                                                         ld_dz, p.part, p.rstd);
     M2_CUDA_LAUNCHED("gated_norm_bwd");
 }
 
@@ -215,12 +374,10 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real 
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    const size_t off = m2_cuda_align((size_t)rows * G * sizeof(float));
-    float *rstd = (float *)m2_cuda_ws(c, off + m2_colsum_ws_bytes(rows, n));
+    const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, G);
     if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-        gated_bwd_run<norm_v4>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
+        gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
     else
-        gated_bwd_run<norm_v1>(c->stream, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, rstd);
-    m2_colsum(c, off, rows, n, gated_dw_term{dout, y, z, rstd, ld_z, n, G, n / G}, m2_add_to{dw},
-              "gated_norm_bwd (weight)");
+        gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+    norm_bwd_weight(c, p, rows, n, gated_dw_term{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw, "gated_norm_bwd (weight)");
 }

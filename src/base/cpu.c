@@ -11,6 +11,7 @@ static const char *const NAMES[M2_CPU_N_LEVELS] = {"scalar", "avx2", "avx512"};
 /* The cap of m2_cpu_set_cap (none by default) and the level in use (-1: not yet decided). */
 static int g_cap = M2_CPU_N_LEVELS - 1;
 static int g_active = -1;
+static int g_bf16_dot_allowed = 1;
 
 m2_cpu_level m2_cpu_supported(void)
 {
@@ -66,3 +67,11 @@ m2_cpu_level m2_cpu_set_cap(m2_cpu_level cap)
     g_active = -1;
     return m2_cpu_active();
 }
+
+int m2_cpu_bf16_dot(void)
+{
+    __builtin_cpu_init();
+    return g_bf16_dot_allowed && m2_cpu_active() >= M2_CPU_AVX512 && __builtin_cpu_supports("avx512bf16");
+}
+
+void m2_cpu_set_bf16_dot(int allow) { g_bf16_dot_allowed = allow != 0; }

@@ -28,6 +28,15 @@ int m2_cpu_check_env(void);
 /* Caps the level for this process from now on (tests run every path through it); returns the level in use. */
 m2_cpu_level m2_cpu_set_cap(m2_cpu_level cap);
 
+/* AVX-512-BF16 (vdpbf16ps), a capability under the avx512 level rather than a level of its own: the bf16 weight
+ * mode's dot products use it when the level in use is avx512, the CPU has it (Zen 4-5, Cooper Lake, Sapphire
+ * Rapids) and m2_cpu_set_bf16_dot has not turned it off. Its results equal the portable path's but for the
+ * summation order (docs/MODEL.md, "bf16 weights"), so no cap name is needed to choose it. */
+int m2_cpu_bf16_dot(void);
+
+/* Allows (1, the default) or forbids (0) the bf16 dot instructions from now on (tests run both paths). */
+void m2_cpu_set_bf16_dot(int allow);
+
 /* "scalar", "avx2", "avx512". */
 const char *m2_cpu_name(m2_cpu_level level);
 

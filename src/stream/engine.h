@@ -7,7 +7,9 @@
  * k-major: panel[k][j] = W[r0 + j][k], j < 16 nv. A GEMV then reads every weight exactly once, in address
  * order, with up to 8 independent accumulator vectors (enough to hide the FMA latency) and one broadcast of
  * x[k] per k-row; a GEMM over n streams reads each panel once per tile of streams, from L1. All matrices of
- * the model sit in one buffer in the order a tick reads them, so the hardware prefetcher sees one stream. */
+ * the model sit in one buffer in the order a tick reads them, so the hardware prefetcher sees one stream.
+ * bf16 panels hold k-pairs (the operand order of vdpbf16ps): row q is 16 nv 32-bit words, word j holding
+ * W[r0 + j][2q] in its low half and W[r0 + j][2q + 1] in its high half (K padded to even with a zero row). */
 #ifndef MAMBA2_STREAM_H
 #define MAMBA2_STREAM_H
 
@@ -34,6 +36,7 @@ const m2_dims *m2_stream_dims(const m2_stream *s);
 
 typedef struct {
     int M, K;                       /* logical shape of W */
+    int Kp;                         /* k-rows stored: K (fp32), K rounded up to even (bf16: k-pairs) */
     int n_panels, nv_base, n_extra; /* panels 0..n_extra-1 hold nv_base+1 vectors, the rest nv_base */
     size_t offset;                  /* first element in the matrix buffer (elements, fp32 or bf16) */
 } m2s_mat;
@@ -45,8 +48,18 @@ static inline void m2s_panel(const m2s_mat *m, int p, int *nv, int *r0)
     *r0 = M2S_VEC * (p * m->nv_base + (p < m->n_extra ? p : m->n_extra));
 }
 
-/* Plans a matrix of shape [M,K] at *cursor (elements) and advances it. */
-void m2s_mat_plan(m2s_mat *m, int M, int K, size_t *cursor);
+/* Plans a matrix of shape [M,K] at *cursor (elements; bf16 != 0: the k-pair layout) and advances it. */
+void m2s_mat_plan(m2s_mat *m, int M, int K, int bf16, size_t *cursor);
+
+/* The bf16 bits of f (in the low 16 bits), rounded to nearest even; a NaN stays a NaN. The weights' rounding
+ * at packing and the activations' in the bf16 mode's GEMV. */
+static inline uint32_t m2s_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? (u >> 16) | 0x40u : r;
+}
 
 /* Writes W [M,K] into its panels; bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
 void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
@@ -62,8 +75,10 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
 #define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
 
 /* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
- * receive 0). n == 1 takes the GEMV path. */
-void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy);
+ * receive 0). n == 1 takes the GEMV path. bf16: x is first rounded to bf16 into xq (n Kp floats), the bf16
+ * mode's arithmetic (docs/MODEL.md, "bf16 weights"). */
+void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
+              void *xq);
 
 /* u = h * rsqrt(mean(h^2) + M2_NORM_EPS) * w, over n values. */
 void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float *restrict u);
@@ -88,7 +103,8 @@ void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, 
 
 typedef struct {
     m2_cpu_level level;
-    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy);
+    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
+                 void *xq);
     void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
     void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                       int ldc, const float *restrict xnew, float *restrict out);
@@ -98,6 +114,11 @@ typedef struct {
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);
 } m2s_kernels;
+
+/* m2s_gemm with AVX-512-BF16 (the avx512bf16 object of cmake/isa.cmake), which the engine takes for bf16
+ * weights when m2_cpu_bf16_dot() says so. */
+void m2s_gemm_avx512bf16(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y,
+                         int ldy, void *xq);
 
 /* The table of a level (each level is built; running one the CPU lacks is the caller's mistake). */
 const m2s_kernels *m2s_kernels_for(m2_cpu_level level);

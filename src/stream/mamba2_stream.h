@@ -91,7 +91,8 @@ M2_STREAM_API size_t m2_stream_weight_bytes(const m2_stream *s);
 M2_STREAM_API size_t m2_stream_state_bytes(const m2_stream *s);
 
 /* The instruction set of this handle's kernels, chosen at open from the CPU and capped by the environment
- * variable MAMBA2_CPU=scalar|avx2|avx512: "scalar", "avx2" or "avx512". */
+ * variable MAMBA2_CPU=scalar|avx2|avx512: "scalar", "avx2" or "avx512", or "avx512+bf16" when bf16 weights
+ * take the AVX-512-BF16 dot product (at the avx512 level on a CPU that has it). */
 M2_STREAM_API const char *m2_stream_cpu(const m2_stream *s);
 
 #ifdef __cplusplus

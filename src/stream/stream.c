@@ -18,6 +18,8 @@ typedef struct {
 struct m2_stream {
     m2_dims d;
     const m2s_kernels *k; /* the kernels of the instruction-set level chosen at open */
+    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
+                 void *xq); /* k->gemm, or its AVX-512-BF16 variant for bf16 weights (m2_cpu_bf16_dot) */
     int bf16, max_streams;
     float clip;
     /* packed read-only weights */
@@ -37,6 +39,7 @@ struct m2_stream {
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
     float *scratch; /* m2s_ssm's per-head values (one stream at a time) */
+    float *xq;      /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
     int *all;       /* 0..max_streams-1, for step_batch(streams = NULL) */
 };
 
@@ -71,12 +74,12 @@ static size_t plan_mats(m2_stream *s)
 {
     const m2_dims *d = &s->d;
     size_t cur = 0;
-    m2s_mat_plan(&s->embed, d->D, d->F, &cur);
+    m2s_mat_plan(&s->embed, d->D, d->F, s->bf16, &cur);
     for (int l = 0; l < d->L; l++) {
-        m2s_mat_plan(&s->layers[l].W_in, d->Win, d->D, &cur);
-        m2s_mat_plan(&s->layers[l].W_out, d->D, d->Di, &cur);
+        m2s_mat_plan(&s->layers[l].W_in, d->Win, d->D, s->bf16, &cur);
+        m2s_mat_plan(&s->layers[l].W_out, d->D, d->Di, s->bf16, &cur);
     }
-    m2s_mat_plan(&s->head, d->O, d->D, &cur);
+    m2s_mat_plan(&s->head, d->O, d->D, s->bf16, &cur);
     return cur;
 }
 
@@ -165,8 +168,11 @@ static int alloc_buffers(m2_stream *s)
     s->out = alloc64(S * s->Dp * sizeof(float));
     s->pred = alloc64(S * s->Op * sizeof(float));
     s->scratch = alloc64((2 * pad16(d->H) + pad16(d->P)) * sizeof(float));
+    int kmax = d->F > d->D ? d->F : d->D;
+    kmax = kmax > d->Di ? kmax : d->Di;
+    s->xq = alloc64(S * (size_t)(kmax + 1) * sizeof(float));
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
-        !s->out || !s->pred || !s->scratch || !s->mean || !s->inv_std)
+        !s->out || !s->pred || !s->scratch || !s->xq || !s->mean || !s->inv_std)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -186,6 +192,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     s->d = lay->d;
     s->k = m2s_kernels_for(m2_cpu_active());
     s->bf16 = opt->bf16 != 0;
+    s->gemm = s->bf16 && s->k->level >= M2_CPU_AVX512 && m2_cpu_bf16_dot() ? m2s_gemm_avx512bf16 : s->k->gemm;
     s->max_streams = opt->max_streams;
     s->clip = opt->clip;
     s->Dp = (int)pad16(s->d.D);
@@ -237,6 +244,7 @@ void m2_stream_close(m2_stream *s)
     free(s->out);
     free(s->pred);
     free(s->scratch);
+    free(s->xq);
     free(s->layers);
     free(s);
 }
@@ -258,7 +266,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
     const m2_dims *d = &s->d;
     const m2s_layer *L = &s->layers[l];
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
-    s->k->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp);
+    s->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
     for (int i = 0; i < n; i++) {
         float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
         const float *zx = s->zx + (size_t)i * s->Winp; /* z | x B C | dt_raw */
@@ -268,7 +276,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
                   s->scratch);
         s->k->gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
     }
-    s->k->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp);
+    s->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         const float *o = s->out + (size_t)i * s->Dp;
@@ -279,7 +287,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pred)
 {
     const m2_dims *d = &s->d;
-    s->k->gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp);
+    s->gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         for (int j = 0; j < d->D; j++) h[j] += s->embed_b[j];
@@ -288,7 +296,7 @@ static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pre
     if (d->K > 1)
         for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
-    s->k->gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op);
+    s->gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op, s->xq);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];
 }
@@ -328,4 +336,7 @@ int m2_stream_max_streams(const m2_stream *s) { return s->max_streams; }
 const m2_dims *m2_stream_dims(const m2_stream *s) { return &s->d; }
 size_t m2_stream_weight_bytes(const m2_stream *s) { return s->mat_bytes + s->vec_bytes; }
 size_t m2_stream_state_bytes(const m2_stream *s) { return s->state_stride * sizeof(float); }
-const char *m2_stream_cpu(const m2_stream *s) { return m2_cpu_name(s->k->level); }
+const char *m2_stream_cpu(const m2_stream *s)
+{
+    return s->gemm == m2s_gemm_avx512bf16 ? "avx512+bf16" : m2_cpu_name(s->k->level);
+}

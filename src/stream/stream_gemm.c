@@ -3,7 +3,7 @@
  *
  * With AVX-512 or AVX2 the kernel is written against stream_simd.h, because the accumulators must stay in
  * registers across the k loop. Measured with AVX-512 (one Zen 4 core, bench-style min-of-blocks): the GEMV of a
- * whole model runs at 1.00-1.06x the time of a plain read of its weight bytes (fp32), 1.2-1.3x (bf16); the
+ * whole model runs at 1.00-1.06x the time of a plain read of its weight bytes (fp32); the
  * batched GEMM at 109-116 GFLOP/s for 64 streams, about the core's FMA peak (OpenBLAS sgemm: 88-93 GFLOP/s at
  * the same shapes). AVX2 has 16 registers of 8 lanes instead of 32 of 16, so its tiles are smaller (below).
  * The plain C loops (the scalar level), auto-vectorised by GCC 12 at -O3 for baseline x86-64 (SSE2), are for
@@ -12,100 +12,145 @@
 
 #include <string.h>
 
+#ifndef M2_ISA_BF16DOT
+#define M2_ISA_BF16DOT 0 /* 1 in the avx512bf16 object only (cmake/isa.cmake) */
+#endif
+
+/* The bf16 weight mode (docs/MODEL.md, "bf16 weights"): every level rounds the GEMV's input x to bf16 once
+ * (round_rows) and sums the exact products of bf16 pairs in fp32, the pair's second product first, as
+ * vdpbf16ps does; the panels hold k-pairs (stream_pack.c), so one 32-bit word is W[j][2q] (low half) and
+ * W[j][2q+1] (high half). With AVX-512-BF16 (M2_ISA_BF16DOT) one vdpbf16ps does a word's two products; the
+ * other levels widen each half by a shift or an and and do two FMAs. */
+
+/* n rows of K values (stride ldx) into rows of Kp (K rounded up to even, the padding 0): bf16 bits with
+ * the dot instruction, else their fp32 values. */
+static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
+{
+    for (int s = 0; s < n; s++) {
+        const float *xs = x + (size_t)s * ldx;
+#if M2_ISA_BF16DOT
+        /* vcvtne2ps2bf16: the same rounding (nearest even, NaN quieted), but a denormal input becomes a zero,
+         * which vdpbf16ps would take it for anyway (denormal inputs treated as zero) */
+        uint16_t *q = (uint16_t *)xq + (size_t)s * Kp;
+        for (int k = 0; k < Kp; k += 2 * M2S_VW) {
+            const m2v lo = v_maskload(v_mask(K - k), xs + k), hi = v_maskload(v_mask(K - k - M2S_VW), xs + k + M2S_VW);
+            const int left = Kp - k;
+            const __mmask32 m = left >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << left) - 1);
+            _mm512_mask_storeu_epi16(q + k, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+#else
+        float *q = (float *)xq + (size_t)s * Kp;
+        for (int k = 0; k < K; k++) {
+            uint32_t b = m2s_bf16_bits(xs[k]) << 16;
+            memcpy(q + k, &b, sizeof b);
+        }
+        if (Kp > K) q[K] = 0.0f;
+#endif
+    }
+}
+
 #if M2S_SIMD
 
 enum { MAX_ACC = 24 }; /* accumulator registers of the largest tile (AVX-512: 6 streams x 4 vectors) */
 
-/* The NV logical vectors of one k-row (at element `at`) as NV * M2S_VR fp32 hardware vectors, wv[v VR + r] =
- * lanes [r VW, (r+1) VW) of vector v. bf16 pairs (layout: stream_pack.c): the low halves of the 32-bit words
- * are vector v, the high halves vector v+1; a bf16 is the top half of an fp32. */
-static inline __attribute__((always_inline)) void load_row(const void *P, size_t at, m2v *wv, const int NV,
-                                                           const int BF)
+/* One row of a panel into one accumulator set a[s NH + h] (NH = NV M2S_VR hardware vectors per stream). A row
+ * is 4 w bytes either way: fp32, one k (w floats); bf16, one k-pair (w words). x: fp32 values (fp32 weights, or
+ * bf16-rounded on the widening levels) or bf16 bits (the dot level), rows ldx elements apart. */
+static inline __attribute__((always_inline)) void step(const void *P, int w, int k, const void *x, int ldx, m2v *a,
+                                                       const int NS, const int NV, const int BF)
 {
+    const int NH = NV * M2S_VR;
+    if (!BF) {
+        m2v wv[M2S_MAX_NV * M2S_VR];
+        const float *row = (const float *)P + (size_t)k * w;
+#pragma GCC unroll 16
+        for (int h = 0; h < NH; h++) wv[h] = v_load(row + M2S_VW * h);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++) {
+        for (int s = 0; s < NS; s++) {
+            m2v xb = v_set1(((const float *)x)[(size_t)s * ldx + k]);
+#pragma GCC unroll 16
+            for (int h = 0; h < NH; h++) a[s * NH + h] = v_fma(wv[h], xb, a[s * NH + h]);
+        }
+        return;
+    }
+    const uint16_t *row = (const uint16_t *)P + (size_t)2 * k * w;
+#if M2_ISA_BF16DOT
+    m2vi wr[M2S_MAX_NV];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++) wr[h] = _mm512_loadu_si512(row + 2 * M2S_VW * h);
+#pragma GCC unroll 8
+    for (int s = 0; s < NS; s++) {
+        uint32_t pair;
+        memcpy(&pair, (const uint16_t *)x + (size_t)s * ldx + 2 * k, sizeof pair);
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32((int)pair);
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) a[s * NH + h] = _mm512_dpbf16_ps(a[s * NH + h], (__m512bh)wr[h], xb);
+    }
+#else
 #pragma GCC unroll 2
-        for (int r = 0; r < M2S_VR; r++) {
-            const size_t e = at + (size_t)M2S_VEC * v;
-            if (!BF) {
-                wv[v * M2S_VR + r] = v_load((const float *)P + e + M2S_VW * r);
-            } else if (v % 2 == 0 && v + 1 < NV) {
-                m2vi raw = v_loadi((const uint16_t *)P + e + 2 * M2S_VW * r);
-                wv[v * M2S_VR + r] = v_bf16_lo(raw);
-                wv[(v + 1) * M2S_VR + r] = v_bf16_hi(raw);
-            } else if (v % 2 == 0) {
-                wv[v * M2S_VR + r] = v_bf16_plain((const uint16_t *)P + e + M2S_VW * r);
-            }
+    for (int half = 1; half >= 0; half--) {
+        m2v wv[M2S_MAX_NV * M2S_VR];
+#pragma GCC unroll 16
+        for (int h = 0; h < NH; h++) {
+            m2vi raw = v_loadi(row + 2 * M2S_VW * h);
+            wv[h] = half ? v_bf16_hi(raw) : v_bf16_lo(raw);
+        }
+#pragma GCC unroll 8
+        for (int s = 0; s < NS; s++) {
+            m2v xb = v_set1(((const float *)x)[(size_t)s * ldx + 2 * k + half]);
+#pragma GCC unroll 16
+            for (int h = 0; h < NH; h++) a[s * NH + h] = v_fma(wv[h], xb, a[s * NH + h]);
         }
     }
+#endif
 }
 
-/* y[s][16v + lane] = sum_k P[k][16v + lane] x[s][k] for NS streams and NV vectors of a panel whose k-rows
- * are w elements apart. U independent accumulator sets over interleaved k (summed at the end) keep at least
+/* y[s][16v + lane] = sum over the panel's R rows (step) for NS streams and NV vectors of a panel whose rows
+ * are 4 w bytes apart. U independent accumulator sets over interleaved rows (summed at the end) keep at least
  * 8 FMA chains in flight when NS * NV is small. All bounds are compile-time constants at every call site,
  * so the loops unroll and acc lives in registers. */
-static inline __attribute__((always_inline)) void tile(const void *P, int w, int K, const float *x, int ldx, float *y,
+static inline __attribute__((always_inline)) void tile(const void *P, int w, int R, const void *x, int ldx, float *y,
                                                        int ldy, const int NS, const int NV, const int U, const int BF)
 {
     /* A fixed-size array (a VLA would live on the stack): only the first U NS NV VR entries are used, all with
      * constant indices once the loops are unrolled, so GCC keeps them in registers. */
     m2v acc[MAX_ACC];
     const int NH = NV * M2S_VR; /* hardware vectors per stream */
-#define ACC(u, s, h) acc[((u)*NS + (s)) * NH + (h)]
 #pragma GCC unroll 32
     for (int i = 0; i < U * NS * NH; i++) acc[i] = v_zero();
     int k = 0;
-    for (; k + U <= K; k += U) {
+    for (; k + U <= R; k += U) {
 #pragma GCC unroll 4
-        for (int u = 0; u < U; u++) {
-            m2v wv[M2S_MAX_NV * M2S_VR];
-            load_row(P, (size_t)(k + u) * w, wv, NV, BF);
-#pragma GCC unroll 8
-            for (int s = 0; s < NS; s++) {
-                m2v xb = v_set1(x[(size_t)s * ldx + k + u]);
-#pragma GCC unroll 16
-                for (int h = 0; h < NH; h++) ACC(u, s, h) = v_fma(wv[h], xb, ACC(u, s, h));
-            }
-        }
+        for (int u = 0; u < U; u++) step(P, w, k + u, x, ldx, acc + u * NS * NH, NS, NV, BF);
     }
-    for (; k < K; k++) {
-        m2v wv[M2S_MAX_NV * M2S_VR];
-        load_row(P, (size_t)k * w, wv, NV, BF);
-#pragma GCC unroll 8
-        for (int s = 0; s < NS; s++) {
-            m2v xb = v_set1(x[(size_t)s * ldx + k]);
-#pragma GCC unroll 16
-            for (int h = 0; h < NH; h++) ACC(0, s, h) = v_fma(wv[h], xb, ACC(0, s, h));
-        }
-    }
+    for (; k < R; k++) step(P, w, k, x, ldx, acc, NS, NV, BF);
 #pragma GCC unroll 8
     for (int s = 0; s < NS; s++) {
 #pragma GCC unroll 16
         for (int h = 0; h < NH; h++) {
-            m2v t = ACC(0, s, h);
+            m2v t = acc[s * NH + h];
 #pragma GCC unroll 4
-            for (int u = 1; u < U; u++) t = v_add(t, ACC(u, s, h));
+            for (int u = 1; u < U; u++) t = v_add(t, acc[(u * NS + s) * NH + h]);
             v_store(y + (size_t)s * ldy + M2S_VW * h, t);
         }
     }
-#undef ACC
 }
 
 #define TILE_CASE(NS, NV, U)                             \
     case (NS)*16 + (NV):                                 \
         if (bf16)                                        \
-            tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 1); \
+            tile(P, w, R, x, ldx, y, ldy, NS, NV, U, 1); \
         else                                             \
-            tile(P, w, K, x, ldx, y, ldy, NS, NV, U, 0); \
+            tile(P, w, R, x, ldx, y, ldy, NS, NV, U, 0); \
         break
 
 #if M2S_VW == 16
 /* AVX-512. GEMV: one tile over the whole panel of nv <= 8 vectors (8 accumulators at most, U sets of them).
  * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
- * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (K x 64 floats) is reused
- * from L1 by every stream tile. */
+ * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (R rows of 64 floats or
+ * 64 bf16) is reused from L1 by every stream tile. */
 enum { GEMV_NV = 8, TILE_NS = 6, TILE_NV = 4 };
-static void gemv_block(const void *P, int w, int K, const float *x, float *y, int nv, int bf16)
+static void gemv_block(const void *P, int w, int R, const void *x, float *y, int nv, int bf16)
 {
     const int ldx = 0, ldy = 0;
     switch (16 + nv) {
@@ -127,10 +172,9 @@ static void gemv_block(const void *P, int w, int K, const float *x, float *y, in
 #else
 /* AVX2 (16 registers of 8 lanes). GEMV: column blocks of up to 4 vectors (8 accumulators; the block's rows are
  * 4 x 64 bytes apart, two to four sequential streams the prefetcher follows). GEMM: tiles of up to 6 streams x
- * 1 vector (12 accumulators + 2 weight registers + 1 broadcast) for fp32; bf16 decodes vector pairs, so its
- * tiles are 3 streams x 2 vectors (12 accumulators). */
-enum { GEMV_NV = 4, TILE_NS = 6, TILE_NV = 2 };
-static void gemv_block(const void *P, int w, int K, const float *x, float *y, int nv, int bf16)
+ * 1 vector (12 accumulators + 2 weight registers + 1 broadcast), fp32 and bf16 alike. */
+enum { GEMV_NV = 4, TILE_NS = 6, TILE_NV = 1 };
+static void gemv_block(const void *P, int w, int R, const void *x, float *y, int nv, int bf16)
 {
     const int ldx = 0, ldy = 0;
     switch (16 + nv) {
@@ -140,130 +184,113 @@ static void gemv_block(const void *P, int w, int K, const float *x, float *y, in
         TILE_CASE(1, 4, 1);
     }
 }
-#define TILES(NS)        \
-    TILE_CASE(NS, 1, 1); \
-    TILE_CASE(NS, 2, 1)
+#define TILES(NS) TILE_CASE(NS, 1, 1)
 #endif
 
-static void gemm_block(const void *P, int w, int K, const float *x, int ldx, float *y, int ldy, int ns, int nv,
-                       int bf16)
+static void gemm_block(const void *P, int w, int R, const void *x, int ldx, float *y, int ldy, int ns, int nv, int bf16)
 {
     switch (ns * 16 + nv) {
-#if M2S_VW == 16
         TILES(1);
         TILES(2);
         TILES(3);
         TILES(4);
         TILES(5);
         TILES(6);
-#else
-        TILES(1);
-        TILES(2);
-        TILES(3);
-        TILE_CASE(4, 1, 1);
-        TILE_CASE(5, 1, 1);
-        TILE_CASE(6, 1, 1);
-#endif
     }
 }
 #undef TILES
 #undef TILE_CASE
 
-static void gemv_panel(const void *P, int nv, int K, const float *x, float *y, int bf16)
+/* A column block v0 starts 64 v0 bytes into each row (16 fp32, or 16 words of bf16 pairs, per vector). */
+static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, int bf16)
 {
     const int w = nv * M2S_VEC;
-    const size_t esz = bf16 ? 2 : 4;
     for (int v0 = 0; v0 < nv; v0 += GEMV_NV) {
         int nvb = nv - v0 < GEMV_NV ? nv - v0 : GEMV_NV;
-        gemv_block((const char *)P + (size_t)v0 * M2S_VEC * esz, w, K, x, y + v0 * M2S_VEC, nvb, bf16);
+        gemv_block((const char *)P + (size_t)v0 * 64, w, R, x, y + v0 * M2S_VEC, nvb, bf16);
     }
 }
 
-static void gemm_panel(const void *P, int nv, int K, int n, const float *x, int ldx, float *y, int ldy, int bf16)
+static void gemm_panel(const void *P, int nv, int R, int n, const void *x, int ldx, float *y, int ldy, int bf16)
 {
     const int w = nv * M2S_VEC;
-    const size_t esz = bf16 ? 2 : 4;
-    /* AVX2 fp32 takes one vector per tile and 6 streams, bf16 a pair and 3 (see above) */
-    const int tnv = M2S_VW == 16 ? TILE_NV : bf16 ? 2 : 1, tns = M2S_VW == 16 || !bf16 ? TILE_NS : 3;
-    for (int v0 = 0; v0 < nv; v0 += tnv) {
-        int nvb = nv - v0 < tnv ? nv - v0 : tnv;
-        const void *Pv = (const char *)P + (size_t)v0 * M2S_VEC * esz;
-        for (int s0 = 0; s0 < n; s0 += tns) {
-            int nsb = n - s0 < tns ? n - s0 : tns;
-            gemm_block(Pv, w, K, x + (size_t)s0 * ldx, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC, ldy, nsb, nvb, bf16);
+    const size_t xsz = M2_ISA_BF16DOT && bf16 ? 2 : 4; /* bytes of one x element */
+    for (int v0 = 0; v0 < nv; v0 += TILE_NV) {
+        int nvb = nv - v0 < TILE_NV ? nv - v0 : TILE_NV;
+        const void *Pv = (const char *)P + (size_t)v0 * 64;
+        for (int s0 = 0; s0 < n; s0 += TILE_NS) {
+            int nsb = n - s0 < TILE_NS ? n - s0 : TILE_NS;
+            gemm_block(Pv, w, R, (const char *)x + (size_t)s0 * ldx * xsz, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC,
+                       ldy, nsb, nvb, bf16);
         }
     }
 }
 
 #else /* the scalar level: portable C */
 
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* k-row k of a panel as fp32: the row itself (fp32), or decoded into buf (undoing the bf16 pair interleave
- * of stream_pack.c). */
-static const float *decode_row(const void *P, int k, int nv, int bf16, float *buf)
+/* Row r of a panel as fp32: the k-row itself (fp32), or a k-pair's two k-rows decoded into buf (the low
+ * halves of its words are k-row 2r, the high halves 2r+1; vectorises). */
+static const float *decode_row(const void *P, int r, int nv, int bf16, float *buf)
 {
     const int w = nv * M2S_VEC;
-    if (!bf16) return (const float *)P + (size_t)k * w;
-    float *row = buf;
-    const uint16_t *src = (const uint16_t *)P + (size_t)k * w;
-    for (int v = 0; v < nv; v += 2) {
-        const uint16_t *q = src + M2S_VEC * v;
-        if (v + 1 < nv) {
-            /* a pair as 16 32-bit words: low halves are vector v, high halves vector v+1 (vectorises) */
-            uint32_t words[M2S_VEC], lo[M2S_VEC], hi[M2S_VEC];
-            memcpy(words, q, sizeof words);
-            for (int l = 0; l < M2S_VEC; l++) {
-                lo[l] = words[l] << 16;
-                hi[l] = words[l] & 0xFFFF0000u;
-            }
-            memcpy(row + M2S_VEC * v, lo, sizeof lo);
-            memcpy(row + M2S_VEC * (v + 1), hi, sizeof hi);
-        } else {
-            for (int l = 0; l < M2S_VEC; l++) row[M2S_VEC * v + l] = bf16_to_float(q[l]);
-        }
+    if (!bf16) return (const float *)P + (size_t)r * w;
+    uint32_t words[M2S_MAX_NV * M2S_VEC], lo[M2S_MAX_NV * M2S_VEC], hi[M2S_MAX_NV * M2S_VEC];
+    memcpy(words, (const uint16_t *)P + (size_t)2 * r * w, (size_t)w * sizeof *words);
+    for (int j = 0; j < w; j++) {
+        lo[j] = words[j] << 16;
+        hi[j] = words[j] & 0xFFFF0000u;
     }
-    return row;
+    memcpy(buf, lo, (size_t)w * sizeof *lo);
+    memcpy(buf + w, hi, (size_t)w * sizeof *hi);
+    return buf;
 }
 
-static void gemm_panel(const void *P, int nv, int K, int n, const float *x, int ldx, float *y, int ldy, int bf16)
+static void gemm_panel(const void *P, int nv, int R, int n, const void *xv, int ldx, float *y, int ldy, int bf16)
 {
     const int w = nv * M2S_VEC;
-    float buf[M2S_MAX_NV * M2S_VEC];
+    const float *x = xv;
+    float buf[2 * M2S_MAX_NV * M2S_VEC];
     for (int s = 0; s < n; s++) memset(y + (size_t)s * ldy, 0, (size_t)w * sizeof *y);
-    for (int k = 0; k < K; k++) {
-        const float *restrict row = decode_row(P, k, nv, bf16, buf);
+    for (int r = 0; r < R; r++) {
+        const float *restrict row = decode_row(P, r, nv, bf16, buf);
         for (int s = 0; s < n; s++) {
             float *restrict ys = y + (size_t)s * ldy;
-            const float xv = x[(size_t)s * ldx + k];
-            for (int j = 0; j < w; j++) ys[j] += row[j] * xv;
+            if (!bf16) {
+                const float xk = x[(size_t)s * ldx + r];
+                for (int j = 0; j < w; j++) ys[j] += row[j] * xk;
+            } else {
+                /* the pair's second product first, then the first (the order of vdpbf16ps); both are exact */
+                const float x0 = x[(size_t)s * ldx + 2 * r], x1 = x[(size_t)s * ldx + 2 * r + 1];
+                for (int j = 0; j < w; j++) ys[j] = ys[j] + row[w + j] * x1 + row[j] * x0;
+            }
         }
     }
 }
 
-static void gemv_panel(const void *P, int nv, int K, const float *x, float *y, int bf16)
+static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, int bf16)
 {
-    gemm_panel(P, nv, K, 1, x, 0, y, 0, bf16);
+    gemm_panel(P, nv, R, 1, x, 0, y, 0, bf16);
 }
 
 #endif
 
-void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy)
+void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy, void *xq)
 {
     const size_t esz = bf16 ? 2 : 4;
+    const void *xin = x;
+    if (bf16) {
+        round_rows(x, ldx, n, m->K, m->Kp, xq);
+        xin = xq;
+        ldx = m->Kp;
+    }
+    const int R = bf16 ? m->Kp / 2 : m->K; /* panel rows: k-rows, or k-pairs */
     for (int p = 0; p < m->n_panels; p++) {
         int nv, r0;
         m2s_panel(m, p, &nv, &r0);
-        const void *P = (const char *)mats + (m->offset + (size_t)r0 * m->K) * esz;
+        const void *P = (const char *)mats + (m->offset + (size_t)r0 * m->Kp) * esz;
         if (n == 1)
-            gemv_panel(P, nv, m->K, x, y + r0, bf16);
+            gemv_panel(P, nv, R, xin, y + r0, bf16);
         else
-            gemm_panel(P, nv, m->K, n, x, ldx, y + r0, ldy, bf16);
+            gemm_panel(P, nv, R, n, xin, ldx, y + r0, ldy, bf16);
     }
 }

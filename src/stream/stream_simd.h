@@ -29,7 +29,7 @@ static inline m2vm v_mask(int n) { return n >= M2S_VW ? (m2vm)0xFFFF : (m2vm)((1
 static inline m2v v_maskload(m2vm m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
 static inline void v_maskstore(float *p, m2vm m, m2v v) { _mm512_mask_storeu_ps(p, m, v); }
 static inline float v_hsum(m2v v) { return _mm512_reduce_add_ps(v); }
-/* bf16 (layout: stream_pack.c): 16 32-bit words whose low halves are one vector's lanes, high halves the next's */
+/* bf16 (layout: engine.h): 16 32-bit words whose low halves are k-row 2q's lanes, high halves k-row 2q+1's */
 /* The empty asm makes the loaded words opaque, so GCC keeps one load in a register for both halves instead of
  * folding the load into the shift and again into the and (two loads of the same 64 bytes). Measured on one
  * core, min of blocks: the bf16 GEMV 5-14% faster (BENCHMARKS.md, issue 14); AVX2 (below) was slower with it. */
@@ -43,10 +43,6 @@ static inline m2v v_bf16_lo(m2vi w) { return _mm512_castsi512_ps(_mm512_slli_epi
 static inline m2v v_bf16_hi(m2vi w)
 {
     return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xFFFF0000u)));
-}
-static inline m2v v_bf16_plain(const uint16_t *p)
-{
-    return v_bf16_lo(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)));
 }
 /* v_exp (below): e^x for x clamped to [M2S_EXP_LO, 80]: n = round(x / ln 2), r = x - n ln 2 in two steps, e^r
  * by the same degree-6 polynomial as m2_expf, times 2^n, here with AVX-512's own instructions (roundscale,
@@ -97,10 +93,6 @@ static inline m2v v_bf16_lo(m2vi w) { return _mm256_castsi256_ps(_mm256_slli_epi
 static inline m2v v_bf16_hi(m2vi w)
 {
     return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
-}
-static inline m2v v_bf16_plain(const uint16_t *p)
-{
-    return v_bf16_lo(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 /* e^x as above, but 2^n is built in the exponent field, which needs n >= -126: the clamp's low end is -87
  * (1 + e^-87 is 1 in fp32, as 1 + e^-100 is, so SiLU gets the same values). */

@@ -165,6 +165,7 @@ static void test_rmsnorm(void **state)
 {
     rmsnorm_case(70, 200);
     rmsnorm_case(333, 771); /* rows past a column-sum block, widths past one block of threads */
+    rmsnorm_case(3, 12100); /* too wide for the weight partials in shared memory (kernels/norm_cuda.cu) */
 }
 
 /* One conv shape; the kernels pick 4 channels per thread when C and both strides are multiples of 4, and a window
@@ -238,9 +239,8 @@ static void test_dt_and_a(void **state)
     pair_free(&dAlog);
 }
 
-static void gated_case(int G)
+static void gated_case(int rows, int n, int G, int ld_z, int ld_dz)
 {
-    const int rows = 37, n = 48, ld_z = 61, ld_dz = 59;
     pair y = pair_uniform((size_t)rows * n, -2, 2, 60), z = pair_uniform((size_t)rows * ld_z, -3, 3, 61);
     pair w = pair_uniform(n, 0.5f, 1.5f, 62), out = pair_fill((size_t)rows * n, 0);
     pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
@@ -248,15 +248,15 @@ static void gated_case(int G)
     char what[64];
     cpu->gated_norm_fwd(cpu, y.h, z.h, ld_z, w.h, rows, n, G, out.h);
     gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, w.d, rows, n, G, out.d);
-    snprintf(what, sizeof what, "gated_norm_fwd G=%d", G);
+    snprintf(what, sizeof what, "gated_norm_fwd %dx%d G=%d", rows, n, G);
     pair_expect(what, out, 1e-6);
     cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h);
     gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, w.d, rows, n, G, dy.d, dz.d, ld_dz, dw.d);
-    snprintf(what, sizeof what, "gated_norm_bwd dy G=%d", G);
+    snprintf(what, sizeof what, "gated_norm_bwd dy %dx%d G=%d", rows, n, G);
     pair_expect(what, dy, 1e-5);
-    snprintf(what, sizeof what, "gated_norm_bwd dz (+ untouched) G=%d", G);
+    snprintf(what, sizeof what, "gated_norm_bwd dz (+ untouched) %dx%d G=%d", rows, n, G);
     pair_expect(what, dz, 1e-5);
-    snprintf(what, sizeof what, "gated_norm_bwd dw (adds) G=%d", G);
+    snprintf(what, sizeof what, "gated_norm_bwd dw (adds) %dx%d G=%d", rows, n, G);
     pair_expect(what, dw, 1e-5);
     pair_free(&y);
     pair_free(&z);
@@ -270,9 +270,15 @@ static void gated_case(int G)
 
 static void test_gated_norm(void **state)
 {
-    gated_case(1);
-    gated_case(2); /* the group size matters in the backward (docs/MODEL.md §3) */
-    gated_case(3);
+    gated_case(37, 48, 1, 61, 59);
+    gated_case(37, 48, 2, 61, 59); /* the group size matters in the backward (docs/MODEL.md §3) */
+    gated_case(37, 48, 3, 61, 59);
+    /* the kernels' paths (kernels/norm_cuda.cu): rows past one block of the weight's column partials, groups wider
+     * than what a thread keeps in registers (4-channel accesses, and one channel per access), rows too wide for the
+     * column partials in shared memory (the two-kernel weight gradient) */
+    gated_case(150, 2 * 2560, 2, 2 * 2560 + 4, 2 * 2560 + 8);
+    gated_case(70, 2100, 1, 2101, 2103);
+    gated_case(3, 12100, 2, 12100, 12100);
 }
 
 static void test_mse(void **state)

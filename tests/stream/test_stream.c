@@ -124,7 +124,7 @@ static void batch_vs_single(int bf16)
     float *params = fixture_params(&lay, 3, 1);
     m2_stream_options opt = m2_stream_defaults();
     opt.max_streams = S;
-    opt.bf16 = bf16; /* bf16: the interleaved pairs must line up in the GEMM's 4-vector blocks too */
+    opt.bf16 = bf16; /* bf16: the k-pairs must line up in the GEMM's tiles too */
     m2_stream *batch, *single;
     assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &batch), M2_OK);
     assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &single), M2_OK);
@@ -145,8 +145,9 @@ static void batch_vs_single(int bf16)
     }
     printf("  batch vs single (%s): rel err %.2e\n", bf16 ? "bf16" : "fp32", worst);
     /* Same arithmetic except the GEMM's summation order (one accumulator set per stream tile vs 2-4
-     * interleaved sets in the GEMV): a few ulp. */
-    assert_true(worst < 1e-5);
+     * interleaved sets in the GEMV): a few ulp in fp32. bf16 rounds each GEMV's input, where such a few-ulp
+     * difference can flip a rounding (a term moved by 2^-8 of itself; test_stream_isa): measured 1.4e-3. */
+    assert_true(worst < (bf16 ? 5e-3 : 1e-5));
     m2_stream_close(batch);
     m2_stream_close(single);
     m2_layout_free(&lay);
@@ -198,11 +199,12 @@ static void test_reset(void **state)
     free(after);
 }
 
-/* bf16 weights: predictions stay close to fp32 ones. Tolerance: a bf16 weight carries a relative rounding
- * error up to 2^-9 (0.2%), independent across weights, so a dot product of K terms with random signs moves by
- * about 2^-9 / sqrt(K)..2^-9 of its magnitude; through L = 4 layers and the head that stays around 0.1-1% of
- * the output scale. Measured ~0.3% (printed); 3% catches a wrong conversion (a truncated exponent or a
- * swapped half is off by orders of magnitude) while allowing for the rounding. */
+/* The bf16 mode: predictions stay close to fp32 ones. Tolerance: a bf16 weight and a bf16 input each carry a
+ * relative rounding error up to 2^-9 (0.2%), independent across terms, so a dot product of K terms with random
+ * signs moves by about 2^-9 / sqrt(K)..2^-8 of its magnitude; through L = 4 layers and the head that stays
+ * around 0.1-1% of the output scale. Measured 0.58% (printed; 0.3% when only the weights were rounded); 3%
+ * catches a wrong conversion (a truncated exponent or a swapped half is off by orders of magnitude) while
+ * allowing for the rounding. */
 static void test_bf16_close(void **state)
 {
     fixture_shape shape = fixture_default();

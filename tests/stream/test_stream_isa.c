@@ -1,6 +1,7 @@
 /* The streaming kernels of every instruction-set level this machine supports (base/cpu.h) against the portable
  * (scalar) level: the same ticks through engines opened under each cap, single streams (GEMV path) and a batch
- * (GEMM tiles), fp32 and bf16 weights, on shapes that reach every kernel's tails and blocks. */
+ * (GEMM tiles), fp32 and bf16 weights (at avx512 with and without the AVX-512-BF16 dot product), on shapes that
+ * reach every kernel's tails and blocks. test_stream_gemm checks the GEMV/GEMM alone against fp64. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,18 +18,22 @@
 #include "stream/engine.h"
 #include "stream_fixture.h"
 
-enum { S = 13, T = 60 }; /* 13 streams: two full 6-stream tiles and a remainder (3-stream tiles on AVX2 bf16) */
+enum { S = 13, T = 60 }; /* 13 streams: two full 6-stream tiles and a remainder */
 
-/* Predictions [T][S][O] of S streams stepped together (batch) or one by one, at a level. */
-static float *run(const m2_layout *lay, const float *params, const float *X, int bf16, int batch, m2_cpu_level level)
+/* Predictions [T][S][O] of S streams stepped together (batch) or one by one, at a level (dot: with the bf16
+ * dot instructions allowed). */
+static float *run(const m2_layout *lay, const float *params, const float *X, int bf16, int batch, m2_cpu_level level,
+                  int dot)
 {
     m2_cpu_set_cap(level);
+    m2_cpu_set_bf16_dot(dot);
     m2_stream_options opt = m2_stream_defaults();
     opt.max_streams = S;
     opt.bf16 = bf16;
     m2_stream *s;
     assert_int_equal(m2_stream_open_params(lay, params, NULL, NULL, &opt, &s), M2_OK);
-    assert_string_equal(m2_stream_cpu(s), m2_cpu_name(level));
+    assert_string_equal(m2_stream_cpu(s), bf16 && m2_cpu_bf16_dot() ? "avx512+bf16" : m2_cpu_name(level));
+    m2_cpu_set_bf16_dot(1);
     const int F = lay->d.F, O = lay->d.O;
     float *pred = malloc((size_t)T * S * O * sizeof *pred);
     for (int t = 0; t < T; t++) {
@@ -51,25 +56,31 @@ static void check_shape(fixture_shape shape, const char *name)
     const size_t n = (size_t)T * S * shape.O;
     for (int bf16 = 0; bf16 <= 1; bf16++)
         for (int batch = 0; batch <= 1; batch++) {
-            float *ref = run(&lay, params, X, bf16, batch, M2_CPU_SCALAR);
+            float *ref = run(&lay, params, X, bf16, batch, M2_CPU_SCALAR, 1);
             double scale = 0;
             for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)ref[i]));
             /* every level up to the CPU's, or up to MAMBA2_CPU where that caps it */
             const int top = (int)m2_cpu_set_cap(M2_CPU_N_LEVELS - 1);
-            for (int level = M2_CPU_AVX2; level <= top; level++) {
-                float *got = run(&lay, params, X, bf16, batch, (m2_cpu_level)level);
-                double err = 0;
-                for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)got[i] - ref[i]));
-                printf("  %-10s %s %s, %s vs scalar: max |diff| %.2e of max |pred| %.3g\n", name,
-                       bf16 ? "bf16" : "fp32", batch ? "batch " : "single", m2_cpu_name((m2_cpu_level)level), err,
-                       scale);
-                /* Same weights (bf16 decodes exactly), other summation orders, FMA contraction, and SiLU's
-                 * reciprocal as an estimate plus a Newton step (~1-2 ulp) instead of a division: fp32 rounding
-                 * through L layers and 60 recurrent ticks, measured below 1e-6 of the scale; 1e-5 catches any
-                 * wrong lane, tail or block (those are O(1) of it). */
-                assert_true(err <= 1e-5 * scale);
-                free(got);
-            }
+            for (int level = M2_CPU_AVX2; level <= top; level++)
+                for (int dot = 0; dot <= (bf16 && level == M2_CPU_AVX512); dot++) {
+                    float *got = run(&lay, params, X, bf16, batch, (m2_cpu_level)level, dot);
+                    double err = 0;
+                    for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)got[i] - ref[i]));
+                    printf("  %-10s %s %s, %s%s vs scalar: max |diff| %.2e of max |pred| %.3g\n", name,
+                           bf16 ? "bf16" : "fp32", batch ? "batch " : "single", m2_cpu_name((m2_cpu_level)level),
+                           dot ? " (bf16 dot allowed)" : "", err, scale);
+                    /* fp32: same weights, other summation orders, FMA contraction, and SiLU's reciprocal as an
+                     * estimate plus a Newton step (~1-2 ulp) instead of a division: fp32 rounding through L layers
+                     * and 60 recurrent ticks, measured below 1e-6 of the scale; 1e-5 catches any wrong lane, tail
+                     * or block (those are O(1) of it). bf16: each GEMV agrees within its summation order
+                     * (test_stream_gemm), but its input is rounded to bf16, so an fp32-ulp difference upstream
+                     * can move an activation across a rounding boundary: one such term then moves by 2^-8 of
+                     * itself, about 2^-8 / sqrt(K) of the output (~3e-4 for K = 128). Measured up to 1.7e-3 of
+                     * the scale (the default shape, a few such terms through the recurrence); 5e-3 still
+                     * catches a wrong lane, tail or block. */
+                    assert_true(err <= (bf16 ? 5e-3 : 1e-5) * scale);
+                    free(got);
+                }
             free(ref);
         }
     m2_cpu_set_cap(M2_CPU_N_LEVELS - 1);

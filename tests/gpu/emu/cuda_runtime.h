@@ -39,7 +39,7 @@ using std::min;
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__              static
+#define __shared__               static
 
 struct uint3 {
     unsigned x, y, z;
@@ -52,11 +52,16 @@ struct dim3 {
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 void __syncthreads();
+/* A warp shuffle (lane ^ lane_mask within a 32-thread warp), emulated as a block-wide step: every thread of the block
+ * must call it at the same point (as a block-wide reduction does; one called by only some threads aborts like a
+ * divergent __syncthreads). mask must be the full warp. */
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 
-/* A vector load as the GPU issues it: one access of sizeof(T) bytes (one LDG.128 for 16 bytes), which the counting
- * build's hooks then see as one access (a plain struct copy would be split by GCC into per-float loads and counted
- * as several, emu_counters.h); kernels/cuda_common.cuh's m2_vload uses it. */
-#define M2EMU_VECTOR_LOAD(T, p) m2emu::vector_load<T>(p)
+/* A vector load or store as the GPU issues it: one access of sizeof(T) bytes (one LDG.128/STG.128 for 16 bytes),
+ * which the counting build's hooks then see as one access (a plain struct copy would be split by GCC into per-float
+ * accesses and counted as several, emu_counters.h); kernels/cuda_common.cuh's m2_vload and m2_vstore use them. */
+#define M2EMU_VECTOR_LOAD(T, p)  m2emu::vector_load<T>(p)
+#define M2EMU_VECTOR_STORE(p, x) m2emu::vector_store(p, x) /* and a vector store (one STG.128) */
 namespace m2emu
 {
 template <class T> inline T vector_load(const void *p)
@@ -66,6 +71,13 @@ template <class T> inline T vector_load(const void *p)
     const bytes v = *(const bytes *)p;
     __builtin_memcpy(&r, &v, sizeof r);
     return r;
+}
+template <class T> inline void vector_store(void *p, const T &x)
+{
+    typedef char bytes __attribute__((vector_size(sizeof(T))));
+    bytes v;
+    __builtin_memcpy(&v, &x, sizeof v);
+    *(bytes *)p = v;
 }
 } // namespace m2emu
 

@@ -40,7 +40,8 @@ struct fiber {
 };
 
 std::vector<fiber> g_fibers;
-int g_cur = -1; /* the fiber running now; -1: a thread run as a plain call (no barrier allowed) */
+int g_cur = -1;                    /* the fiber running now; -1: a thread run as a plain call (no barrier allowed) */
+std::vector<unsigned> g_shfl_turn; /* per thread of the block: shuffles made, for __shfl_xor_sync's slots */
 const std::function<void()> *g_thread = nullptr;
 std::vector<unsigned char> g_dynamic_shared;
 
@@ -149,6 +150,7 @@ static void resume_to_barrier(unsigned t, unsigned &waiting, unsigned &finished)
  * fast. Otherwise every thread runs as a fiber, round by round from barrier to barrier. */
 void run_block(unsigned nthreads)
 {
+    std::fill(g_shfl_turn.begin(), g_shfl_turn.end(), 0u); /* every thread starts at the first shuffle slots */
     if (g_fibers.size() < nthreads) g_fibers.resize(nthreads);
     fiber_start(g_fibers[0]);
     set_thread_index(0);
@@ -198,6 +200,30 @@ void __syncthreads()
 {
     if (g_cur < 0) divergent("reached by a thread of a block whose thread 0 exited without it");
     to_scheduler();
+}
+
+/* Each thread writes its value, all reach the barrier, each reads its partner's. Two slot arrays used in turn: a
+ * thread writes the next shuffle's value only after the barrier that all threads pass after reading this one's. */
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
+{
+    static std::vector<float> slots[2];
+    if (mask != 0xffffffffu) {
+        fprintf(stderr, "cuda emulator: __shfl_xor_sync with a partial mask (0x%x) is not emulated\n", mask);
+        abort();
+    }
+    const unsigned nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    if (nthreads % 32 || nthreads > 1024 || lane_mask < 0 || lane_mask > 31) {
+        fprintf(stderr, "cuda emulator: __shfl_xor_sync in a block of %u threads (lane mask %d)\n", nthreads,
+                lane_mask);
+        abort();
+    }
+    if (g_shfl_turn.size() < nthreads) g_shfl_turn.resize(nthreads, 0);
+    std::vector<float> &slot = slots[g_shfl_turn[t]++ & 1u];
+    if (slot.size() < nthreads) slot.resize(nthreads);
+    slot[t] = v;
+    __syncthreads();
+    return slot[t ^ (unsigned)lane_mask];
 }
 
 /* The last launch error, as the runtime keeps it: returned and cleared by cudaGetLastError. */
