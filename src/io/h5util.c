@@ -855,7 +855,7 @@ int m2_h5_read_strs(hid_t loc, const char *path, char *out, size_t stride, int64
 {
     m2_h5_quiet();
     hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
-    if (d < 0) return fail_at(loc, "dataset", path, missing_why());
+    if (d < 0) return fail_at(loc, "dataset", path, "missing");
     hid_t space = H5Dget_space(d);
     hssize_t count = H5Sget_simple_extent_npoints(space);
     H5Sclose(space);

@@ -12,10 +12,12 @@
  * off HDF5's free lists, so that a leak report names the allocation that was lost (several times slower).
  * Exit 1 when a finding outside libhdf5 was made, 0 otherwise (a fault whose innermost frame is in libhdf5 is
  * counted, printed and kept, but is HDF5's to fix), 2 for bad usage. */
+#define _GNU_SOURCE /* nftw */
 #include <dirent.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +323,12 @@ static int parse(int argc, char **argv, options *o)
     return M2_OK;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -328,7 +336,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "fuzz_readers: error: %s\n", m2_last_error());
         return 2;
     }
-    char work[] = "/tmp/m2fuzz_XXXXXX";
+    /* the scratch folder under $TMPDIR (default /tmp) */
+    const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char work[2048];
+    if (snprintf(work, sizeof work, "%s/m2fuzz_XXXXXX", tmpdir) >= (int)sizeof work) {
+        fprintf(stderr, "fuzz_readers: error: scratch folder (TMPDIR %.200s): path too long\n", tmpdir);
+        return 2;
+    }
     if (!mkdtemp(work) || (mkdir(o.crashes, 0755) != 0 && errno != EEXIST)) {
         fprintf(stderr, "fuzz_readers: error: scratch or crash folder (%s): %s\n", o.crashes, strerror(errno));
         return 1;
@@ -358,9 +372,8 @@ int main(int argc, char **argv)
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), (long long)fuzz_accepted,
            (long long)fuzz_refused, findings, findings == 1 ? "" : "s", hdf5_faults);
     for (int i = 0; i < n_seeds; i++) fuzz_buf_free(&seeds[i]);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (system(cmd) != 0) fprintf(stderr, "fuzz_readers: could not remove %s\n", work);
+    if (nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "fuzz_readers: could not remove %s\n", work);
     /* A fault inside libhdf5 is reported and kept, but it is HDF5 1.10.8's to fix: only the others fail the run. */
     return findings > hdf5_faults ? 1 : 0;
 }
