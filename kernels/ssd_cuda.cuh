@@ -17,8 +17,10 @@
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
  * Buffers (floats, each region rounded up to 64 floats):
- *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
- *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
+ *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), and S [B*nc*H][P][N] only
+ *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them)
+ *   scratch: room for acs and S (the forward's own when it is not followed by a backward; S there when the states
+ *            are not kept, where the backward recomputes them),
  *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
  *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
@@ -32,9 +34,13 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                                       /* in the saved buffer */
+    int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
+    size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
     size_t fwd_saved, CB, eA, wR, dtc, E, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
+
+/* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
+bool ssd_keep_states();
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
@@ -45,11 +51,13 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     const size_t nc = (size_t)(s->T + s->Q - 1) / s->Q, bc = (size_t)s->B * nc;
     const size_t heads = bc * s->H, groups = bc * s->G, Q = s->Q, PN = (size_t)s->P * s->N;
     ssd_layout L;
+    L.keep_states = ssd_keep_states();
     L.acs = 0;
     L.S = L.acs + ssd_round(heads * Q);
-    L.saved_total = L.S + ssd_round(heads * PN);
+    L.fwd_total = L.S + ssd_round(heads * PN);
+    L.saved_total = L.keep_states ? L.fwd_total : L.S;
     L.fwd_saved = 0;
-    L.CB = L.fwd_saved + L.saved_total;
+    L.CB = L.fwd_saved + L.fwd_total;
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
     L.dtc = L.wR + ssd_round(heads * Q);
@@ -202,11 +210,11 @@ static inline ssd_args ssd_args_of(const m2_ssd_shape *s, const float *x, const 
     return a;
 }
 
-/* Points acs/S at the saved buffer and the work arrays at the scratch buffer. */
+/* Points acs (and S when the states are kept) at the saved buffer and the work arrays at the scratch buffer. */
 static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *saved, float *scratch)
 {
     a->acs = saved + L->acs;
-    a->S = saved + L->S;
+    a->S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
     a->CB = scratch + L->CB;
     a->eA = scratch + L->eA;
     a->wR = scratch + L->wR;
@@ -262,5 +270,9 @@ static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_args &a)
 {
     m2_tile_gemm(c, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
 }
+
+/* The chunk-start states S (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums and the decay tables;
+ * the backward runs them again when the states are not kept (what = the launches' names, chunk states first). */
+void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2]);
 
 #endif

@@ -402,7 +402,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     cudaStream_t st = c->stream;
     const ssd_layout L = ssd_layout_of(sh);
     ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
-    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs and S are only read */
+    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
     a.dy = dy;
     a.dx = dx;
     a.ddt = ddt;
@@ -412,6 +412,11 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
     ssd_compute_tables(c, a);
+    if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
+        static const char *const states[2] = {"ssd_bwd (chunk states, recomputed)",
+                                              "ssd_bwd (state passing, recomputed)"};
+        ssd_compute_states(c, a, states);
+    }
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
