@@ -22,12 +22,12 @@ extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode
 bool ssd_keep_states() { return g_ssd_states == M2_CUDA_SSD_KEEP_STATES; }
 
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
-/* The forward alone uses the copy of the saved regions and CB, which come first (ssd_cuda.cuh); E and the
+/* The forward alone uses the copy of the saved regions, CB and the tables, which come first (ssd_cuda.cuh); the
  * backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_of(s);
-    return with_backward ? L.scratch_total : L.E;
+    return with_backward ? L.scratch_total : L.rMq;
 }
 
 /* ---- 1. cumsums ---- */

@@ -21,7 +21,9 @@
  *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them)
  *   scratch: room for acs and S (the forward's own when it is not followed by a backward; S there when the states
  *            are not kept, where the backward recomputes them),
- *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],
+ *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),
+ *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
+ *            reaches memory),  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
  *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
  *            dCoff and dBst themselves never reach memory)
@@ -36,7 +38,7 @@
 typedef struct {
     int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
     size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
-    size_t fwd_saved, CB, eA, wR, dtc, E, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
+    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 /* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
@@ -45,6 +47,8 @@ bool ssd_keep_states();
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
 static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
+/* and over a chunk's positions */
+static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
@@ -61,8 +65,9 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
     L.dtc = L.wR + ssd_round(heads * Q);
-    L.E = L.dtc + ssd_round(heads * Q);
-    L.dCBw = L.E + ssd_round(heads * Q * Q);
+    L.rMq = L.dtc + ssd_round(heads * Q);
+    L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.dCBw = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
     L.pA = L.dS + ssd_round(heads * PN);
     L.pD = L.pA + ssd_round(heads);
@@ -138,7 +143,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *dtc, *E, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
+    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -219,7 +224,8 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->eA = scratch + L->eA;
     a->wR = scratch + L->wR;
     a->dtc = scratch + L->dtc;
-    a->E = scratch + L->E;
+    a->rMq = scratch + L->rMq;
+    a->cMq = scratch + L->cMq;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
     a->pA = scratch + L->pA;
@@ -274,5 +280,7 @@ static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_args &a)
 /* The chunk-start states S (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums and the decay tables;
  * the backward runs them again when the states are not kept (what = the launches' names, chunk states first). */
 void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2]);
+/* dCBw and the per-tile row and column sums of CB.E of every head (ssd_cuda_dcb.cu) */
+void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a);
 
 #endif
