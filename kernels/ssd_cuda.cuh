@@ -97,13 +97,15 @@ struct ssd_mat {
 };
 
 /* A product whose operands are plain strided matrices: A(i, k), B(k, j). 16-byte loads of A along k: only for the
- * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh). */
+ * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of B along j (b4: b_jfast,
+ * B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
 struct ssd_plain_view {
     ssd_mat A, B;
     __device__ float a(int i, int k) const { return A(i, k); }
     __device__ m2_vec<4> a4(int i, int k) const { return A.row4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
+    __device__ m2_vec<4> b4k(int k, int j) const { return B.T().row4(j, k); }
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head scaled per row

@@ -10,10 +10,12 @@
  * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds. E itself never reaches memory (BENCHMARKS.md,
  * issue 16d).
  *
- * The decays: below the diagonal (every s of the tile before every l) e^{a_l-a_s} = e^{a_l-a_r} e^{a_r-a_s} with
- * r the tile's last column, both factors <= 1 (a is non-increasing), one exp per row and per column of the tile
- * per head instead of one per element; on the diagonal tiles the exp per element (docs/MODEL.md §3: exponents of
- * quantities <= 0 only). */
+ * The decays without an exp per element (docs/MODEL.md §3: exponents of quantities <= 0 only): for row l in the
+ * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below
+ * the diagonal; the columns of the earlier blocks on a diagonal tile), e^{a_l-a_s} = e^{a_l-a_{i0+16r}}
+ * e^{a_{i0+16r}-a_s}, both factors <= 1 (a is non-increasing): per head 64 row factors and 4 x 64 column factors
+ * per tile, one exp per thread. Only the 16x16 blocks on the diagonal of a diagonal tile take the exp per element
+ * (the same expression as the CPU's). */
 #include "ssd_cuda.cuh"
 
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
@@ -37,8 +39,9 @@ struct ssd_dcb_op {
 namespace ssd_dcb
 {
 using namespace m2tile;
-enum { KB = 64 }; /* the reduction over P in steps of 64: one step when P <= 64 (the kernels without a k loop) */
-
+/* The reduction over P in steps of KB: one step when P <= KB (the kernels without a k loop). 64 with bf16
+ * operands; 32 with fp32 ones (tf32, CUDA cores), whose operand tiles would otherwise not fit 48 KB with CB's. */
+template <class Prec> constexpr int kb() { return std::is_same<typename Prec::elem, float>::value ? 32 : 64; }
 template <class Prec> constexpr int pad()
 {
     if constexpr (std::is_same<Prec, fp32_operands>::value)
@@ -48,8 +51,8 @@ template <class Prec> constexpr int pad()
 }
 template <class Prec> struct smem {
     typedef typename Prec::elem T;
-    static constexpr int PAD = pad<Prec>();
-    static constexpr int LDA = BM + PAD, LDB = BN + PAD, LDC = BN + CPAD;
+    static constexpr int KB = kb<Prec>(), LDA = BM + pad<Prec>(), LDB = BN + pad<Prec>(), LDC = BN + CPAD;
+    static constexpr int LDCB = BN + 16; /* the two rows a warp reads are 16 banks apart */
     union alignas(32) {
         struct {
             T a[KB * LDA];
@@ -57,9 +60,16 @@ template <class Prec> struct smem {
         } ab;
         float c[BM * LDC];
     } u;
-    float arow[BM], acol[BN], rowf[BM], colf[BN], dtcol[BN]; /* per head: cumsums, decay factors, dt */
-    float colbuf[WARPS][BN];                                 /* the warps' column sums */
+    float cb[BM * LDCB]; /* the group's CB tile, 0 where no term (kept over the heads) */
+    /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
+     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
+     * 16x16 blocks; dt per column */
+    float rowf[BM], colw[BM / 16][BN], arow[BM], acol[BN], dtcol[BN];
+    float colbuf[WARPS][BN]; /* the warps' column sums */
 };
+static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_operands>) <= 48 * 1024 &&
+                  sizeof(smem<fp32_operands>) <= 48 * 1024,
+              "static shared memory");
 
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
  * after a barrier). ONE: a single step (ke - kb <= KB). */
@@ -71,10 +81,10 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
     if constexpr (std::is_same<Prec, fp32_operands>::value) {
         const int tx = tid % 16, ty = tid / 16;
         float acc[SUB][SUB] = {};
-        for (int k0 = t.kb; k0 < t.ke; k0 += KB) {
-            stage<KB, Prec, ssd_dcb_op, V4, false>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
+        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+            stage<S::KB, Prec, ssd_dcb_op, V4, V4>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
             __syncthreads();
-            for (int kk = 0; kk < KB; kk++)
+            for (int kk = 0; kk < S::KB; kk++)
 #pragma unroll
                 for (int r = 0; r < SUB; r++)
 #pragma unroll
@@ -94,11 +104,11 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
         wmma::fragment<wmma::accumulator, 16, 16, Prec::WK, float> acc[FRAGS];
 #pragma unroll
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
-        for (int k0 = t.kb; k0 < t.ke; k0 += KB) {
-            stage<KB, Prec, ssd_dcb_op, V4, false>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
+        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+            stage<S::KB, Prec, ssd_dcb_op, V4, V4>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
             __syncthreads();
 #pragma unroll
-            for (int kk = 0; kk < KB; kk += Prec::WK) {
+            for (int kk = 0; kk < S::KB; kk += Prec::WK) {
                 wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fa;
                 wmma::load_matrix_sync(fa, sm.u.ab.a + kk * S::LDA + wi, S::LDA);
 #pragma unroll
@@ -118,6 +128,24 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
     __syncthreads();
 }
 
+/* Head zh's decay factors and dt for the tile (read after the product's barriers). */
+template <class S> __device__ __forceinline__ void decays(const ssd_args &s, const span &t, int zh, S &sm)
+{
+    const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
+    const float *acs = s.acs + (size_t)zh * s.Q;
+    const int si = min(t.j0 + c, s.Q - 1);
+    static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
+    sm.colw[r][c] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
+    if (tid < BM) {
+        const float al = acs[min(t.i0 + tid, s.Q - 1)];
+        sm.arow[tid] = al;
+        sm.rowf[tid] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
+    } else if (tid < BM + BN) {
+        sm.acol[c] = acs[si];
+        sm.dtcol[c] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
+    }
+}
+
 template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(const ssd_dcb_op &op, int tiles_q)
 {
     typedef smem<Prec> S;
@@ -129,27 +157,18 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
     const bool diag = t.i0 == t.j0; /* else every column of the tile precedes every row */
     const float *CB = s.QQ(s.CB, t.z);
-    float cb[SUB][SUB], keep[SUB][SUB];
+    for (int e = tid; e < BM * BN; e += THREADS) {
+        const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
+        sm.cb[li * S::LDCB + sj] = stored<ssd_dcb_op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
+    }
+    float keep[SUB][SUB];
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
-        for (int c = 0; c < SUB; c++) {
-            const int l = t.i0 + ty + 16 * r, si = t.j0 + tx + 16 * c;
-            cb[r][c] = stored<ssd_dcb_op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f; /* 0: no term */
-            keep[r][c] = 0.0f;
-        }
+        for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
     for (int q = 0; q < s.hpg; q++) {
         const int h = g * s.hpg + q, zh = bc * s.H + h;
-        const float *acs = s.acs + (size_t)zh * s.Q;
-        if (tid < BM) { /* read after the product's barriers */
-            sm.arow[tid] = acs[min(t.i0 + tid, s.Q - 1)];
-            sm.rowf[tid] = ssd_args::dexp(sm.arow[tid] - acs[t.j1 - 1]);
-        } else if (tid < BM + BN) {
-            const int c = tid - BM, si = min(t.j0 + c, s.Q - 1);
-            sm.acol[c] = acs[si];
-            sm.colf[c] = ssd_args::dexp(acs[t.j1 - 1] - acs[si]);
-            sm.dtcol[c] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
-        }
+        decays(s, t, zh, sm);
         product<Prec, V4, ONE>(op.head(bc, h), t, sm);
         float rp[SUB] = {}, cp[SUB] = {};
 #pragma unroll
@@ -157,11 +176,14 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
 #pragma unroll
             for (int c = 0; c < SUB; c++) {
                 const int li = ty + 16 * r, sj = tx + 16 * c;
-                const float dec = diag ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colf[sj];
-                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj];
-                keep[r][c] += Edt;                  /* finite everywhere; only the stored elements are written */
-                rp[r] = fmaf(cb[r][c], Edt, rp[r]); /* Mq dt_s */
-                cp[c] = fmaf(cb[r][c], E, cp[c]);   /* Mq */
+                /* row block r of the tile is after column block c unless they are the same block of a diagonal
+                 * tile (there the exact decay; above it, c > r, nothing is stored or summed) */
+                const float dec = r == c && diag ? ssd_args::dexp(sm.arow[li] - sm.acol[sj])
+                                                 : sm.rowf[li] * sm.colw[r][sj];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
+                keep[r][c] += Edt;            /* finite everywhere; only the stored elements are written */
+                rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
+                cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
             /* row sums over the tile's 64 columns: the 16 threads of a row are 16 consecutive lanes */
 #pragma unroll
@@ -180,7 +202,7 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
                 const int l = t.i0 + ty + 16 * r;
                 if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rp[r];
             }
-        __syncthreads();
+        __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
         if (tid < BN && t.j0 + tid < t.j1) {
             float sum = 0.0f;
 #pragma unroll
@@ -198,7 +220,7 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
 }
 } // namespace ssd_dcb
 
-/* One k step (P <= 64), scalar gathers or 16-byte loads of dy; and the k loop for any P (scalar gathers). Separate
+/* One k step (P <= KB), scalar gathers or 16-byte loads of dy; and the k loop for any P (scalar gathers). Separate
  * names so that each compiled kernel is priced by its own loop (tools/sass_report.py). */
 template <class Op, class Prec> __global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_kernel(Op op, Prec, int n)
 {
@@ -217,7 +239,7 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_ksteps_kernel(Op o
 
 template <class Prec> static void launch(const m2_cuda_ctx *c, const ssd_dcb_op &op, Prec prec, unsigned blocks, int n)
 {
-    if (op.s.P > ssd_dcb::KB)
+    if (op.s.P > ssd_dcb::kb<Prec>())
         ssd_dcb_ksteps_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
     else if (op.s.vec4())
         ssd_dcb_v4_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
