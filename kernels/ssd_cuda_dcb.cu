@@ -14,8 +14,8 @@
  * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below
  * the diagonal; the columns of the earlier blocks on a diagonal tile), e^{a_l-a_s} = e^{a_l-a_{i0+16r}}
  * e^{a_{i0+16r}-a_s}, both factors <= 1 (a is non-increasing): per head 64 row factors and 4 x 64 column factors
- * per tile, one exp per thread. Only the 16x16 blocks on the diagonal of a diagonal tile take the exp per element
- * (the same expression as the CPU's). */
+ * per tile, one exp per thread. The elements of the tile's four diagonal 16x16 blocks (the diagonal of a diagonal
+ * tile among them) take the exp per element, the same expression as the CPU's. */
 #include "ssd_cuda.cuh"
 
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
@@ -32,8 +32,14 @@ struct ssd_dcb_op {
         kb = 0;
         ke = s.P;
     }
-    /* head h's dy rows times its x rows transposed */
+    /* head h's dy rows times its x rows transposed; the group's next heads are P columns on in both */
     __device__ ssd_plain_view head(int bc, int h) const { return ssd_plain_view{s.dy_of(bc, h), s.x_of(bc, h).T()}; }
+    __device__ static ssd_plain_view next(ssd_plain_view v, int P)
+    {
+        v.A.p += P;
+        v.B.p += P;
+        return v;
+    }
 };
 
 namespace ssd_dcb
@@ -155,7 +161,6 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     if (!locate(op, tiles_q, tiles_q, t)) return;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, lane = tid % 32, warp = tid / 32;
     const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
-    const bool diag = t.i0 == t.j0; /* else every column of the tile precedes every row */
     const float *CB = s.QQ(s.CB, t.z);
     for (int e = tid; e < BM * BN; e += THREADS) {
         const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
@@ -166,20 +171,21 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     for (int r = 0; r < SUB; r++)
 #pragma unroll
         for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
-    for (int q = 0; q < s.hpg; q++) {
-        const int h = g * s.hpg + q, zh = bc * s.H + h;
+    ssd_plain_view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
+    for (int q = 0; q < s.hpg; q++, v = ssd_dcb_op::next(v, s.P)) {
+        const int zh = bc * s.H + g * s.hpg + q;
         decays(s, t, zh, sm);
-        product<Prec, V4, ONE>(op.head(bc, h), t, sm);
+        product<Prec, V4, ONE>(v, t, sm);
         float rp[SUB] = {}, cp[SUB] = {};
 #pragma unroll
         for (int r = 0; r < SUB; r++)
 #pragma unroll
             for (int c = 0; c < SUB; c++) {
                 const int li = ty + 16 * r, sj = tx + 16 * c;
-                /* row block r of the tile is after column block c unless they are the same block of a diagonal
-                 * tile (there the exact decay; above it, c > r, nothing is stored or summed) */
-                const float dec = r == c && diag ? ssd_args::dexp(sm.arow[li] - sm.acol[sj])
-                                                 : sm.rowf[li] * sm.colw[r][sj];
+                /* row block r of the tile is after column block c, except for c = r on a diagonal tile: the exact
+                 * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
+                 * nothing is stored or summed) */
+                const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
                 const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
                 keep[r][c] += Edt;            /* finite everywhere; only the stored elements are written */
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
