@@ -23,7 +23,7 @@
  *            are not kept, where the backward recomputes them),
  *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
- *            reaches memory),  dCBw [B*nc*G][Q][Q],
+ *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
  *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
  *            dCoff and dBst themselves never reach memory)
@@ -38,7 +38,7 @@
 typedef struct {
     int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
     size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
-    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
+    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, pDd, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
 
 /* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
@@ -67,7 +67,8 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.dtc = L.wR + ssd_round(heads * Q);
     L.rMq = L.dtc + ssd_round(heads * Q);
     L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
-    L.dCBw = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.pDd = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.dCBw = L.pDd + ssd_round(heads * ssd_chunk_tiles(s));
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
     L.pA = L.dS + ssd_round(heads * PN);
     L.pD = L.pA + ssd_round(heads);
@@ -145,7 +146,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
+    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -228,6 +229,7 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->dtc = scratch + L->dtc;
     a->rMq = scratch + L->rMq;
     a->cMq = scratch + L->cMq;
+    a->pDd = scratch + L->pDd;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
     a->pA = scratch + L->pA;

@@ -294,10 +294,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     float ps = 0.0f;
     for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
     ps = m2_block_sum(ps, red);
-    float dd = 0.0f;
-    for (int i = tid; i < L * s.P; i += blockDim.x)
-        dd += s.dyv(bc, i / s.P, h, i % s.P) * s.xv(bc, i / s.P, h, i % s.P);
-    dd = m2_block_sum(dd, red);
+    float dd = 0.0f; /* this chunk's dy.x, from the dCB product's diagonal tiles (ssd_cuda_dcb.cu), in order */
+    for (int tm = 0; tm <= (L - 1) / m2tile::BM; tm++) dd += s.pDd[(size_t)zh * qtiles + tm];
 
     float stsum = 0.0f;
     for (int i = tid; i < L; i += blockDim.x) {

@@ -7,8 +7,8 @@
  * group it forms the tile of dy.x^T (the tensor cores, or the CUDA cores at fp32, as tile_gemm.cuh), then in its
  * epilogue the decayed E, its share of dCBw (kept in registers over the heads), and the row and column sums of Mq
  * reduced from the threads' elements by warp shuffles and one shared-memory step, written as one partial per tile
- * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds. E itself never reaches memory (BENCHMARKS.md,
- * issue 16d).
+ * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds; the diagonal tiles also sum dy.x for dD (pDd[zh][tm],
+ * load_step). E itself never reaches memory (BENCHMARKS.md, issue 16d).
  *
  * The decays without an exp per element (docs/MODEL.md §3: exponents of quantities <= 0 only): for row l in the
  * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below
@@ -57,12 +57,14 @@ template <class Prec> constexpr int pad()
 }
 template <class Prec> struct smem {
     typedef typename Prec::elem T;
-    static constexpr int KB = kb<Prec>(), LDA = BM + pad<Prec>(), LDB = BN + pad<Prec>(), LDC = BN + CPAD;
+    /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
+     * elements of one row in both */
+    static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
     static constexpr int LDCB = BN + 16; /* the two rows a warp reads are 16 banks apart */
     union alignas(32) {
         struct {
-            T a[KB * LDA];
-            T b[KB * LDB];
+            T a[BM * LDK];
+            T b[BN * LDK];
         } ab;
         float c[BM * LDC];
     } u;
@@ -72,15 +74,57 @@ template <class Prec> struct smem {
      * 16x16 blocks; dt per column */
     float rowf[BM], colw[BM / 16][BN], arow[BM], acol[BN], dtcol[BN];
     float colbuf[WARPS][BN]; /* the warps' column sums */
+    float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
 };
 static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_operands>) <= 48 * 1024 &&
                   sizeof(smem<fp32_operands>) <= 48 * 1024,
               "static shared memory");
 
+/* Loads [k0, k0 + KB) of the head's dy rows i0.. and x rows j0.. (zero outside the ranges; W = 4: 16-byte loads),
+ * rounded by Prec. Thread e of a step takes row e / (KB / W) of both, at the same k: on a diagonal tile (i0 = j0) it
+ * holds dy_l[p] and x_l[p] of the same (l, p) in fp32, and adds their product to dd (dD = sum dy.x, formed in fp32
+ * on the way: docs/MODEL.md §3), so that no other kernel reads dy and x for it (the caller keeps the diagonal
+ * tiles' dd only). */
+template <class Prec, int W>
+__device__ __forceinline__ void load_step(const ssd_plain_view &v, const span &t, int k0, int ke, smem<Prec> &sm,
+                                          float &dd)
+{
+    typedef smem<Prec> S;
+    constexpr int PER = S::KB / W;
+    const ssd_mat X = v.B.T();
+#pragma unroll
+    for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
+        const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
+        m2_vec<W> wa, wb;
+#pragma unroll
+        for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
+        if constexpr (W == 4) {
+            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+        } else {
+            if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
+        }
+        /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only a
+         * diagonal tile's is used) */
+        struct alignas(sizeof(typename S::T) * W) pack {
+            typename S::T v[W];
+        } pa, pb;
+#pragma unroll
+        for (int c = 0; c < W; c++) {
+            dd = fmaf(wa.v[c], wb.v[c], dd);
+            pa.v[c] = Prec::round(wa.v[c]);
+            pb.v[c] = Prec::round(wb.v[c]);
+        }
+        *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
+        *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
+    }
+}
+
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
  * after a barrier). ONE: a single step (ke - kb <= KB). */
-template <class Prec, bool V4, bool ONE, class V>
-__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm)
+template <class Prec, bool V4, bool ONE>
+__device__ __forceinline__ void product(const ssd_plain_view &v, const span &t, smem<Prec> &sm, float &dd)
 {
     typedef smem<Prec> S;
     const int tid = threadIdx.x;
@@ -88,14 +132,14 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
         const int tx = tid % 16, ty = tid / 16;
         float acc[SUB][SUB] = {};
         for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
-            stage<S::KB, Prec, ssd_dcb_op, V4, V4>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
+            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
             for (int kk = 0; kk < S::KB; kk++)
 #pragma unroll
                 for (int r = 0; r < SUB; r++)
 #pragma unroll
                     for (int c = 0; c < SUB; c++)
-                        acc[r][c] = fmaf(sm.u.ab.a[kk * S::LDA + ty + 16 * r], sm.u.ab.b[kk * S::LDB + tx + 16 * c],
+                        acc[r][c] = fmaf(sm.u.ab.a[(ty + 16 * r) * S::LDK + kk], sm.u.ab.b[(tx + 16 * c) * S::LDK + kk],
                                          acc[r][c]);
             __syncthreads();
             if (ONE) break;
@@ -111,16 +155,16 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
 #pragma unroll
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
         for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
-            stage<S::KB, Prec, ssd_dcb_op, V4, V4>(v, t, k0, t.ke, sm.u.ab.a, S::LDA, sm.u.ab.b, S::LDB);
+            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
 #pragma unroll
             for (int kk = 0; kk < S::KB; kk += Prec::WK) {
-                wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fa;
-                wmma::load_matrix_sync(fa, sm.u.ab.a + kk * S::LDA + wi, S::LDA);
+                wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
+                wmma::load_matrix_sync(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
 #pragma unroll
                 for (int f = 0; f < FRAGS; f++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fb;
-                    wmma::load_matrix_sync(fb, sm.u.ab.b + kk * S::LDB + wj + 16 * f, S::LDB);
+                    wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
+                    wmma::load_matrix_sync(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
                     wmma::mma_sync(acc[f], fa, fb, acc[f]);
                 }
             }
@@ -161,6 +205,7 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     if (!locate(op, tiles_q, tiles_q, t)) return;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, lane = tid % 32, warp = tid / 32;
     const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
+    const bool diag = t.i0 == t.j0;
     const float *CB = s.QQ(s.CB, t.z);
     for (int e = tid; e < BM * BN; e += THREADS) {
         const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
@@ -175,7 +220,8 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     for (int q = 0; q < s.hpg; q++, v = ssd_dcb_op::next(v, s.P)) {
         const int zh = bc * s.H + g * s.hpg + q;
         decays(s, t, zh, sm);
-        product<Prec, V4, ONE>(v, t, sm);
+        float dd = 0.0f;
+        product<Prec, V4, ONE>(v, t, sm, dd);
         float rp[SUB] = {}, cp[SUB] = {};
 #pragma unroll
         for (int r = 0; r < SUB; r++)
@@ -202,6 +248,11 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
         if (lane < 16)
 #pragma unroll
             for (int c = 0; c < SUB; c++) sm.colbuf[warp][tx + 16 * c] = cp[c];
+        if (diag) { /* uniform over the block */
+#pragma unroll
+            for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
+            if (lane == 0) sm.ddbuf[warp] = dd;
+        }
         if (tx == 0)
 #pragma unroll
             for (int r = 0; r < SUB; r++) {
@@ -214,6 +265,11 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += sm.colbuf[w][tid];
             s.cMq[((size_t)zh * s.Q + t.j0 + tid) * tiles_q + tm] = sum;
+        } else if (diag && tid == BN) { /* this chunk's dy.x over the tile's rows, warps in order */
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) sum += sm.ddbuf[w];
+            s.pDd[(size_t)zh * tiles_q + tm] = sum;
         }
     }
 #pragma unroll
