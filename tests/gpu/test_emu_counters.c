@@ -75,7 +75,7 @@ static void test_vector_accesses(void **state)
     float *y = m2_dev_from(g, h, (size_t)rows * n), *z = m2_dev_from(g, h, (size_t)rows * n), *w = m2_dev_from(g, h, n);
     float *out = g->alloc(g, (size_t)rows * n * sizeof(float));
     m2emu_counters_reset();
-    g->gated_norm_fwd(g, y, z, n, w, rows, n, 1, out);
+    g->gated_norm_fwd(g, y, z, n, M2_ACT_REAL, w, rows, n, 1, out);
     const m2emu_kernel_count c = find("gated_norm_fwd");
     printf("  gated_norm_fwd: %.0f accesses, read %.0f B (%.0f distinct), wrote %.0f B\n", c.accesses, c.read_bytes,
            c.read_distinct, c.write_bytes);
@@ -134,7 +134,7 @@ static void test_ssd_first_stages(void **state)
     float *scratch = g->alloc(g, g->ssd_scratch_size(g, &s, 1) * sizeof(float));
     m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
     m2emu_counters_reset();
-    g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, saved, scratch);
+    g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
     const m2emu_kernel_count cs = find("ssd_fwd (cumsum)");
     assert_true(cs.launches == 1);
     assert_true(cs.read_distinct == 4.0 * (T * H + H));
