@@ -108,6 +108,18 @@ template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const __nv_bfloat
     for (int e = 0; e < V; e++) r.v[e] = __bfloat162float(b.v[e]);
     return r;
 }
+/* V consecutive floats stored as V bf16 in one access (8 bytes when V = 4), each rounded to nearest even. */
+template <int V> __device__ __forceinline__ void m2_vstore(__nv_bfloat16 *p, const m2_vec<V> &x)
+{
+    m2_bvec<V> b;
+#pragma unroll
+    for (int e = 0; e < V; e++) b.v[e] = __float2bfloat16(x.v[e]);
+#ifdef M2EMU_VECTOR_STORE
+    M2EMU_VECTOR_STORE(p, b);
+#else
+    *reinterpret_cast<m2_bvec<V> *>(p) = b;
+#endif
+}
 /* Calls f with a null `const T *` of the element type t names, for the kernel templates on it (m2_elem_t of the
  * argument's type is T). */
 template <class P> using m2_elem_t = std::remove_cv_t<std::remove_pointer_t<P>>;
@@ -237,7 +249,7 @@ void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, in
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw);
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
-                            int rows, int n, int G, m2_real *out);
+                            int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
                             m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
                             int ld_dz, m2_real *dw);

@@ -188,16 +188,16 @@ template <int V, class TA> __device__ __forceinline__ gate_in<V> gate_load(const
 
 /* Forward. Pass 1 forms v and its sum of squares, pass 2 writes v * r * w. TA: the element type of y and z (the
  * stored activations, widened on load). */
-template <class Cfg, class TA>
+template <class Cfg, class TA, class TO>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_fwd_kernel(const TA *y, const TA *z, int ld_z, const float *w, int n, int G, float *out)
+    gated_norm_fwd_kernel(const TA *y, const TA *z, int ld_z, const float *w, int n, int G, TO *out)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const int ng = n / G, step = V * blockDim.x;
     const TA *yr = y + row * n, *zr = z + row * ld_z;
-    float *outr = out + row * n;
+    TO *outr = out + row * n;
     for (int g = 0; g < G; g++) {
         const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
         m2_vec<V> vc[C];
@@ -350,11 +350,11 @@ template <class TA> struct gated_dw_term {
 
 /* Launched from templates on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
  * (gated_norm_fwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
-template <class Cfg, class TA>
+template <class Cfg, class TA, class TO>
 static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
-                          float *out)
+                          TO *out)
 {
-    gated_norm_fwd_kernel<Cfg, TA><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
+    gated_norm_fwd_kernel<Cfg, TA, TO><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
     M2_CUDA_LAUNCHED("gated_norm_fwd");
 }
 
@@ -368,17 +368,21 @@ static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *
 }
 
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int ld_z, m2_act_type at, const m2_real *w,
-                            int rows, int n, int G, m2_real *out)
+                            int rows, int n, int G, void *outv, m2_act_type ot)
 {
     if (rows <= 0 || n <= 0) return;
     cudaStream_t st = m2_cuda_ctx_of(o)->stream;
     m2_act_dispatch(at, [&](auto *ta) {
-        using TA = m2_elem_t<decltype(ta)>;
-        const TA *y = (const TA *)yv, *z = (const TA *)zv;
-        if (norm_vec4(n, G, {y, z, w, out}, {ld_z}))
-            gated_fwd_run<norm_v4>(st, y, z, ld_z, w, rows, n, G, out);
-        else
-            gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
+        m2_act_dispatch(ot, [&](auto *to) {
+            using TA = m2_elem_t<decltype(ta)>;
+            using TO = m2_elem_t<decltype(to)>;
+            const TA *y = (const TA *)yv, *z = (const TA *)zv;
+            TO *out = (TO *)outv;
+            if (norm_vec4(n, G, {y, z, w, out}, {ld_z}))
+                gated_fwd_run<norm_v4>(st, y, z, ld_z, w, rows, n, G, out);
+            else
+                gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
+        });
     });
 }
 

@@ -39,8 +39,8 @@ enum { MAX_LANES = 256 };
 typedef struct {
     void *block;   /* the workspace allocation */
     m2_real *u;    /* [rows,D] RMSNorm output; in the backward d(norm output) */
-    void *u_act;   /* [rows,D] the in_proj's input in the activation type (u itself when that is m2_real) */
-    void *w_act;   /* [Win,D] W_in in the activation type, refreshed before every in_proj (NULL: m2_real) */
+    void *w_act;   /* [Win,D] W_in, then W_out, in the activation type, made before each forward projection (NULL:
+                    * m2_real); the projections' inputs (u, o) are written in that type into u's and o's bytes */
     m2_real *xbc;  /* [rows,Cc] conv+SiLU output: x, B, C */
     m2_real *dt;   /* [rows,H] */
     m2_real *A;    /* [H] */
@@ -66,7 +66,7 @@ struct m2_model {
     size_t unit_rows;    /* rows of a lane's workspace */
     size_t saved_stride; /* SSD saved values per layer, for all units (m2_reals) */
     int inference;       /* forward only: one layer's activations, reused layer after layer (h: two, in turn) */
-    m2_act_type act;     /* element type of zx, y (and u_act, w_act): ops->act_type at creation */
+    m2_act_type act;     /* element type of zx, y and the forward projections' operands: ops->act_type at creation */
 
     /* kept by the forward for the backward, for the whole micro-batch */
     void *block;
@@ -173,9 +173,7 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
-    const int typed = m->act != M2_ACT_REAL;
-    ln->u_act = typed ? carve_bytes(base, &c, R * d->D, m2_act_bytes(m->act)) : ln->u;
-    ln->w_act = typed ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
+    ln->w_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve(base, &c, R * d->Win);
     ln->dxbc = carve(base, &c, R * d->Cc);
@@ -389,6 +387,20 @@ static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l
 }
 
 /* ---- forward of one unit ---- */
+/* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections, on operands in the activation type
+ * (W rounded into ln->w_act first, so a parameter update is always seen) when that is not m2_real. */
+static void forward_proj(m2_model *m, lane *ln, int R, int n, int k, const void *in, const m2_real *W, void *out,
+                         m2_act_type ot)
+{
+    const m2_ops *ops = m->ops;
+    if (m->act == M2_ACT_REAL) {
+        OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, n, k, 1, in, k, W, k, 0, out, n));
+        return;
+    }
+    OP(M2_OPK_OTHER, ops->to_act(ops, W, (size_t)n * k, ln->w_act, m->act));
+    OP(M2_OPK_GEMM, ops->gemm_act(ops, 0, 1, R, n, k, 1, in, k, ln->w_act, k, m->act, 0, out, n, ot));
+}
+
 static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, int l)
 {
     const m2_ops *ops = m->ops;
@@ -400,23 +412,18 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
     const m2_act_type at = m->act;
 
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u_act, at));
-    /* one GEMM for z, xBC, dt_raw, in the activation type (then on a copy of W_in in that type) */
-    if (at == M2_ACT_REAL)
-        OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, Win, D, 1, ln->u, D, p.W_in, D, 0, zx, Win));
-    else {
-        OP(M2_OPK_OTHER, ops->to_act(ops, p.W_in, (size_t)Win * D, ln->w_act, at));
-        OP(M2_OPK_GEMM, ops->gemm_act(ops, 0, 1, R, Win, D, 1, ln->u_act, D, ln->w_act, D, at, 0, zx, Win, at));
-    }
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, at));
+    /* one GEMM for z, xBC, dt_raw */
+    forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y, at,
                                 c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
-    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o));
-    /* h_{l+1} = h_l + o W_out^T */
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, D, Di, 1, ln->o, Di, p.W_out, Di, 0, hn, D));
+    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
+    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real) */
+    forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
     OP(M2_OPK_OTHER, ops->add(ops, hn, hl, un->rows * D));
 }
 
@@ -480,7 +487,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o));
+    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, M2_ACT_REAL));
 
     /* out_proj: dW_out += dh^T o, then d(o) = dh W_out (into o, no longer needed) */
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));

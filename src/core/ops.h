@@ -112,9 +112,9 @@ struct m2_ops {
 
     /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
      * * w. y [rows,n] contiguous and z [rows,n] ld_z both of type at (the kept activations); out [rows,n]
-     * contiguous; w [n]; a group is n/G consecutive channels. ---- */
+     * contiguous of type ot (bf16: the out_proj's input); w [n]; a group is n/G consecutive channels. ---- */
     void (*gated_norm_fwd)(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
-                           int rows, int n, int G, m2_real *out);
+                           int rows, int n, int G, void *out, m2_act_type ot);
     /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. */
     void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z, m2_act_type at,
                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);

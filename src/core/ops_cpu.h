@@ -107,7 +107,7 @@ void m2_cpu_act_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type 
 void m2_cpu_act_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
                        const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
 void m2_cpu_act_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at,
-                               const m2_real *w, int rows, int n, int G, m2_real *out);
+                               const m2_real *w, int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
                                m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
                                int ld_dz, m2_real *dw);

@@ -37,9 +37,9 @@ void m2_cpu_act_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, 
 }
 
 void m2_cpu_act_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at,
-                               const m2_real *w, int rows, int n, int G, m2_real *out)
+                               const m2_real *w, int rows, int n, int G, void *out, m2_act_type ot)
 {
-    kern(o)->gated_norm_fwd(o, (const m2_real *)y, (const m2_real *)z, ld_z, w, rows, n, G, out);
+    kern(o)->gated_norm_fwd(o, (const m2_real *)y, (const m2_real *)z, ld_z, w, rows, n, G, (m2_real *)out);
 }
 
 void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,

@@ -486,7 +486,7 @@ static void test_a(void **state)
 /* ---- gated RMSNorm in G groups: in = {y [rows,n], z [rows, ld], w [n]} ---- */
 static void gn_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->gated_norm_fwd(ops, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, out);
+    ops->gated_norm_fwd(ops, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, out, M2_ACT_REAL);
 }
 static void gn_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {

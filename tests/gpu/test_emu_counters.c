@@ -76,7 +76,7 @@ static void test_vector_accesses(void **state)
     float *y = m2_dev_from(g, h, (size_t)rows * n), *z = m2_dev_from(g, h, (size_t)rows * n), *w = m2_dev_from(g, h, n);
     float *out = g->alloc(g, (size_t)rows * n * sizeof(float));
     m2emu_counters_reset();
-    g->gated_norm_fwd(g, y, z, n, M2_ACT_REAL, w, rows, n, 1, out);
+    g->gated_norm_fwd(g, y, z, n, M2_ACT_REAL, w, rows, n, 1, out, M2_ACT_REAL);
     const m2emu_kernel_count c = find("gated_norm_fwd");
     printf("  gated_norm_fwd: %.0f accesses, read %.0f B (%.0f distinct), wrote %.0f B\n", c.accesses, c.read_bytes,
            c.read_distinct, c.write_bytes);

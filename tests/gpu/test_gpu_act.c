@@ -194,9 +194,13 @@ static void gated_case(int rows, int n, int G, int ld_z)
     pair w = pair_uniform(n, 0.5f, 1.5f, 62), out = pair_fill((size_t)rows * n, 0);
     pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
     pair dz = pair_fill((size_t)rows * ld_z, 7.0f), dw = pair_uniform(n, -1, 1, 64);
-    cpu->gated_norm_fwd(cpu, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h);
-    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, out.d);
+    cpu->gated_norm_fwd(cpu, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h, M2_ACT_REAL);
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, out.d, M2_ACT_REAL);
     pair_expect("gated_norm_fwd (bf16 y, z)", out, 1e-6);
+    void *ob = gpu->alloc(gpu, out.n * 2); /* the out_proj's input: the same output, rounded once */
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, ob, M2_ACT_BF16);
+    expect_rounded("gated_norm_fwd (bf16 output)", ob, out.d, out.n);
+    gpu->free(gpu, ob);
     cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h);
     gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dy.d, dz.d, ld_z, dw.d);
     pair_expect("gated_norm_bwd dy (bf16 y, z)", dy, 1e-5);

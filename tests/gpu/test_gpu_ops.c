@@ -246,8 +246,8 @@ static void gated_case(int rows, int n, int G, int ld_z, int ld_dz)
     pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
     pair dz = pair_fill((size_t)rows * ld_dz, 7.0f), dw = pair_uniform(n, -1, 1, 64);
     char what[64];
-    cpu->gated_norm_fwd(cpu, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h);
-    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, out.d);
+    cpu->gated_norm_fwd(cpu, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h, M2_ACT_REAL);
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, out.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "gated_norm_fwd %dx%d G=%d", rows, n, G);
     pair_expect(what, out, 1e-6);
     cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h);
