@@ -81,34 +81,12 @@ static void act_free(act *a)
     free(a->ref);
 }
 
-/* fp32 buffers: host and device copies */
-typedef struct {
-    float *h, *d;
-    size_t n;
-} pair;
-static pair pair_fill(size_t n, float v)
-{
-    float *h = m2_host_fill(n, v);
-    pair p = {h, m2_dev_from(gpu, h, n), n};
-    return p;
-}
-static pair pair_uniform(size_t n, float lo, float hi, uint64_t stream)
-{
-    float *h = m2_host_uniform(n, lo, hi, SEED, stream);
-    pair p = {h, m2_dev_from(gpu, h, n), n};
-    return p;
-}
-static void pair_expect(const char *what, pair p, double tol)
-{
-    float *got = m2_host_from(gpu, p.d, p.n);
-    m2_expect_close(what, got, p.h, p.n, tol);
-    free(got);
-}
-static void pair_free(pair *p)
-{
-    free(p->h);
-    gpu->free(gpu, p->d);
-}
+/* the pairs of gpu_util.h on this file's backend and seed */
+typedef m2_pair pair;
+#define pair_uniform(n, lo, hi, stream) m2_pair_uniform(gpu, n, lo, hi, SEED, stream)
+#define pair_fill(n, v)                 m2_pair_fill(gpu, n, v)
+#define pair_expect(what, p, tol)       m2_pair_expect(gpu, what, p, tol)
+#define pair_free(p)                    m2_pair_free(gpu, p)
 
 /* The bf16 output d of an op equals the rounding of its fp32 output f (device), element by element. */
 static void expect_rounded(const char *what, const void *d, const float *f, size_t n)

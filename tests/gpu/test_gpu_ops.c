@@ -26,35 +26,13 @@
 static const m2_ops *cpu, *gpu;
 enum { SEED = 20240611 };
 
-typedef struct {
-    float *h, *d; /* the CPU op works on h, the CUDA op on d */
-    size_t n;
-} pair;
-
-static pair pair_of(float *host, size_t n)
-{
-    pair p = {host, m2_dev_from(gpu, host, n), n};
-    return p;
-}
-static pair pair_uniform(size_t n, float lo, float hi, uint64_t stream)
-{
-    return pair_of(m2_host_uniform(n, lo, hi, SEED, stream), n);
-}
-static pair pair_fill(size_t n, float v) { return pair_of(m2_host_fill(n, v), n); }
-
-static void pair_expect(const char *what, pair p, double tol)
-{
-    float *got = m2_host_from(gpu, p.d, p.n);
-    m2_expect_close(what, got, p.h, p.n, tol);
-    free(got);
-}
-
-static void pair_free(pair *p)
-{
-    free(p->h);
-    gpu->free(gpu, p->d);
-    p->h = p->d = NULL;
-}
+/* the pairs of gpu_util.h on this file's backend and seed */
+typedef m2_pair pair;
+#define pair_of(host, n)                m2_pair_of(gpu, host, n)
+#define pair_uniform(n, lo, hi, stream) m2_pair_uniform(gpu, n, lo, hi, SEED, stream)
+#define pair_fill(n, v)                 m2_pair_fill(gpu, n, v)
+#define pair_expect(what, p, tol)       m2_pair_expect(gpu, what, p, tol)
+#define pair_free(p)                    m2_pair_free(gpu, p)
 
 static int setup(void **state)
 {
