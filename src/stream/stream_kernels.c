@@ -89,25 +89,8 @@ void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *res
     if (K > 1) memcpy(ring + (size_t)pos * ldc, xnew, (size_t)C * sizeof *xnew);
 }
 
-/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x. Portable version. */
-static void ssm_head(float *restrict S, const float *restrict B, const float *restrict C, const float *restrict x,
-                     float dt, float a, float Dh, int N, int P, int ldp, float *restrict y)
-{
-    for (int p = 0; p < P; p++) y[p] = 0.0f;
-    for (int n = 0; n < N; n++) {
-        float *s = S + (size_t)n * ldp;
-        const float bn = dt * B[n], cn = C[n];
-        for (int p = 0; p < P; p++) {
-            float v = a * s[p] + x[p] * bn;
-            s[p] = v;
-            y[p] += v * cn;
-        }
-    }
-    for (int p = 0; p < P; p++) y[p] += Dh * x[p];
-}
-
 #if M2S_SIMD
-/* The same for one head and NH hardware vectors of its P columns (NH is a constant per instance): the y
+/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x, for NH hardware vectors of its P columns (NH is a constant per instance): the y
  * accumulators stay in registers, in two sets (even and odd n) so that two FMA chains per vector are in
  * flight, and dt x and the D x term are folded in. State rows are whole vectors: x is loaded masked (rem valid
  * lanes from x on), so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
@@ -174,30 +157,56 @@ static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const f
         }
     }
 }
+#else
+/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x. Portable version (the scalar level). */
+static void ssm_head(float *restrict S, const float *restrict B, const float *restrict C, const float *restrict x,
+                     float dt, float a, float Dh, int N, int P, int ldp, float *restrict y)
+{
+    for (int p = 0; p < P; p++) y[p] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        float *s = S + (size_t)n * ldp;
+        const float bn = dt * B[n], cn = C[n];
+        for (int p = 0; p < P; p++) {
+            float v = a * s[p] + x[p] * bn;
+            s[p] = v;
+            y[p] += v * cn;
+        }
+    }
+    for (int p = 0; p < P; p++) y[p] += Dh * x[p];
+}
 #endif
 
-void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
-             const float *dt_raw, float *y, float *scratch)
+void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld, float *restrict dt,
+                  float *restrict decay)
 {
-    const int H = d->H, P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
-    /* All heads at once, over a whole number of vectors so that the loop vectorises without a scalar tail:
-     * lanes past H read padding (dt_bias and A are zero-padded, dt_raw has slack) and are never used. */
-    const int Hp = (H + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
-    float *restrict dt = scratch, *restrict decay = scratch + Hp;
-    for (int h = 0; h < Hp; h++) {
-        dt[h] = m2_softplusf(dt_raw[h] + dt_bias[h]);
-        decay[h] = m2_expf(dt[h] * A[h]);
-    }
+    /* Gathered densely first (n H values, then zeros up to whole vectors), so that one flat loop does every
+     * stream's heads: its exp/log/division chains are independent, which the core overlaps, where one stream's
+     * few heads at a time were one dependent chain per layer (docs/MODEL.md §2 step 4). */
+    const int nh = n * H, nhp = (nh + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) dt[i * H + h] = dt_raw[(size_t)i * ld + h] + dt_bias[h];
+    for (int j = nh; j < nhp; j++) dt[j] = 0.0f;
+    for (int j = 0; j < nhp; j++) dt[j] = m2_softplusf(dt[j]);
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) decay[i * H + h] = dt[i * H + h] * A[h];
+    for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
+    for (int j = 0; j < nhp; j++) decay[j] = m2_expf(decay[j]);
+}
+
+void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
+             float *y)
+{
 #if M2S_SIMD
     ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y);
-    return;
-#endif
+#else
+    const int H = d->H, P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
     for (int h = 0; h < H; h++) {
         const int g = h / heads_per_group;
         ssm_head(S + (size_t)h * N * ldp, xbc + d->Di + (size_t)g * N, xbc + d->Di + GN + (size_t)g * N,
                  xbc + (size_t)h * P, dt[h], decay[h], Dskip[h], N, P, ldp, y + (size_t)h * P);
     }
+#endif
 }
 
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G)
@@ -235,6 +244,7 @@ const m2s_kernels M2_ISA_FN(m2s_kernels) = {
     .gemm = m2s_gemm,
     .rmsnorm = m2s_rmsnorm,
     .conv_silu = m2s_conv_silu,
+    .dt_decay = m2s_dt_decay,
     .ssm = m2s_ssm,
     .gated_norm = m2s_gated_norm,
     .read_bytes = read_bytes,
