@@ -209,14 +209,37 @@ void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, c
 #endif
 }
 
+#if M2S_SIMD
+/* y <- y silu(z) over n values, returning the sum of squares of the result: one pass, the products squared
+ * while in registers (two accumulators, as in sumsq). */
+static float silu_mul_sumsq(float *y, const float *z, int n)
+{
+    m2v a[2] = {v_zero(), v_zero()};
+    for (int i = 0, j = 0; i < n; i += M2S_VW, j ^= 1) {
+        m2vm m = v_mask(n - i);
+        m2v t = v_mul(v_silu(v_maskload(m, z + i)), v_maskload(m, y + i));
+        v_maskstore(y + i, m, t);
+        a[j] = v_fma(t, t, a[j]);
+    }
+    return v_hsum(v_add(a[0], a[1]));
+}
+#endif
+
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G)
 {
     const int gs = Di / G;
+#if !M2S_SIMD
     silu_apply(y, z, y, Di);
+#endif
     for (int g = 0; g < G; g++) {
         float *yg = y + (size_t)g * gs;
         const float *wg = w + (size_t)g * gs;
-        float r = 1.0f / sqrtf(sumsq(yg, gs) / (float)gs + (float)M2_NORM_EPS);
+#if M2S_SIMD
+        const float ss = silu_mul_sumsq(yg, z + (size_t)g * gs, gs);
+#else
+        const float ss = sumsq(yg, gs);
+#endif
+        float r = 1.0f / sqrtf(ss / (float)gs + (float)M2_NORM_EPS);
         for (int i = 0; i < gs; i++) yg[i] = yg[i] * r * wg[i];
     }
 }
