@@ -133,8 +133,11 @@ static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, c
     for (int v = 0; v < NH; v++) v_maskstore(y + M2S_VW * v, mk[v], v_add(y0[v], y1[v]));
 }
 
-/* Every head of the layer: the P columns in blocks of at most 4 hardware vectors (AVX-512: P <= 64 in one
- * block; AVX2: 32 columns a block, so that 3 x 4 accumulators and the broadcasts fit in 16 registers). */
+/* Every head of the layer: the P columns in blocks of at most SSM_NH hardware vectors. AVX-512: 4 (P <= 64 in one
+ * block; 2 x 4 accumulators, 4 dt x, 4 broadcasts and the temporaries fit in 32 registers). AVX2: 2 (16
+ * columns); with 4 the same set needs 17+ of its 16 registers and GCC spilled accumulators in the inner loop. A
+ * second block re-reads only B and C (from L1); each state element is still read and written once. */
+enum { SSM_NH = M2S_VW == 16 ? 4 : 2 };
 static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const float *dt, const float *decay,
                            const float *Dskip, float *y)
 {
@@ -144,10 +147,10 @@ static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const f
         const int g = h / heads_per_group;
         const float *x = xbc + (size_t)h * P, *B = xbc + d->Di + (size_t)g * N, *C = xbc + d->Di + GN + (size_t)g * N;
         float *Sh = S + (size_t)h * N * ldp, *yh = y + (size_t)h * P;
-        for (int v0 = 0; v0 < nh; v0 += 4) {
+        for (int v0 = 0; v0 < nh; v0 += SSM_NH) {
             const int c0 = M2S_VW * v0, rem = P - c0;
 #define COLS(NH) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, NH)
-            switch (nh - v0 < 4 ? nh - v0 : 4) {
+            switch (nh - v0 < SSM_NH ? nh - v0 : SSM_NH) {
             case 1: COLS(1); break;
             case 2: COLS(2); break;
             case 3: COLS(3); break;
