@@ -262,6 +262,12 @@ void m2_stream_reset(m2_stream *s, int stream)
     }
 }
 
+/* Layer l's conv ring, then its SSM state, of a stream. */
+static float *layer_state(m2_stream *s, int stream, int l)
+{
+    return s->state + (size_t)stream * s->state_stride + (size_t)l * s->layer_stride;
+}
+
 /* One layer for n streams: h <- h + Mixer(RMSNorm(h)). */
 static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
@@ -270,14 +276,16 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
     s->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
     s->k->dt_decay(L->A, L->dt_bias, d->H, n, s->zx + 2 * d->Di + 2 * d->G * d->N, s->Winp, s->dt, s->decay);
-    for (int i = 0; i < n; i++) {
-        float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
-        const float *zx = s->zx + (size_t)i * s->Winp; /* z | x B C | dt_raw */
-        float *xbc = s->xbc + (size_t)i * s->Ccp, *y = s->y + (size_t)i * s->Dip;
-        s->k->conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
-        s->k->ssm(d, L->Dskip, st + s->ring_floats, xbc, s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, y);
-        s->k->gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
-    }
+    /* In phases over the streams (conv, SSM, gated norm), not one stream at a time: each phase's calls are short
+     * and independent, so the core overlaps one stream's exp and reduction chains with the next stream's. */
+    for (int i = 0; i < n; i++)
+        s->k->conv_silu(L->conv_wT, L->conv_b, layer_state(s, ids[i], l), s->pos[ids[i]], d->K, d->Cc, s->Ccp,
+                        s->zx + (size_t)i * s->Winp + d->Di, s->xbc + (size_t)i * s->Ccp);
+    for (int i = 0; i < n; i++)
+        s->k->ssm(d, L->Dskip, layer_state(s, ids[i], l) + s->ring_floats, s->xbc + (size_t)i * s->Ccp,
+                  s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, s->y + (size_t)i * s->Dip);
+    for (int i = 0; i < n; i++) /* zx starts with z */
+        s->k->gated_norm(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, L->gnorm_w, d->Di, d->G);
     s->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
