@@ -33,6 +33,9 @@ const m2_dims *m2_stream_dims(const m2_stream *s);
 
 #define M2S_VEC    16 /* fp32 lanes per vector: rows are padded to this */
 #define M2S_MAX_NV 8  /* vectors per panel (accumulator registers of the GEMV) */
+/* states of a tick from which m2s_ssm is given the next stream's state to prefetch (one core's L2 on the machines
+ * measured: below it the states stay in L2 and prefetches only cost; BENCHMARKS.md, issue 14, fifth pass) */
+#define M2S_STATE_PREFETCH_MIN ((size_t)1 << 20)
 
 typedef struct {
     int M, K;                       /* logical shape of W */
@@ -98,9 +101,11 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
                   float *restrict decay);
 
 /* One tick of the SSM for one layer and stream (docs/MODEL.md §2 steps 4-5): S [H][N][pad16(P)] (P fastest),
- * xbc = [x (H P), B (G N), C (G N)] after the conv, dt and decay [H] (m2s_dt_decay); y [H P] = S C + D x. */
+ * xbc = [x (H P), B (G N), C (G N)] after the conv, dt and decay [H] (m2s_dt_decay); y [H P] = S C + D x.
+ * next (may be NULL): a state of the same layout that the SIMD levels prefetch into L2 as they go (the engine's
+ * next stream), used by the engine from M2S_STATE_PREFETCH_MIN bytes of states on. */
 void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
-             float *y);
+             float *y, const float *next);
 
 /* Gated RMSNorm in G groups (docs/MODEL.md §2 step 6), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
@@ -117,7 +122,7 @@ typedef struct {
     void (*dt_decay)(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld,
                      float *restrict dt, float *restrict decay);
     void (*ssm)(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
-                float *y);
+                float *y, const float *next);
     void (*gated_norm)(float *y, const float *restrict z, const float *restrict w, int Di, int G);
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);

@@ -276,6 +276,10 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
     s->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
     s->k->dt_decay(L->A, L->dt_bias, d->H, n, s->zx + 2 * d->Di + 2 * d->G * d->N, s->Winp, s->dt, s->decay);
+    /* States past the L2 (M2S_STATE_PREFETCH_MIN) come from L3 or DRAM, where the update alone ran at DRAM speed
+     * (BENCHMARKS.md, issue 14, fifth pass): then each stream's update prefetches the next stream's state into L2
+     * line by line as it goes, so that two streams' loads are in flight. Within the L2 the prefetches only cost. */
+    const int far = (size_t)n * s->state_stride * sizeof(float) > M2S_STATE_PREFETCH_MIN;
     /* In phases over the streams (conv, SSM, gated norm), not one stream at a time: each phase's calls are short
      * and independent, so the core overlaps one stream's exp and reduction chains with the next stream's. */
     for (int i = 0; i < n; i++)
@@ -283,7 +287,8 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
                         s->zx + (size_t)i * s->Winp + d->Di, s->xbc + (size_t)i * s->Ccp);
     for (int i = 0; i < n; i++)
         s->k->ssm(d, L->Dskip, layer_state(s, ids[i], l) + s->ring_floats, s->xbc + (size_t)i * s->Ccp,
-                  s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, s->y + (size_t)i * s->Dip);
+                  s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, s->y + (size_t)i * s->Dip,
+                  i + 1 < n && far ? layer_state(s, ids[i + 1], l) + s->ring_floats : NULL);
     for (int i = 0; i < n; i++) /* zx starts with z */
         s->k->gated_norm(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, L->gnorm_w, d->Di, d->G);
     s->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);

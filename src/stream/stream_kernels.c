@@ -97,7 +97,7 @@ void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *res
  * masked. */
 static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, const float *B, const float *C,
                                                            const float *x, int rem, float dt, float a, float Dh, int N,
-                                                           float *y, const int NH)
+                                                           float *y, ptrdiff_t pf, const int NH)
 {
     m2vm mk[NH];
     m2v av = v_set1(a), dxv[NH], y0[NH], y1[NH];
@@ -113,6 +113,10 @@ static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, c
         m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]), b1 = v_set1(B[n + 1]), c1 = v_set1(C[n + 1]);
         float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
         for (int v = 0; v < NH; v++) {
+            if (pf && (M2S_VW * v) % 16 == 0) {
+                _mm_prefetch((const char *)(s0 + M2S_VW * v) + pf, _MM_HINT_T1);
+                _mm_prefetch((const char *)(s1 + M2S_VW * v) + pf, _MM_HINT_T1);
+            }
             m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
             m2v t1 = v_fma(dxv[v], b1, v_mul(av, v_load(s1 + M2S_VW * v)));
             v_store(s0 + M2S_VW * v, t0);
@@ -139,7 +143,7 @@ static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, c
  * second block re-reads only B and C (from L1); each state element is still read and written once. */
 enum { SSM_NH = M2S_VW == 16 ? 4 : 2 };
 static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const float *dt, const float *decay,
-                           const float *Dskip, float *y)
+                           const float *Dskip, float *y, ptrdiff_t pf)
 {
     const int P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC, nh = ldp / M2S_VW;
@@ -149,12 +153,17 @@ static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const f
         float *Sh = S + (size_t)h * N * ldp, *yh = y + (size_t)h * P;
         for (int v0 = 0; v0 < nh; v0 += SSM_NH) {
             const int c0 = M2S_VW * v0, rem = P - c0;
-#define COLS(NH) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, NH)
-            switch (nh - v0 < SSM_NH ? nh - v0 : SSM_NH) {
-            case 1: COLS(1); break;
-            case 2: COLS(2); break;
-            case 3: COLS(3); break;
-            default: COLS(4); break;
+/* with and without the prefetches, so that the loop of the instance without has none */
+#define COLS(NH, PF) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, PF ? pf : 0, NH)
+            switch ((nh - v0 < SSM_NH ? nh - v0 : SSM_NH) * 2 + (pf != 0)) {
+            case 2: COLS(1, 0); break;
+            case 3: COLS(1, 1); break;
+            case 4: COLS(2, 0); break;
+            case 5: COLS(2, 1); break;
+            case 6: COLS(3, 0); break;
+            case 7: COLS(3, 1); break;
+            case 8: COLS(4, 0); break;
+            default: COLS(4, 1); break;
             }
 #undef COLS
         }
@@ -197,11 +206,12 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
 }
 
 void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
-             float *y)
+             float *y, const float *next)
 {
 #if M2S_SIMD
-    ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y);
+    ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y, next ? (const char *)next - (const char *)S : 0);
 #else
+    (void)next;
     const int H = d->H, P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
     for (int h = 0; h < H; h++) {
