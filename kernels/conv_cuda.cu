@@ -35,14 +35,16 @@ struct conv_v1k16 {
     static constexpr int V = 1, KM = 16;
 };
 
-struct conv_args {
-    const float *in, *w, *b, *dout;
+/* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load). */
+template <class TI> struct conv_args {
+    const TI *in;
+    const float *w, *b, *dout;
     float *out, *din, *part;
     int ld_in, ld_din, T, C, K, rows, per;
 };
 
 /* The thread's channels c0 .. c0+V-1 and its ticks [t0, t1) of sequence `seq`; false past the last channel. */
-template <class Cfg> __device__ bool conv_walk(const conv_args &a, int &c0, size_t &seq, int &t0, int &t1)
+template <class Cfg, class CA> __device__ bool conv_walk(const CA &a, int &c0, size_t &seq, int &t0, int &t1)
 {
     c0 = (blockIdx.y * blockDim.x + threadIdx.x) * Cfg::V;
     const int tiles = (a.T + CONV_TT - 1) / CONV_TT;
@@ -54,7 +56,7 @@ template <class Cfg> __device__ bool conv_walk(const conv_args &a, int &c0, size
 
 /* The weights in register order: tap k at m = KM-K+k (right-aligned, Rev false) or at m = KM-1-k (Rev true), so
  * that every register index is a compile-time constant. */
-template <class Cfg, bool Rev> __device__ void conv_weights(const conv_args &a, int c0, float (&wr)[Cfg::KM][Cfg::V])
+template <class Cfg, bool Rev, class CA> __device__ void conv_weights(const CA &a, int c0, float (&wr)[Cfg::KM][Cfg::V])
 {
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++) {
@@ -77,8 +79,8 @@ template <class Cfg> __device__ __forceinline__ void conv_shift(float (&win)[Cfg
 
 /* pre(t) of the V channels from the window win[m] = in[t - (KM-1-m)]: b + taps k = 0..K-1 (m = KM-K+k) in order,
  * the taps before the sequence start skipped (Masked; a tick t >= KM-1 has none, so its loop drops the test). */
-template <class Cfg, bool Masked = true>
-__device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float (&bias)[Cfg::V],
+template <class Cfg, bool Masked = true, class CA>
+__device__ __forceinline__ void conv_pre(const CA &a, int t, const float (&bias)[Cfg::V],
                                          const float (&wr)[Cfg::KM][Cfg::V], const float (&win)[Cfg::KM][Cfg::V],
                                          float (&pre)[Cfg::V])
 {
@@ -94,7 +96,8 @@ __device__ __forceinline__ void conv_pre(const conv_args &a, int t, const float 
 
 /* The window before tick t0: win[m] = in[t0 - 1 - (KM-1-m)] where the next shift keeps it for a tap and the tick
  * exists (the rest is never used). */
-template <class Cfg> __device__ void conv_window(const float *col, int ld, int t0, int K, float (&win)[Cfg::KM][Cfg::V])
+template <class Cfg, class TI>
+__device__ void conv_window(const TI *col, int ld, int t0, int K, float (&win)[Cfg::KM][Cfg::V])
 {
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++) {
@@ -107,8 +110,8 @@ template <class Cfg> __device__ void conv_window(const float *col, int ld, int t
 }
 
 /* One forward row: shift tick t's input into the window, out(t) = silu(pre(t)). */
-template <class Cfg, bool Masked>
-__device__ __forceinline__ void conv_fwd_row(const conv_args &a, const float *col, float *out, size_t orow, int t,
+template <class Cfg, bool Masked, class TI>
+__device__ __forceinline__ void conv_fwd_row(const conv_args<TI> &a, const TI *col, float *out, size_t orow, int t,
                                              const float (&bias)[Cfg::V], const float (&wr)[Cfg::KM][Cfg::V],
                                              float (&win)[Cfg::KM][Cfg::V])
 {
@@ -122,7 +125,7 @@ __device__ __forceinline__ void conv_fwd_row(const conv_args &a, const float *co
 }
 
 /* Forward: out = silu(pre); the first KM-1 ticks of a sequence with the start mask, the rest without. */
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args a)
+template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd_kernel(conv_args<TI> a)
 {
     int c0, t0, t1;
     size_t seq;
@@ -131,7 +134,7 @@ template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd
     conv_weights<Cfg, false>(a, c0, wr);
 #pragma unroll
     for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
-    const float *col = a.in + seq * a.T * a.ld_in + c0;
+    const TI *col = a.in + seq * a.T * a.ld_in + c0;
     conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
     float *out = a.out + c0;
     int t = t0;
@@ -149,13 +152,13 @@ template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_fwd
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
  *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
  * dpre never goes to memory; every sum is formed in the order of the separate kernels this replaces (bitwise). */
-template <class Cfg> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args a)
+template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c0 >= a.C) return;
     const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per);
-    const float *col = a.in + c0;
+    const TI *col = a.in + c0;
     float wf[KM][V], wb[KM][V], bias[V], win[KM][V], dwin[KM][V], acc[KM + 1][V];
     conv_weights<Cfg, false>(a, c0, wf);
     conv_weights<Cfg, true>(a, c0, wb);
@@ -232,59 +235,69 @@ struct conv_wb_out {
 };
 
 /* Grids: x over (sequence, tile of CONV_TT ticks) or the column-sum row blocks, y over blocks of channel groups. */
-template <class Cfg> static dim3 conv_grid(const conv_args &a, int ny)
+template <class Cfg, class CA> static dim3 conv_grid(const CA &a, int ny)
 {
     const int groups = (a.C + Cfg::V - 1) / Cfg::V;
     return dim3(ny, (groups + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS);
 }
-static int conv_tiles(const conv_args &a) { return a.rows / a.T * ((a.T + CONV_TT - 1) / CONV_TT); }
+template <class CA> static int conv_tiles(const CA &a) { return a.rows / a.T * ((a.T + CONV_TT - 1) / CONV_TT); }
 
-template <class Cfg> static void conv_fwd_run(const m2_cuda_ctx *c, const conv_args &a)
+template <class Cfg, class TI> static void conv_fwd_run(const m2_cuda_ctx *c, const conv_args<TI> &a)
 {
     const dim3 grid = conv_grid<Cfg>(a, conv_tiles(a));
-    conv_fwd_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    conv_fwd_kernel<Cfg, TI><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED("conv_silu_fwd");
 }
 
-template <class Cfg> static void conv_bwd_run(m2_cuda_ctx *c, const conv_args &a, float *dw, float *db)
+template <class Cfg, class TI> static void conv_bwd_run(m2_cuda_ctx *c, const conv_args<TI> &a, float *dw, float *db)
 {
     const int nblk = (a.rows + a.per - 1) / a.per;
     const dim3 grid = conv_grid<Cfg>(a, nblk);
-    conv_bwd_kernel<Cfg><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    conv_bwd_kernel<Cfg, TI><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED("conv_silu_bwd");
     m2_colsum_finish(c, a.part, nblk, a.C * (a.K + 1), conv_wb_out{dw, db, a.K}, "conv_silu_bwd (weight, bias)");
 }
 
 /* 16-byte rows of 4 channels when every row start of every array is 16-byte aligned. */
-static bool conv_vec4(const conv_args &a) { return m2_vec4_ok({a.in, a.out, a.dout, a.din}, {a.C, a.ld_in, a.ld_din}); }
+template <class CA> static bool conv_vec4(const CA &a)
+{
+    return m2_vec4_ok({a.in, a.out, a.dout, a.din}, {a.C, a.ld_in, a.ld_din});
+}
 
 /* Runs F<Cfg> with the configuration the arguments allow. */
 #define CONV_DISPATCH(a, call)                                        \
     (conv_vec4(a) ? ((a).K <= 4 ? call(conv_v4k4) : call(conv_v4k16)) \
                   : ((a).K <= 4 ? call(conv_v1k4) : call(conv_v1k16)))
 
-void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
-                           int T, int C, int K, m2_real *out)
+void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
+                           const m2_real *b, int B, int T, int C, int K, m2_real *out)
 {
     if ((size_t)B * T * C == 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    conv_args a = {in, w, b, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
+    m2_act_dispatch(it, [&](auto *ti) {
+        using TI = m2_elem_t<decltype(ti)>;
+        conv_args<TI> a = {(const TI *)in, w, b, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
 #define CONV_FWD(Cfg) conv_fwd_run<Cfg>(c, a)
-    CONV_DISPATCH(a, CONV_FWD);
+        CONV_DISPATCH(a, CONV_FWD);
 #undef CONV_FWD
+    });
 }
 
-void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
-                           const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
-                           m2_real *db)
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                           m2_real *dw, m2_real *db)
 {
     const int rows = B * T;
     const size_t total = (size_t)rows * C;
     if (!total) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
-    conv_args a = {in, w, b, dout, NULL, din, part, ld_in, ld_din, T, C, K, rows, m2_colsum_rows_per_block(rows)};
+    m2_act_dispatch(it, [&](auto *ti) {
+        using TI = m2_elem_t<decltype(ti)>;
+        conv_args<TI> a = {(const TI *)in, w,      b, dout, NULL, din,  part,
+                           ld_in,          ld_din, T, C,    K,    rows, m2_colsum_rows_per_block(rows)};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
-    CONV_DISPATCH(a, CONV_BWD);
+        CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD
+    });
 }

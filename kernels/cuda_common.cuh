@@ -8,12 +8,14 @@
 #define MAMBA2_CUDA_COMMON_CUH
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <initializer_list>
+#include <type_traits>
 
 extern "C" {
 #include "core/ops.h"
@@ -84,6 +86,51 @@ template <int V> __device__ __forceinline__ void m2_vstore(float *p, const m2_ve
     *reinterpret_cast<m2_vec<V> *>(p) = x;
 #endif
 }
+/* Stored activations (ops.h m2_act_type): fp32 or bf16 elements, widened to fp32 on every load and rounded to nearest
+ * even on every store (docs/MODEL.md §8); the kernels that read or write them are templates on the element type. */
+__device__ __forceinline__ float m2_ld(const float *p) { return *p; }
+__device__ __forceinline__ float m2_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void m2_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void m2_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16(v); }
+template <int V> struct alignas(2 * V) m2_bvec {
+    __nv_bfloat16 v[V];
+};
+/* V consecutive bf16 in one access (8 bytes when V = 4), widened. */
+template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const __nv_bfloat16 *p)
+{
+#ifdef M2EMU_VECTOR_LOAD
+    const m2_bvec<V> b = M2EMU_VECTOR_LOAD(m2_bvec<V>, p);
+#else
+    const m2_bvec<V> b = *reinterpret_cast<const m2_bvec<V> *>(p);
+#endif
+    m2_vec<V> r;
+#pragma unroll
+    for (int e = 0; e < V; e++) r.v[e] = __bfloat162float(b.v[e]);
+    return r;
+}
+/* V consecutive floats stored as V bf16 in one access (8 bytes when V = 4), each rounded to nearest even. */
+template <int V> __device__ __forceinline__ void m2_vstore(__nv_bfloat16 *p, const m2_vec<V> &x)
+{
+    m2_bvec<V> b;
+#pragma unroll
+    for (int e = 0; e < V; e++) b.v[e] = __float2bfloat16(x.v[e]);
+#ifdef M2EMU_VECTOR_STORE
+    M2EMU_VECTOR_STORE(p, b);
+#else
+    *reinterpret_cast<m2_bvec<V> *>(p) = b;
+#endif
+}
+/* Calls f with a null `const T *` of the element type t names, for the kernel templates on it (m2_elem_t of the
+ * argument's type is T). */
+template <class P> using m2_elem_t = std::remove_cv_t<std::remove_pointer_t<P>>;
+template <class F> static void m2_act_dispatch(m2_act_type t, F f)
+{
+    if (t == M2_ACT_BF16)
+        f((const __nv_bfloat16 *)nullptr);
+    else
+        f((const float *)nullptr);
+}
+
 /* Whether every pointer is 16-byte aligned and every stride a multiple of 4 floats (the V = 4 paths). */
 static inline bool m2_vec4_ok(std::initializer_list<const void *> ptrs, std::initializer_list<long long> strides)
 {
@@ -191,22 +238,26 @@ void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, in
 void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
 void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
 void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
-void m2_cuda_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
-                    m2_real *dt);
-void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
-                    int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
+void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
+                    int H, m2_real *dt);
+void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
+                    const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
+void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
+                      const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt);
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw);
-void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
-                            int n, int G, m2_real *out);
-void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
-void m2_cuda_conv_silu_fwd(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
-                           int T, int C, int K, m2_real *out);
-void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
-                           const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
-                           m2_real *db);
+void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
+                            int rows, int n, int G, void *out, m2_act_type ot);
+void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
+                            m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                            int ld_dz, m2_real *dw);
+void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
+                           const m2_real *b, int B, int T, int C, int K, m2_real *out);
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                           m2_real *dw, m2_real *db);
 void m2_cuda_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
                       m2_real *dpred, double *sse, int64_t *count);
 void m2_cuda_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,
@@ -217,7 +268,7 @@ void m2_cuda_scale(const m2_ops *o, float *x, size_t n, double factor);
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s);
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
                      m2_real *scratch);
 void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
                      const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,

@@ -1,5 +1,5 @@
 /* CUDA ops: the small elementwise ops (bias, residual add, A = -exp(A_log), dt = softplus(dt_raw + dt_bias)) and
- * their gradients. Gradients of parameters are deterministic column sums (cuda_common.cuh). */
+ * their gradients; the rounding of a weight to the activation type. Gradients of parameters are deterministic column sums (cuda_common.cuh). */
 #include "cuda_common.cuh"
 
 /* ---- bias ---- */
@@ -79,43 +79,71 @@ __device__ __forceinline__ float softplus_grad(float v)
     return v > (float)M2_SOFTPLUS_THRESHOLD ? 1.0f : m2_dev_sigmoid(v);
 }
 
-__global__ void dt_fwd_kernel(const float *dt_raw, int ld, const float *dt_bias, int rows, int H, float *dt)
+/* TR: the element type of dt_raw (a slice of the stored in_proj output); dt and its gradients stay fp32. */
+template <class TR>
+__global__ void dt_fwd_kernel(const TR *dt_raw, int ld, const float *dt_bias, int rows, int H, float *dt)
 {
     M2_GRID_STRIDE(i, (size_t)rows * H)
     {
         const size_t r = i / H, h = i % H;
-        dt[i] = softplusf(dt_raw[r * ld + h] + dt_bias[h]);
+        dt[i] = softplusf(m2_ld(dt_raw + r * ld + h) + dt_bias[h]);
     }
 }
 
-__global__ void dt_bwd_kernel(const float *ddt, const float *dt_raw, int ld, const float *dt_bias, int rows, int H,
+template <class TR>
+__global__ void dt_bwd_kernel(const float *ddt, const TR *dt_raw, int ld, const float *dt_bias, int rows, int H,
                               float *ddt_raw)
 {
     M2_GRID_STRIDE(i, (size_t)rows * H)
     {
         const size_t r = i / H, h = i % H;
-        ddt_raw[r * ld + h] = ddt[i] * softplus_grad(dt_raw[r * ld + h] + dt_bias[h]);
+        ddt_raw[r * ld + h] = ddt[i] * softplus_grad(m2_ld(dt_raw + r * ld + h) + dt_bias[h]);
     }
 }
 
-void m2_cuda_dt_fwd(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
-                    m2_real *dt)
+void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
+                    int H, m2_real *dt)
 {
     const size_t total = (size_t)rows * H;
     if (!total) return;
-    dt_fwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(dt_raw, ld, dt_bias, rows,
-                                                                                            H, dt);
-    M2_CUDA_LAUNCHED("dt_fwd");
+    m2_act_dispatch(rt, [&](auto *tr) {
+        using TR = m2_elem_t<decltype(tr)>;
+        dt_fwd_kernel<TR><<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(
+            (const TR *)dt_raw, ld, dt_bias, rows, H, dt);
+        M2_CUDA_LAUNCHED("dt_fwd");
+    });
 }
 
 /* ddt_bias[h] sums ddt_raw[:, h], which the elementwise kernel just wrote: read it back (it has stride ld). */
-void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias,
-                    int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
+void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
+                    const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
 {
     const size_t total = (size_t)rows * H;
     if (!total) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    dt_bwd_kernel<<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, dt_raw, ld, dt_bias, rows, H, ddt_raw);
-    M2_CUDA_LAUNCHED("dt_bwd");
+    m2_act_dispatch(rt, [&](auto *tr) {
+        using TR = m2_elem_t<decltype(tr)>;
+        dt_bwd_kernel<TR><<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, (const TR *)dt_raw, ld,
+                                                                                    dt_bias, rows, H, ddt_raw);
+        M2_CUDA_LAUNCHED("dt_bwd");
+    });
     m2_colsum(c, 0, rows, H, strided_value{ddt_raw, ld}, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
+}
+
+/* ---- a weight in the activation type: dst = x rounded (the bf16 copy of W_in for the in_proj, ops.h to_act) ---- */
+__global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *dst)
+{
+    M2_GRID_STRIDE(i, n) dst[i] = __float2bfloat16(x[i]);
+}
+
+void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t)
+{
+    if (!n) return;
+    cudaStream_t st = m2_cuda_ctx_of(o)->stream;
+    if (t == M2_ACT_REAL) {
+        m2_cuda_check(cudaMemcpyAsync(dst, x, n * sizeof(float), cudaMemcpyDeviceToDevice, st), "to_act (copy)");
+        return;
+    }
+    to_bf16_kernel<<<m2_cuda_blocks(n), M2_CUDA_THREADS, 0, st>>>(x, n, (__nv_bfloat16 *)dst);
+    M2_CUDA_LAUNCHED("to_act (bf16 weight)");
 }

@@ -35,7 +35,9 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh)
 }
 
 /* ---- RMSNorm ---- */
-__global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, float *y)
+/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). */
+template <class TY>
+__global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, TY *y)
 {
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
@@ -43,8 +45,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const floa
     float ss = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
     const float r = rstd_of(norm_block_sum(ss, sh), n);
-    float *yr = y + row * n;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * r * w[j];
+    TY *yr = y + row * n;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) m2_st(yr + j, xr[j] * r * w[j]);
 }
 
 /* The weight gradient's column partials that a backward block forms over its rows (gated_norm_bwd_kernel says how):
@@ -101,11 +103,14 @@ struct rmsnorm_dw_term {
     }
 };
 
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y)
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
-    rmsnorm_fwd_kernel<<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, w, n, y);
-    M2_CUDA_LAUNCHED("rmsnorm_fwd");
+    m2_act_dispatch(yt, [&](auto *ty) {
+        using TY = m2_elem_t<decltype(ty)>;
+        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, w, n, (TY *)y);
+        M2_CUDA_LAUNCHED("rmsnorm_fwd");
+    });
 }
 
 /* How a norm backward forms its weight gradient: in the kernel, as the column partials of blocks of per rows in
@@ -176,22 +181,23 @@ struct norm_v4 {
 template <int V> struct gate_in { /* one access's operands */
     m2_vec<V> y, z;
 };
-template <int V> __device__ __forceinline__ gate_in<V> gate_load(const float *y, const float *z, int j)
+template <int V, class TA> __device__ __forceinline__ gate_in<V> gate_load(const TA *y, const TA *z, int j)
 {
     return gate_in<V>{m2_vload<V>(y + j), m2_vload<V>(z + j)};
 }
 
-/* Forward. Pass 1 forms v and its sum of squares, pass 2 writes v * r * w. */
-template <class Cfg>
+/* Forward. Pass 1 forms v and its sum of squares, pass 2 writes v * r * w. TA: the element type of y and z (the
+ * stored activations, widened on load). */
+template <class Cfg, class TA, class TO>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_fwd_kernel(const float *y, const float *z, int ld_z, const float *w, int n, int G, float *out)
+    gated_norm_fwd_kernel(const TA *y, const TA *z, int ld_z, const float *w, int n, int G, TO *out)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
     const int ng = n / G, step = V * blockDim.x;
-    const float *yr = y + row * n, *zr = z + row * ld_z;
-    float *outr = out + row * n;
+    const TA *yr = y + row * n, *zr = z + row * ld_z;
+    TO *outr = out + row * n;
     for (int g = 0; g < G; g++) {
         const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
         m2_vec<V> vc[C];
@@ -268,10 +274,10 @@ __device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const flo
  * dynamic shared memory of n floats, each thread owning the same channels in every row (no barrier needed), and
  * the second pass over dout, y and z that a separate column sum makes is saved. part == NULL (rows too wide for
  * shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum. */
-template <class Cfg>
+template <class Cfg, class TA>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_bwd_kernel(const float *dout, const float *y, const float *z, int ld_z, const float *w, int rows, int n,
-                          int G, int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
+    gated_norm_bwd_kernel(const float *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
+                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     extern __shared__ float acc_sh[];
@@ -281,7 +287,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     if (acc) norm_acc_zero<V>(acc, G, ng);
     const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
     for (int row = r0; row < r1; row++) {
-        const float *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z, *dor = dout + (size_t)row * n;
+        const TA *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z;
+        const float *dor = dout + (size_t)row * n;
         float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz;
         for (int g = 0; g < G; g++) {
             const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
@@ -329,55 +336,71 @@ static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, st
 }
 
 /* The weight gradient's term for m2_colsum, when the rows are too wide for the backward to form the partials. */
-struct gated_dw_term {
-    const float *dout, *y, *z, *rstd;
+template <class TA> struct gated_dw_term {
+    const float *dout;
+    const TA *y, *z;
+    const float *rstd;
     int ld_z, n, G, ng;
     __device__ float operator()(int r, int j) const
     {
         const size_t i = (size_t)r * n + j;
-        return dout[i] * gate(y[i], z[(size_t)r * ld_z + j]) * rstd[(size_t)r * G + j / ng];
+        return dout[i] * gate(m2_ld(y + i), m2_ld(z + (size_t)r * ld_z + j)) * rstd[(size_t)r * G + j / ng];
     }
 };
 
 /* Launched from templates on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
  * (gated_norm_fwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
-template <class Cfg>
-static void gated_fwd_run(cudaStream_t st, const float *y, const float *z, int ld_z, const float *w, int rows, int n,
-                          int G, float *out)
+template <class Cfg, class TA, class TO>
+static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
+                          TO *out)
 {
-    gated_norm_fwd_kernel<Cfg><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
+    gated_norm_fwd_kernel<Cfg, TA, TO><<<rows, M2_CUDA_THREADS, 0, st>>>(y, z, ld_z, w, n, G, out);
     M2_CUDA_LAUNCHED("gated_norm_fwd");
 }
 
-template <class Cfg>
-static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const float *y, const float *z,
+template <class Cfg, class TA>
+static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const TA *y, const TA *z,
                           int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
 {
-    gated_norm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy, dz,
-                                                                         ld_dz, p.part, p.rstd);
+    gated_norm_bwd_kernel<Cfg, TA><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy,
+                                                                             dz, ld_dz, p.part, p.rstd);
     M2_CUDA_LAUNCHED("gated_norm_bwd");
 }
 
-void m2_cuda_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
-                            int n, int G, m2_real *out)
+void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int ld_z, m2_act_type at, const m2_real *w,
+                            int rows, int n, int G, void *outv, m2_act_type ot)
 {
     if (rows <= 0 || n <= 0) return;
     cudaStream_t st = m2_cuda_ctx_of(o)->stream;
-    if (norm_vec4(n, G, {y, z, w, out}, {ld_z}))
-        gated_fwd_run<norm_v4>(st, y, z, ld_z, w, rows, n, G, out);
-    else
-        gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
+    m2_act_dispatch(at, [&](auto *ta) {
+        m2_act_dispatch(ot, [&](auto *to) {
+            using TA = m2_elem_t<decltype(ta)>;
+            using TO = m2_elem_t<decltype(to)>;
+            const TA *y = (const TA *)yv, *z = (const TA *)zv;
+            TO *out = (TO *)outv;
+            if (norm_vec4(n, G, {y, z, w, out}, {ld_z}))
+                gated_fwd_run<norm_v4>(st, y, z, ld_z, w, rows, n, G, out);
+            else
+                gated_fwd_run<norm_v1>(st, y, z, ld_z, w, rows, n, G, out);
+        });
+    });
 }
 
-void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
-                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw)
+void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv, const void *zv, int ld_z,
+                            m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                            int ld_dz, m2_real *dw)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, G);
-    if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-        gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
-    else
-        gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
-    norm_bwd_weight(c, p, rows, n, gated_dw_term{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw, "gated_norm_bwd (weight)");
+    m2_act_dispatch(at, [&](auto *ta) {
+        using TA = m2_elem_t<decltype(ta)>;
+        const TA *y = (const TA *)yv, *z = (const TA *)zv;
+        if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
+            gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+        else
+            gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+        norm_bwd_weight(c, p, rows, n, gated_dw_term<TA>{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw,
+                        "gated_norm_bwd (weight)");
+    });
 }

@@ -235,6 +235,12 @@ static void cuda_to_host(const m2_ops *o, void *host_dst, const void *src, size_
 
 static void cuda_sync(const m2_ops *o) { m2_cuda_check(cudaStreamSynchronize(m2_cuda_ctx_of(o)->stream), "sync"); }
 
+/* Kept activations in bf16 at bf16 precision (docs/MODEL.md §8); tf32 and fp32 keep fp32 storage. */
+static m2_act_type cuda_act_type(const m2_ops *o)
+{
+    return m2_cuda_ctx_of(o)->gemm_prec == M2_CUDA_GEMM_BF16 ? M2_ACT_BF16 : M2_ACT_REAL;
+}
+
 /* C++20 designated initialisers: the compiler checks each name and the order against ops.h. */
 static m2_ops g_cuda_ops = {
     .name = "cuda",
@@ -248,6 +254,8 @@ static m2_ops g_cuda_ops = {
     .to_host = cuda_to_host,
     .sync = cuda_sync,
     .gemm = m2_cuda_gemm,
+    .gemm_act = m2_cuda_gemm_act,
+    .to_act = m2_cuda_to_act,
     .bias_add = m2_cuda_bias_add,
     .bias_grad = m2_cuda_bias_grad,
     .add = m2_cuda_add,
@@ -270,6 +278,7 @@ static m2_ops g_cuda_ops = {
     .sumsq = m2_cuda_sumsq,
     .scale = m2_cuda_scale,
     .lanes = NULL, /* a device backend: every op call covers the whole micro-batch */
+    .act_type = cuda_act_type,
 };
 
 extern "C" const m2_ops *m2_ops_cuda(void)

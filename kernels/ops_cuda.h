@@ -2,12 +2,15 @@
  *
  * Every pointer the ops take is device memory (cudaMalloc, never managed memory); all work runs in order on one
  * stream owned by the backend, so the model graph (model.c) runs unchanged on the GPU. Parameters, gradients,
- * Adam moments and activations are fp32 buffers (m2_real must be float: the fp64 test build has no CUDA backend).
+ * Adam moments and gradients are fp32 buffers (m2_real must be float: the fp64 test build has no CUDA backend);
+ * the kept activations are bf16 at bf16 precision, else fp32 (act_type, core/ops.h m2_act_type; docs/MODEL.md §8).
  *
  * Precision (docs/MODEL.md §3, §6):
  * - GEMMs (embed, in_proj, out_proj, head and their gradients) go through cublasGemmEx on the fp32 buffers with
  *   a compute type chosen by m2_ops_cuda_set_gemm_precision: bf16 (the default: operands rounded to bf16 inside
- *   cuBLAS, tensor cores, fp32 accumulation and fp32 output), tf32, or full fp32.
+ *   cuBLAS, tensor cores, fp32 accumulation and fp32 output), tf32, or full fp32. At bf16 the forward's in_proj and
+ *   out_proj run on bf16 operands (gemm_act: the norm outputs written in bf16, bf16 copies of W_in and W_out) and
+ *   the in_proj writes bf16.
  * - The chunked SSD's per-chunk products (kernels/tile_gemm.cuh) follow the same switch: bf16 (default) or tf32
  *   operands on tensor cores with fp32 accumulation, or fp32 on CUDA cores; what feeds them (cumsums, decays,
  *   masks, dt scaling), the chunk states, the state passing and every reduction stay fp32 (docs/MODEL.md §3).

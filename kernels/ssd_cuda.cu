@@ -110,6 +110,8 @@ __global__ void ssd_pass_kernel(ssd_args s)
 /* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ---- */
 struct ssd_y_op {
     ssd_args s;
+    void *y; /* [B*T, H*P] the kept output, in type yt (ops.h m2_act_type: fp32 or bf16, rounded once here) */
+    m2_act_type yt;
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -172,12 +174,17 @@ struct ssd_y_op {
     __device__ void store(int zh, int l, int p, float acc) const
     {
         const int bc = zh / s.H, h = zh % s.H;
-        s.y[s.row(bc, l) * ((size_t)s.H * s.P) + (size_t)h * s.P + p] = acc + s.Dsk[h] * s.xv(bc, l, h, p);
+        const size_t i = s.row(bc, l) * ((size_t)s.H * s.P) + (size_t)h * s.P + p;
+        const float v = acc + s.Dsk[h] * s.xv(bc, l, h, p);
+        if (yt == M2_ACT_BF16)
+            m2_st((__nv_bfloat16 *)y + i, v);
+        else
+            m2_st((float *)y + i, v);
     }
 };
 
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
                      m2_real *scratch)
 {
     if (sh->B <= 0 || sh->T <= 0) return;
@@ -186,7 +193,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const ssd_layout L = ssd_layout_of(sh);
     ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
     ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
-    a.y = y;
+    a.y = yt == M2_ACT_REAL ? (float *)y : NULL; /* ssd_y_op stores the outputs */
     const int heads = a.B * a.nc * a.H;
 
     ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
@@ -197,5 +204,5 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
     ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_fwd (state passing)");
-    m2_tile_gemm(c, ssd_y_op{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+    m2_tile_gemm(c, ssd_y_op{a, y, yt}, heads, a.Q, a.P, "ssd_fwd (outputs)");
 }

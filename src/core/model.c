@@ -5,6 +5,8 @@
  *   h_l     [M,D]    the residual stream entering the layer (RMSNorm and its input are recomputed from it)
  *   zxbcdt  [M,Win]  the in_proj output: z (gate), xBC before the conv, dt_raw
  *   y       [M,Di]   the SSD output before the gate (re-running the SSD would cost as much as its forward)
+ * zxbcdt and y are stored in the backend's activation type (ops.h m2_act_type, read once at creation: bf16 on the
+ * CUDA backend at bf16 precision, m2_real on the CPU); h_l, the lanes' intermediates and every gradient are m2_real.
  *   saved            the SSD's own (chunk-start states; ssd.h)
  * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, dt = softplus, A, the gated norm's output.
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
@@ -37,6 +39,8 @@ enum { MAX_LANES = 256 };
 typedef struct {
     void *block;   /* the workspace allocation */
     m2_real *u;    /* [rows,D] RMSNorm output; in the backward d(norm output) */
+    void *w_act;   /* [Win,D] W_in, then W_out, in the activation type, made before each forward projection (NULL:
+                    * m2_real); the projections' inputs (u, o) are written in that type into u's and o's bytes */
     m2_real *xbc;  /* [rows,Cc] conv+SiLU output: x, B, C */
     m2_real *dt;   /* [rows,H] */
     m2_real *A;    /* [H] */
@@ -62,12 +66,13 @@ struct m2_model {
     size_t unit_rows;    /* rows of a lane's workspace */
     size_t saved_stride; /* SSD saved values per layer, for all units (m2_reals) */
     int inference;       /* forward only: one layer's activations, reused layer after layer (h: two, in turn) */
+    m2_act_type act;     /* element type of zx, y and the forward projections' operands: ops->act_type at creation */
 
     /* kept by the forward for the backward, for the whole micro-batch */
     void *block;
     m2_real *h;     /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
-    m2_real *zx;    /* [L][M,Win] in_proj outputs */
-    m2_real *y;     /* [L][M,Di] SSD outputs */
+    void *zx;       /* [L][M,Win] in_proj outputs (type act) */
+    void *y;        /* [L][M,Di] SSD outputs (type act) */
     m2_real *saved; /* [L][saved_stride] */
     m2_real *dh;    /* [M,D] gradient of the residual stream */
     m2_real *pred;  /* [M,O] when the caller wants no predictions back */
@@ -142,16 +147,22 @@ static m2_ssd_shape ssd_shape(const m2_model *m, int B, int T)
     return s;
 }
 
-/* Carves n reals out of a block being laid out (cursor in reals; 16-real steps keep rows cache-aligned). */
-static m2_real *carve(m2_real *base, size_t *cursor, size_t n)
+/* Carves n elements of elem bytes out of a block being laid out (cursor in bytes; steps of 16 reals keep rows
+ * cache-aligned). */
+static void *carve_bytes(void *base, size_t *cursor, size_t n, size_t elem)
 {
-    m2_real *p = base ? base + *cursor : NULL;
-    *cursor += (n + 15) / 16 * 16;
+    const size_t step = 16 * sizeof(m2_real);
+    void *p = base ? (char *)base + *cursor : NULL;
+    *cursor += (n * elem + step - 1) / step * step;
     return p;
 }
+static m2_real *carve(void *base, size_t *cursor, size_t n) { return carve_bytes(base, cursor, n, sizeof(m2_real)); }
 
-/* Lays out a lane's workspace at base (NULL: only counts); returns its size in reals. */
-static size_t lane_layout(const m2_model *m, lane *ln, m2_real *base)
+/* p advanced by n elements of the activation type. */
+static void *act_at(const m2_model *m, const void *p, size_t n) { return (char *)p + n * m2_act_bytes(m->act); }
+
+/* Lays out a lane's workspace at base (NULL: only counts); returns its size in bytes. */
+static size_t lane_layout(const m2_model *m, lane *ln, void *base)
 {
     const m2_dims *d = &m->lay.d;
     const size_t R = m->unit_rows;
@@ -162,6 +173,7 @@ static size_t lane_layout(const m2_model *m, lane *ln, m2_real *base)
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
+    ln->w_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve(base, &c, R * d->Win);
     ln->dxbc = carve(base, &c, R * d->Cc);
@@ -177,8 +189,7 @@ static int ensure_lanes(m2_model *m, int n)
     for (int i = 0; i < n; i++) {
         lane *ln = &m->lanes[i];
         if (!ln->block) {
-            size_t reals = lane_layout(m, ln, NULL);
-            ln->block = ops->alloc(ops, reals * sizeof(m2_real));
+            ln->block = ops->alloc(ops, lane_layout(m, ln, NULL));
             if (!ln->block) return m2_fail(M2_EFAIL, "model (%s backend): out of memory for lane %d", ops->name, i);
             lane_layout(m, ln, ln->block);
             if (i + 1 > m->n_lanes) m->n_lanes = i + 1;
@@ -229,6 +240,7 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
     m->max_B = max_B;
     m->max_T = max_T;
     m->inference = inference;
+    m->act = ops->act_type ? ops->act_type(ops) : M2_ACT_REAL;
     m->per_seq = ops->lanes != NULL;
     m->max_units = m->per_seq ? max_B : 1;
     m->unit_rows = (size_t)(m->per_seq ? 1 : max_B) * max_T;
@@ -237,19 +249,20 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
 
     const m2_dims *d = &lay->d;
     const size_t M = (size_t)max_B * max_T, L = inference ? 1 : (size_t)d->L; /* layers whose activations stay */
+    const size_t ab = m2_act_bytes(m->act);
     size_t c = 0;
-    for (int pass = 0; pass < 2; pass++) { /* count, then lay out */
-        m2_real *base = pass ? m->block : NULL;
+    for (int pass = 0; pass < 2; pass++) { /* count, then lay out (bytes) */
+        void *base = pass ? m->block : NULL;
         c = 0;
         m->h = carve(base, &c, (L + 1) * M * d->D);
-        m->zx = carve(base, &c, L * M * d->Win);
-        m->y = carve(base, &c, L * M * d->Di);
+        m->zx = carve_bytes(base, &c, L * M * d->Win, ab);
+        m->y = carve_bytes(base, &c, L * M * d->Di, ab);
         m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
         m->dh = carve(base, &c, M * d->D);
         m->pred = carve(base, &c, M * d->O);
         m->dpred = carve(base, &c, M * d->O);
         m->dX = carve(base, &c, M * d->F);
-        if (!pass && !(m->block = ops->alloc(ops, c * sizeof(m2_real)))) break;
+        if (!pass && !(m->block = ops->alloc(ops, c))) break;
     }
     m->unit_sse = calloc((size_t)m->max_units, sizeof *m->unit_sse);
     m->unit_count = calloc((size_t)m->max_units, sizeof *m->unit_count);
@@ -303,7 +316,8 @@ size_t m2_model_activation_bytes_per_token(const m2_model *m)
     const m2_dims *d = &m->lay.d;
     m2_ssd_shape s = ssd_shape(m, 1, m->max_T);
     size_t ssd_bytes = m->ops->ssd_saved_size(m->ops, &s) * sizeof(m2_real);
-    return (size_t)(d->D + d->Win + d->Di) * sizeof(m2_real) + (ssd_bytes + (size_t)m->max_T - 1) / (size_t)m->max_T;
+    return (size_t)d->D * sizeof(m2_real) + (size_t)(d->Win + d->Di) * m2_act_bytes(m->act) +
+           (ssd_bytes + (size_t)m->max_T - 1) / (size_t)m->max_T;
 }
 
 /* ---- one call: checks, lanes, geometry ---- */
@@ -359,13 +373,13 @@ static m2_real *h_at(const m2_model *m, const call *c, const unit *un, int l)
     const size_t slot = m->inference ? (size_t)(l % 2) : (size_t)l;
     return m->h + (slot * c->M + un->r0) * m->lay.d.D;
 }
-static m2_real *zx_at(const m2_model *m, const call *c, const unit *un, int l)
+static void *zx_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    return m->zx + ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Win;
+    return act_at(m, m->zx, ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Win);
 }
-static m2_real *y_at(const m2_model *m, const call *c, const unit *un, int l)
+static void *y_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    return m->y + ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Di;
+    return act_at(m, m->y, ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Di);
 }
 static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l)
 {
@@ -373,6 +387,20 @@ static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l
 }
 
 /* ---- forward of one unit ---- */
+/* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections, on operands in the activation type
+ * (W rounded into ln->w_act first, so a parameter update is always seen) when that is not m2_real. */
+static void forward_proj(m2_model *m, lane *ln, int R, int n, int k, const void *in, const m2_real *W, void *out,
+                         m2_act_type ot)
+{
+    const m2_ops *ops = m->ops;
+    if (m->act == M2_ACT_REAL) {
+        OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, n, k, 1, in, k, W, k, 0, out, n));
+        return;
+    }
+    OP(M2_OPK_OTHER, ops->to_act(ops, W, (size_t)n * k, ln->w_act, m->act));
+    OP(M2_OPK_GEMM, ops->gemm_act(ops, 0, 1, R, n, k, 1, in, k, ln->w_act, k, m->act, 0, out, n, ot));
+}
+
 static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, int l)
 {
     const m2_ops *ops = m->ops;
@@ -380,19 +408,22 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     const int R = (int)un->rows, D = d->D, Di = d->Di, Cc = d->Cc, H = d->H, Win = d->Win, GN = d->G * d->N;
     m2_ssd_shape s = ssd_shape(m, un->nb, c->T);
     layer_ptrs p = layer_at(&m->lay, c->params, l);
-    m2_real *hl = h_at(m, c, un, l), *hn = h_at(m, c, un, l + 1), *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
+    m2_real *hl = h_at(m, c, un, l), *hn = h_at(m, c, un, l + 1);
+    void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
+    const m2_act_type at = m->act;
 
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u));
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, Win, D, 1, ln->u, D, p.W_in, D, 0, zx, Win));
-    OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, zx + Di, Win, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, zx + Di + Cc, Win, p.dt_bias, R, H, ln->dt));
+    forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
+    OP(M2_OPK_CONV,
+       ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y,
+    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y, at,
                                 c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
-    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, p.gnorm_w, R, Di, d->G, ln->o));
-    /* h_{l+1} = h_l + o W_out^T */
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, D, Di, 1, ln->o, Di, p.W_out, Di, 0, hn, D));
+    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
+    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real) */
+    forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
     OP(M2_OPK_OTHER, ops->add(ops, hn, hl, un->rows * D));
 }
 
@@ -409,7 +440,7 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
        ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0, h0, D));
     OP(M2_OPK_OTHER, ops->bias_add(ops, h0, D, c->params + lay->embed_b, R, D));
     for (int l = 0; l < d->L; l++) layer_forward(m, ln, c, un, l);
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, ln->u));
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, d->O, D, 1, ln->u, D, c->params + lay->head_w, D, 0, pred, d->O));
     OP(M2_OPK_OTHER, ops->bias_add(ops, pred, d->O, c->params + lay->head_b, R, d->O));
 }
@@ -444,31 +475,34 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     const int R = (int)un->rows, D = d->D, Di = d->Di, Cc = d->Cc, H = d->H, Win = d->Win, GN = d->G * d->N;
     m2_ssd_shape s = ssd_shape(m, un->nb, c->T);
     layer_ptrs p = layer_at(&m->lay, c->params, l), g = layer_at(&m->lay, grads_of(c, ln), l);
-    const m2_real *hl = h_at(m, c, un, l), *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
+    const m2_real *hl = h_at(m, c, un, l);
+    const void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l), *xbc_in = act_at(m, zx, Di);
+    const void *dt_raw = act_at(m, zx, Di + Cc);
+    const m2_act_type at = m->act;
     m2_real *dh = m->dh + un->r0 * D;
     ln->phase = 1;
 
-    /* recompute the cheap forward values */
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u));
-    OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, zx + Di, Win, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, zx + Di + Cc, Win, p.dt_bias, R, H, ln->dt));
+    /* recompute the cheap forward values (the norm's output in m2_real: the backward GEMMs are m2_real) */
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, M2_ACT_REAL));
+    OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, p.gnorm_w, R, Di, d->G, ln->o));
+    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, M2_ACT_REAL));
 
     /* out_proj: dW_out += dh^T o, then d(o) = dh W_out (into o, no longer needed) */
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, Di, D, 1, dh, D, p.W_out, Di, 0, ln->o, Di));
     /* gated norm: dy, dz (into dzx's z columns), d(norm weight) */
     OP(M2_OPK_GNORM,
-       ops->gated_norm_bwd(ops, ln->o, y, zx, Win, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win, g.gnorm_w));
+       ops->gated_norm_bwd(ops, ln->o, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win, g.gnorm_w));
     /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, ln->dy,
                                 saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, ln->dxbc + Di, ln->dxbc + Di + GN,
                                 g.Dsk, ln->scratch));
     OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
-    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, zx + Di + Cc, Win, p.dt_bias, R, H, ln->dzx + Di + Cc, g.dt_bias));
-    OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, zx + Di, Win, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
+    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, ln->dzx + Di + Cc, g.dt_bias));
+    OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        ln->dzx + Di, Win, g.conv_w, g.conv_b));
     /* in_proj: dW_in += dzx^T u, then d(u) = dzx W_in (into u) */
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, Win, D, R, 1, ln->dzx, Win, ln->u, D, 1, g.W_in, D));

@@ -28,6 +28,14 @@
 
 typedef struct m2_ops m2_ops;
 
+/* Element type of the activations a backend stores between kernels (docs/MODEL.md §8, docs/ARCHITECTURE.md "The ops
+ * interface"): the kept in_proj output zxbcdt, the SSD output y and the forward's in_proj input. M2_ACT_REAL is
+ * m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of an fp32), widened to fp32 by every reader, which computes
+ * in fp32. An op's `void *` activation arguments are in the type its m2_act_type argument names, and a backend is
+ * only handed the types its act_type reports (the CPU backend: M2_ACT_REAL always). Gradients stay m2_real. */
+typedef enum { M2_ACT_REAL = 0, M2_ACT_BF16 = 1 } m2_act_type;
+static inline size_t m2_act_bytes(m2_act_type t) { return t == M2_ACT_BF16 ? 2 : sizeof(m2_real); }
+
 struct m2_ops {
     const char *name; /* "cpu", "cuda" */
     int host_memory;  /* 1: buffers are host memory, handed to MPI as they are (the CPU); 0: device memory */
@@ -47,6 +55,12 @@ struct m2_ops {
      * matrix is the transpose (A stored [k,m] with lda, B stored [n,k] with ldb). */
     void (*gemm)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const m2_real *A,
                  int lda, const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc);
+    /* The same product with A and B of type ab and C of type c (the forward's in_proj: bf16 in and out, fp32
+     * accumulation). NULL where act_type is NULL (then every activation is m2_real and gemm does it). */
+    void (*gemm_act)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const void *A,
+                     int lda, const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type c);
+    /* dst [n] of type t = x [n] rounded to t (a bf16 copy of a weight for gemm_act); NULL where act_type is. */
+    void (*to_act)(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
     /* Y [rows,n] ldy += bias [n] on every row. */
     void (*bias_add)(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n);
     /* db [n] ADDS the column sums of dY [rows,n] ldy. */
@@ -55,27 +69,30 @@ struct m2_ops {
     void (*add)(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
 
     /* ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w, per row of n (x, y, dx, dy [rows,n] contiguous) ---- */
-    void (*rmsnorm_fwd)(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
+    /* y in type yt (bf16: the in_proj's input; the statistics stay fp32) */
+    void (*rmsnorm_fwd)(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt);
     /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. */
     void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                         m2_real *dx, m2_real *dw);
 
     /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
-     * in [B*T,C] ld_in, w [C,K], b [C]; out [B*T,C] contiguous. Zero before each sequence's first tick. */
-    void (*conv_silu_fwd)(const m2_ops *o, const m2_real *in, int ld_in, const m2_real *w, const m2_real *b, int B,
-                          int T, int C, int K, m2_real *out);
+     * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous. Zero before each
+     * sequence's first tick. */
+    void (*conv_silu_fwd)(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
+                          const m2_real *b, int B, int T, int C, int K, m2_real *out);
     /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din is written; dw [C,K] and db [C] ADD. The
      * pre-activation is recomputed from in (nothing but the conv input is kept). */
-    void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const m2_real *in, int ld_in, const m2_real *w,
-                          const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din, m2_real *dw,
-                          m2_real *db);
+    void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+                          const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                          m2_real *dw, m2_real *db);
 
-    /* ---- dt = softplus(dt_raw + dt_bias) (docs/MODEL.md §2 step 4); dt_raw [rows,H] ld, dt [rows,H] contiguous ---- */
-    void (*dt_fwd)(const m2_ops *o, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows, int H,
+    /* ---- dt = softplus(dt_raw + dt_bias) (docs/MODEL.md §2 step 4); dt_raw [rows,H] ld of type rt, dt [rows,H]
+     * contiguous (m2_real) ---- */
+    void (*dt_fwd)(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows, int H,
                    m2_real *dt);
     /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld as dt_raw is written; ddt_bias [H] ADDS. */
-    void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const m2_real *dt_raw, int ld, const m2_real *dt_bias, int rows,
-                   int H, m2_real *ddt_raw, m2_real *ddt_bias);
+    void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
+                   const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
 
     /* ---- A = -exp(A_log) [H]; dA_log [H] ADDS dA * A ---- */
     void (*a_fwd)(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
@@ -85,19 +102,21 @@ struct m2_ops {
     size_t (*ssd_saved_size)(const m2_ops *o, const m2_ssd_shape *s);
     /* scratch for ssd_fwd and ssd_bwd; with_backward 0: for ssd_fwd with saved == NULL only (inference) */
     size_t (*ssd_scratch_size)(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
+    /* y [B*T, H*P] in type yt (the kept SSD output) */
     void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
+                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
                     m2_real *scratch);
     void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
                     m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
 
     /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
-     * * w. y, out [rows,n] contiguous; z [rows,n] ld_z; w [n]; a group is n/G consecutive channels. ---- */
-    void (*gated_norm_fwd)(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
-                           int n, int G, m2_real *out);
+     * * w. y [rows,n] contiguous and z [rows,n] ld_z both of type at (the kept activations); out [rows,n]
+     * contiguous of type ot (bf16: the out_proj's input); w [n]; a group is n/G consecutive channels. ---- */
+    void (*gated_norm_fwd)(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
+                           int rows, int n, int G, void *out, m2_act_type ot);
     /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. */
-    void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
+    void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z, m2_act_type at,
                            const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
 
     /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and
@@ -121,6 +140,10 @@ struct m2_ops {
      * threads ("lanes") the model may run at once, each taking whole sequences one at a time with its own
      * workspace while the ops run single-threaded inside it (model.c says why this suits the CPU). */
     int (*lanes)(const m2_ops *o);
+
+    /* The type this backend stores the kept activations in now (read once when a model is created); NULL: always
+     * M2_ACT_REAL (the CPU). The CUDA backend: bf16 when its GEMM precision is bf16, else M2_ACT_REAL. */
+    m2_act_type (*act_type)(const m2_ops *o);
 };
 
 /* The CPU backend (synchronous; host memory). Its thread count starts at omp_get_max_threads(). */

@@ -162,10 +162,10 @@ static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int w
 static const m2_cpu_kernels *table_kernels(const m2_ops *o);
 
 static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved,
-                        m2_real *scratch)
+                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt,
+                        m2_real *saved, m2_real *scratch)
 {
-    table_kernels(o)->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, y, saved, scratch);
+    table_kernels(o)->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, (m2_real *)y, saved, scratch);
 }
 
 static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
@@ -215,12 +215,19 @@ static const m2_ops g_cpu_ops = {
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
     .add = cpu_add,
+    .rmsnorm_fwd = m2_cpu_act_rmsnorm_fwd,
+    .conv_silu_fwd = m2_cpu_act_conv_silu_fwd,
+    .conv_silu_bwd = m2_cpu_act_conv_silu_bwd,
+    .dt_fwd = m2_cpu_act_dt_fwd,
+    .dt_bwd = m2_cpu_act_dt_bwd,
     .a_fwd = cpu_a_fwd,
     .a_bwd = cpu_a_bwd,
     .ssd_saved_size = cpu_ssd_saved_size,
     .ssd_scratch_size = cpu_ssd_scratch_size,
     .ssd_fwd = cpu_ssd_fwd,
     .ssd_bwd = cpu_ssd_bwd,
+    .gated_norm_fwd = m2_cpu_act_gated_norm_fwd,
+    .gated_norm_bwd = m2_cpu_act_gated_norm_bwd,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
@@ -269,14 +276,7 @@ static const m2_ops *cpu_table(int level)
         const m2_cpu_kernels *k = m2_cpu_kernels_for(level);
         *t = g_cpu_ops;
         t->ctx = (void *)k; /* read only, by table_kernels */
-        t->rmsnorm_fwd = k->rmsnorm_fwd;
         t->rmsnorm_bwd = k->rmsnorm_bwd;
-        t->conv_silu_fwd = k->conv_silu_fwd;
-        t->conv_silu_bwd = k->conv_silu_bwd;
-        t->dt_fwd = k->dt_fwd;
-        t->dt_bwd = k->dt_bwd;
-        t->gated_norm_fwd = k->gated_norm_fwd;
-        t->gated_norm_bwd = k->gated_norm_bwd;
         t->mse_loss = k->mse_loss;
     }
     return t;

@@ -341,7 +341,7 @@ static void run_case(op_case *c)
 /* ---- RMSNorm: in = {x [rows,n], w [n]} ---- */
 static void rms_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->rmsnorm_fwd(ops, d[0], d[1], c->rows, c->n, out);
+    ops->rmsnorm_fwd(ops, d[0], d[1], c->rows, c->n, out, M2_ACT_REAL);
 }
 static void rms_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
@@ -377,11 +377,11 @@ static void test_rmsnorm(void **state)
 /* ---- conv1d + SiLU: in = {x [B*T, ld], w [C,K], b [C]}; x strided (ld > C) ---- */
 static void conv_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->conv_silu_fwd(ops, d[0], c->ld, d[1], d[2], c->B, c->T, c->C, c->K, out);
+    ops->conv_silu_fwd(ops, d[0], c->ld, M2_ACT_REAL, d[1], d[2], c->B, c->T, c->C, c->K, out);
 }
 static void conv_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->conv_silu_bwd(ops, dr, d[0], c->ld, d[1], d[2], c->B, c->T, c->C, c->K, g[0], c->ld, g[1], g[2]);
+    ops->conv_silu_bwd(ops, dr, d[0], c->ld, M2_ACT_REAL, d[1], d[2], c->B, c->T, c->C, c->K, g[0], c->ld, g[1], g[2]);
 }
 static void conv_naive(const op_case *c, double *out)
 {
@@ -422,11 +422,11 @@ static void test_conv_silu(void **state)
 /* ---- dt = softplus(dt_raw + bias): in = {dt_raw [rows, ld], bias [H]}; some values above the threshold ---- */
 static void dt_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->dt_fwd(ops, d[0], c->ld, d[1], c->rows, c->n, out);
+    ops->dt_fwd(ops, d[0], c->ld, M2_ACT_REAL, d[1], c->rows, c->n, out);
 }
 static void dt_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->dt_bwd(ops, dr, d[0], c->ld, d[1], c->rows, c->n, g[0], g[1]);
+    ops->dt_bwd(ops, dr, d[0], c->ld, M2_ACT_REAL, d[1], c->rows, c->n, g[0], g[1]);
 }
 static void dt_naive(const op_case *c, double *out)
 {
@@ -486,11 +486,11 @@ static void test_a(void **state)
 /* ---- gated RMSNorm in G groups: in = {y [rows,n], z [rows, ld], w [n]} ---- */
 static void gn_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->gated_norm_fwd(ops, d[0], d[1], c->ld, d[2], c->rows, c->n, c->G, out);
+    ops->gated_norm_fwd(ops, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, out, M2_ACT_REAL);
 }
 static void gn_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->gated_norm_bwd(ops, dr, d[0], d[1], c->ld, d[2], c->rows, c->n, c->G, g[0], g[1], c->ld, g[2]);
+    ops->gated_norm_bwd(ops, dr, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, g[0], g[1], c->ld, g[2]);
 }
 static void gn_naive(const op_case *c, double *out)
 {

@@ -56,7 +56,7 @@ fi
 echo "GPU: ${gpu_name:-unknown}"
 
 # ---- 1. build (or unpack the bundle) ----------------------------------------------------------------------------
-tests="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl"
+tests="test_gpu_ops test_gpu_ssd test_gpu_act test_gpu_model test_gpu_train test_gpu_nccl"
 programs="mamba2_train mamba2_ticks mamba2_eval"
 mode=build
 bindir="$build/tests"

@@ -98,3 +98,30 @@ void m2_expect_close_scalar(const char *what, double got, double ref, double tol
     fflush(stdout);
     if (!(e <= tol)) fail_msg("%s: %.9g vs %.9g, relative error %.3e above %.1e", what, got, ref, e, tol);
 }
+
+m2_pair m2_pair_of(const m2_ops *g, float *host, size_t n)
+{
+    m2_pair p = {host, m2_dev_from(g, host, n), n};
+    return p;
+}
+
+m2_pair m2_pair_uniform(const m2_ops *g, size_t n, float lo, float hi, uint64_t seed, uint64_t stream)
+{
+    return m2_pair_of(g, m2_host_uniform(n, lo, hi, seed, stream), n);
+}
+
+m2_pair m2_pair_fill(const m2_ops *g, size_t n, float v) { return m2_pair_of(g, m2_host_fill(n, v), n); }
+
+void m2_pair_expect(const m2_ops *g, const char *what, m2_pair p, double tol)
+{
+    float *got = m2_host_from(g, p.d, p.n);
+    m2_expect_close(what, got, p.h, p.n, tol);
+    free(got);
+}
+
+void m2_pair_free(const m2_ops *g, m2_pair *p)
+{
+    free(p->h);
+    g->free(g, p->d);
+    p->h = p->d = NULL;
+}

@@ -34,4 +34,16 @@ void m2_expect_close(const char *what, const float *got, const float *ref, size_
 /* The same for one double. */
 void m2_expect_close_scalar(const char *what, double got, double ref, double tol);
 
+/* A host buffer and its device copy on backend g: the CPU op works on h, the CUDA op on d. */
+typedef struct {
+    float *h, *d;
+    size_t n;
+} m2_pair;
+m2_pair m2_pair_of(const m2_ops *g, float *host, size_t n); /* takes host */
+m2_pair m2_pair_uniform(const m2_ops *g, size_t n, float lo, float hi, uint64_t seed, uint64_t stream);
+m2_pair m2_pair_fill(const m2_ops *g, size_t n, float v);
+/* m2_expect_close of the device copy (brought back) against the host one. */
+void m2_pair_expect(const m2_ops *g, const char *what, m2_pair p, double tol);
+void m2_pair_free(const m2_ops *g, m2_pair *p);
+
 #endif

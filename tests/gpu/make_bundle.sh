@@ -13,7 +13,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUNDLE_BUILD:-$root/build-gpubundle}"
-targets="test_gpu_ops test_gpu_ssd test_gpu_model test_gpu_train test_gpu_nccl"
+targets="test_gpu_ops test_gpu_ssd test_gpu_act test_gpu_model test_gpu_train test_gpu_nccl"
 programs="mamba2_train mamba2_ticks mamba2_eval bench_gpu"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMAMBA2_CUDA=ON -DMAMBA2_NATIVE=OFF -DMAMBA2_WERROR=ON \

@@ -7,6 +7,7 @@
  * - the SSD's first stages at one chunk (T = Q = 64, N = 32, G = 1): the cumsum reads dt (T*H floats) and A (H)
  *   and writes acs (H*Q); C B^T is one 64x64 tile per chunk with k = N = 32: 2*64*64*32 bf16 FLOPs, reads the
  *   B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
+ * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,7 +76,7 @@ static void test_vector_accesses(void **state)
     float *y = m2_dev_from(g, h, (size_t)rows * n), *z = m2_dev_from(g, h, (size_t)rows * n), *w = m2_dev_from(g, h, n);
     float *out = g->alloc(g, (size_t)rows * n * sizeof(float));
     m2emu_counters_reset();
-    g->gated_norm_fwd(g, y, z, n, w, rows, n, 1, out);
+    g->gated_norm_fwd(g, y, z, n, M2_ACT_REAL, w, rows, n, 1, out, M2_ACT_REAL);
     const m2emu_kernel_count c = find("gated_norm_fwd");
     printf("  gated_norm_fwd: %.0f accesses, read %.0f B (%.0f distinct), wrote %.0f B\n", c.accesses, c.read_bytes,
            c.read_distinct, c.write_bytes);
@@ -118,6 +119,40 @@ static void test_gemm(void **state)
     free(h);
 }
 
+/* The stored activations really are bf16 (core/ops.h m2_act_type): the conv forward reads its input xBC from a bf16
+ * slice of zxbcdt at 2 bytes per element instead of 4 (the weights, bias and fp32 output unchanged), and the in_proj
+ * GEMM on bf16 operands and output counts 2 bytes per element of A, B and C. */
+static void test_bf16_storage(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const int B = 2, T = 64, C = 64, K = 4, ld = 96, m = 24, n = 40, k = 16;
+    const size_t nin = (size_t)B * T * ld;
+    float *h = m2_host_uniform(nin, -1, 1, 5, 1);
+    float *in = m2_dev_from(g, h, nin), *w = m2_dev_from(g, h, (size_t)C * K), *b = m2_dev_from(g, h, C);
+    float *out = g->alloc(g, (size_t)B * T * C * sizeof(float));
+    void *in16 = g->alloc(g, nin * 2), *C16 = g->alloc(g, (size_t)m * n * 2);
+    g->to_act(g, in, nin, in16, M2_ACT_BF16);
+    double rd[2];
+    for (int t = 0; t < 2; t++) {
+        m2emu_counters_reset();
+        g->conv_silu_fwd(g, t ? in16 : (const void *)in, ld, t ? M2_ACT_BF16 : M2_ACT_REAL, w, b, B, T, C, K, out);
+        const m2emu_kernel_count c = find("conv_silu_fwd");
+        assert_true(c.write_distinct == 4.0 * B * T * C);
+        rd[t] = c.read_distinct - 4.0 * C * (K + 1); /* the input's share: the weights and bias are fp32 */
+    }
+    printf("  conv_silu_fwd input read: fp32 %.0f B, bf16 %.0f B\n", rd[0], rd[1]);
+    assert_true(rd[0] == 4.0 * B * T * C && rd[1] == 2.0 * B * T * C);
+    m2emu_counters_reset();
+    g->gemm_act(g, 0, 1, m, n, k, 1.0f, in16, k, in16, k, M2_ACT_BF16, 0.0f, C16, n, M2_ACT_BF16);
+    const m2emu_kernel_count c = find("cublasGemmEx");
+    assert_true(c.flops_bf16 == 2.0 * m * n * k);
+    assert_true(c.read_distinct == 2.0 * ((double)m * k + (double)n * k) && c.write_distinct == 2.0 * m * n);
+    void *bufs[] = {in, w, b, out, in16, C16};
+    for (int i = 0; i < 6; i++) g->free(g, bufs[i]);
+    free(h);
+}
+
 static void test_ssd_first_stages(void **state)
 {
     (void)state;
@@ -134,7 +169,7 @@ static void test_ssd_first_stages(void **state)
     float *scratch = g->alloc(g, g->ssd_scratch_size(g, &s, 1) * sizeof(float));
     m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
     m2emu_counters_reset();
-    g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, saved, scratch);
+    g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
     const m2emu_kernel_count cs = find("ssd_fwd (cumsum)");
     assert_true(cs.launches == 1);
     assert_true(cs.read_distinct == 4.0 * (T * H + H));
@@ -159,11 +194,9 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counts_bytes),
-        cmocka_unit_test(test_add),
-        cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_vector_accesses),
-        cmocka_unit_test(test_ssd_first_stages),
+        cmocka_unit_test(test_counts_bytes), cmocka_unit_test(test_add),
+        cmocka_unit_test(test_gemm),         cmocka_unit_test(test_vector_accesses),
+        cmocka_unit_test(test_bf16_storage), cmocka_unit_test(test_ssd_first_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

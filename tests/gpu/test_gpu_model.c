@@ -11,7 +11,11 @@
  *   test_gpu_ops.c), and a two-layer model chains about a dozen of them forward and as many backward:
  *   predictions and loss 3e-2, gradients 8e-2. The SSD's per-chunk products follow the same switch (bf16 tensor
  *   cores, test_gpu_ssd.c: ~0.8u each, like a GEMM) and sit in parallel branches of that chain, so they add
- *   little: measured on the emulation, predictions 6.1e-3 -> 6.4e-3, worst tensor 1.3e-2 -> 1.5e-2. */
+ *   little: measured on the emulation, predictions 6.1e-3 -> 6.4e-3, worst tensor 1.3e-2 -> 1.5e-2. At bf16
+ *   precision the kept activations zxbcdt and y are stored in bf16 too (core/ops.h m2_act_type): one more rounding
+ *   of at most 2^-9 relative per element (round to nearest) on two values per layer that the chain already rounds
+ *   to bf16 as GEMM operands, so of the same order as one more GEMM per layer; measured: predictions 6.4e-3 ->
+ *   7.3e-3, worst tensor 1.5e-2 -> 2.0e-2, inside the same tolerances (margin about 4). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,6 +142,30 @@ static void compare(int G, int Q, int B, int T, m2_cuda_gemm_precision prec, dou
     m2_fixture_free(&f);
 }
 
+/* At bf16 precision the CUDA backend keeps zxbcdt and y in bf16 (core/ops.h m2_act_type): 2 bytes per element of
+ * each fewer per token than at fp32 precision, everything else the same. */
+static void test_bf16_storage(void **state)
+{
+    m2_dims d = dims(2, 16);
+    m2_fixture f;
+    m2_fixture_init(&f, &d, 2, 45, 4, 99);
+    size_t bytes[2];
+    const m2_cuda_gemm_precision precs[2] = {M2_CUDA_GEMM_FP32, M2_CUDA_GEMM_BF16};
+    m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(precs[0]);
+    for (int i = 0; i < 2; i++) {
+        m2_ops_cuda_set_gemm_precision(precs[i]);
+        m2_model *gm = NULL;
+        assert_int_equal(m2_model_create_with_ops(&gm, &f.lay, 2, 45, m2_gpu_ops()), 0);
+        bytes[i] = m2_model_activation_bytes_per_token(gm);
+        m2_model_free(gm);
+    }
+    m2_ops_cuda_set_gemm_precision(old);
+    printf("  kept activations per token: fp32 %zu B, bf16 %zu B (Win %d + Di %d)\n", bytes[0], bytes[1], f.lay.d.Win,
+           f.lay.d.Di);
+    assert_true(bytes[0] - bytes[1] == 2 * (size_t)(f.lay.d.Win + f.lay.d.Di));
+    m2_fixture_free(&f);
+}
+
 static void test_fp32_g1(void **state) { compare(1, 16, 2, 45, M2_CUDA_GEMM_FP32, 1e-4, 1e-3); }
 static void test_fp32_g2(void **state) { compare(2, 16, 2, 45, M2_CUDA_GEMM_FP32, 1e-4, 1e-3); }
 static void test_bf16_g2(void **state) { compare(2, 16, 3, 70, M2_CUDA_GEMM_BF16, 3e-2, 8e-2); }
@@ -146,6 +174,7 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_storage),
         cmocka_unit_test(test_fp32_g1),
         cmocka_unit_test(test_fp32_g2),
         cmocka_unit_test(test_bf16_g2),

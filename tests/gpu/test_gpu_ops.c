@@ -26,35 +26,13 @@
 static const m2_ops *cpu, *gpu;
 enum { SEED = 20240611 };
 
-typedef struct {
-    float *h, *d; /* the CPU op works on h, the CUDA op on d */
-    size_t n;
-} pair;
-
-static pair pair_of(float *host, size_t n)
-{
-    pair p = {host, m2_dev_from(gpu, host, n), n};
-    return p;
-}
-static pair pair_uniform(size_t n, float lo, float hi, uint64_t stream)
-{
-    return pair_of(m2_host_uniform(n, lo, hi, SEED, stream), n);
-}
-static pair pair_fill(size_t n, float v) { return pair_of(m2_host_fill(n, v), n); }
-
-static void pair_expect(const char *what, pair p, double tol)
-{
-    float *got = m2_host_from(gpu, p.d, p.n);
-    m2_expect_close(what, got, p.h, p.n, tol);
-    free(got);
-}
-
-static void pair_free(pair *p)
-{
-    free(p->h);
-    gpu->free(gpu, p->d);
-    p->h = p->d = NULL;
-}
+/* the pairs of gpu_util.h on this file's backend and seed */
+typedef m2_pair pair;
+#define pair_of(host, n)                m2_pair_of(gpu, host, n)
+#define pair_uniform(n, lo, hi, stream) m2_pair_uniform(gpu, n, lo, hi, SEED, stream)
+#define pair_fill(n, v)                 m2_pair_fill(gpu, n, v)
+#define pair_expect(what, p, tol)       m2_pair_expect(gpu, what, p, tol)
+#define pair_free(p)                    m2_pair_free(gpu, p)
 
 static int setup(void **state)
 {
@@ -143,8 +121,8 @@ static void rmsnorm_case(int rows, int n)
     pair y = pair_fill((size_t)rows * n, 0), dy = pair_uniform((size_t)rows * n, -1, 1, 32);
     pair dx = pair_uniform((size_t)rows * n, -1, 1, 33), dw = pair_uniform(n, -1, 1, 34);
     char what[64];
-    cpu->rmsnorm_fwd(cpu, x.h, w.h, rows, n, y.h);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d);
+    cpu->rmsnorm_fwd(cpu, x.h, w.h, rows, n, y.h, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "rmsnorm_fwd %dx%d", rows, n);
     pair_expect(what, y, 1e-6);
     cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h);
@@ -177,11 +155,11 @@ static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
     pair b = pair_uniform(C, -0.5f, 0.5f, 42), out = pair_fill((size_t)rows * C, 0);
     pair dout = pair_uniform((size_t)rows * C, -1, 1, 43), din = pair_fill((size_t)rows * ld_din, 7.0f);
     pair dw = pair_uniform((size_t)C * K, -1, 1, 44), db = pair_uniform(C, -1, 1, 45);
-    cpu->conv_silu_fwd(cpu, in.h, ld_in, w.h, b.h, B, T, C, K, out.h);
-    gpu->conv_silu_fwd(gpu, in.d, ld_in, w.d, b.d, B, T, C, K, out.d);
+    cpu->conv_silu_fwd(cpu, in.h, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, out.h);
+    gpu->conv_silu_fwd(gpu, in.d, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, out.d);
     pair_expect("conv_silu_fwd", out, 1e-6);
-    cpu->conv_silu_bwd(cpu, dout.h, in.h, ld_in, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
-    gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, w.d, b.d, B, T, C, K, din.d, ld_din, dw.d, db.d);
+    cpu->conv_silu_bwd(cpu, dout.h, in.h, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
+    gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, din.d, ld_din, dw.d, db.d);
     pair_expect("conv_silu_bwd din (+ untouched columns)", din, 1e-5);
     pair_expect("conv_silu_bwd dw (adds)", dw, 1e-5);
     pair_expect("conv_silu_bwd db (adds)", db, 1e-5);
@@ -211,11 +189,11 @@ static void test_dt_and_a(void **state)
     pair raw = pair_uniform((size_t)rows * ld, -30, 30, 50), bias = pair_uniform(H, -2, 2, 51);
     pair dt = pair_fill((size_t)rows * H, 0), ddt = pair_uniform((size_t)rows * H, -1, 1, 52);
     pair draw = pair_fill((size_t)rows * ld, 7.0f), dbias = pair_uniform(H, -1, 1, 53);
-    cpu->dt_fwd(cpu, raw.h, ld, bias.h, rows, H, dt.h);
-    gpu->dt_fwd(gpu, raw.d, ld, bias.d, rows, H, dt.d);
+    cpu->dt_fwd(cpu, raw.h, ld, M2_ACT_REAL, bias.h, rows, H, dt.h);
+    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_REAL, bias.d, rows, H, dt.d);
     pair_expect("dt_fwd", dt, 1e-6);
-    cpu->dt_bwd(cpu, ddt.h, raw.h, ld, bias.h, rows, H, draw.h, dbias.h);
-    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, bias.d, rows, H, draw.d, dbias.d);
+    cpu->dt_bwd(cpu, ddt.h, raw.h, ld, M2_ACT_REAL, bias.h, rows, H, draw.h, dbias.h);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_REAL, bias.d, rows, H, draw.d, dbias.d);
     pair_expect("dt_bwd ddt_raw (+ untouched columns)", draw, 1e-6);
     pair_expect("dt_bwd ddt_bias (adds)", dbias, 1e-5);
 
@@ -246,12 +224,12 @@ static void gated_case(int rows, int n, int G, int ld_z, int ld_dz)
     pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
     pair dz = pair_fill((size_t)rows * ld_dz, 7.0f), dw = pair_uniform(n, -1, 1, 64);
     char what[64];
-    cpu->gated_norm_fwd(cpu, y.h, z.h, ld_z, w.h, rows, n, G, out.h);
-    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, w.d, rows, n, G, out.d);
+    cpu->gated_norm_fwd(cpu, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h, M2_ACT_REAL);
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, out.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "gated_norm_fwd %dx%d G=%d", rows, n, G);
     pair_expect(what, out, 1e-6);
-    cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h);
-    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, w.d, rows, n, G, dy.d, dz.d, ld_dz, dw.d);
+    cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz.d, ld_dz, dw.d);
     snprintf(what, sizeof what, "gated_norm_bwd dy %dx%d G=%d", rows, n, G);
     pair_expect(what, dy, 1e-5);
     snprintf(what, sizeof what, "gated_norm_bwd dz (+ untouched) %dx%d G=%d", rows, n, G);

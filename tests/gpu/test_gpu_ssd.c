@@ -206,8 +206,8 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
     const float *Bm = xbc + p->HP, *Cm = xbc + p->HP + p->GN;
     float *dBm = dxbc + p->HP, *dCm = dxbc + p->HP + p->GN;
 
-    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y, saved, scratch);
-    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y2, NULL, fwd_scratch);
+    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
+    g->ssd_fwd(g, &ss, xbc, dt, A, Bm, Cm, D, y2, M2_ACT_REAL, NULL, fwd_scratch);
     float *guard_after = m2_host_from(g, fwd_scratch + n_fwd, GUARD);
     assert_memory_equal(guard_after, guard, GUARD * sizeof(float));
     free(guard_after);

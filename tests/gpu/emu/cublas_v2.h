@@ -1,7 +1,10 @@
 /* TEST-ONLY CPU emulation of the cuBLAS subset kernels/gemm_cuda.cu uses (see cuda_runtime.h here).
  * cublasGemmEx is a column-major reference that checks its arguments as cuBLAS does (leading dimensions against
  * the stored shapes, so a wrong row-major mapping fails loudly) and rounds the operands as the compute type says
- * (bf16 or tf32, round to nearest even) before multiplying, accumulating in fp32. */
+ * (bf16 or tf32, round to nearest even) before multiplying, accumulating in fp32. A, B and C may also be CUDA_R_16BF
+ * (A and B of one type, CUBLAS_COMPUTE_32F, as cuBLAS's table of supported combinations has it): bf16 operands are
+ * widened exactly, a bf16 C is read widened and written rounded to nearest even (as the hardware's epilogue does), and
+ * the bytes counted are 2 per bf16 element. */
 #ifndef MAMBA2_EMU_CUBLAS_V2_H
 #define MAMBA2_EMU_CUBLAS_V2_H
 
@@ -15,7 +18,7 @@ typedef enum {
 } cublasStatus_t;
 typedef struct cublasContext *cublasHandle_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-typedef enum { CUDA_R_32F = 0 } cudaDataType;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType; /* the values of library_types.h */
 typedef enum {
     CUBLAS_COMPUTE_32F = 68,
     CUBLAS_COMPUTE_32F_FAST_16BF = 75,

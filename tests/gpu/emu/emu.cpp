@@ -3,6 +3,7 @@
  * context switch (callee-saved registers and the stack pointer: a few ns, so barrier-heavy kernels stay fast);
  * other machines fall back to ucontext. */
 #include "cublas_v2.h"
+#include "cuda_bf16.h"
 #include "cuda_runtime.h"
 #include "emu_count.h"
 #include "emu_streams.h"
@@ -405,6 +406,21 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 }
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { return CUBLAS_STATUS_SUCCESS; }
 
+/* An element of a cuBLAS operand of type t, widened to fp32 (bf16: exactly); a C element stored in t (bf16: rounded
+ * to nearest even). */
+static float blas_at(const void *p, cudaDataType t, size_t i)
+{
+    return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)p)[i]) : ((const float *)p)[i];
+}
+static void blas_put(void *p, cudaDataType t, size_t i, float v)
+{
+    if (t == CUDA_R_16BF)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    else
+        ((float *)p)[i] = v;
+}
+static double blas_bytes(cudaDataType t) { return t == CUDA_R_16BF ? 2.0 : 4.0; }
+
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
                             int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t compute,
@@ -415,33 +431,35 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k)) return CUBLAS_STATUS_INVALID_VALUE;
     if (ldb < std::max(1, tb == CUBLAS_OP_N ? k : n)) return CUBLAS_STATUS_INVALID_VALUE;
     if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
+    /* the supported combinations used here: all fp32 (any compute type), or bf16 A and B with fp32 compute */
+    const bool bf16_in = at == CUDA_R_16BF;
+    if (at != bt || (bf16_in ? compute != CUBLAS_COMPUTE_32F : ct != CUDA_R_32F)) return CUBLAS_STATUS_NOT_SUPPORTED;
     const int drop = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 16 : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 13 : 0;
     const float al = *(const float *)alpha, be = *(const float *)beta;
-    const float *a = (const float *)A, *b = (const float *)B;
-    float *c = (float *)C;
     m2emu::enqueue(((blas_ctx *)h)->stream, [=]() {
         m2emu::launch_begin("cublasGemmEx", nullptr, 0, 0);
-        m2emu::count_flops(drop == 16   ? m2emu::FLOPS_BF16
-                           : drop == 13 ? m2emu::FLOPS_TF32
-                                        : m2emu::FLOPS_FP32_CUDA,
+        m2emu::count_flops(drop == 16 || bf16_in ? m2emu::FLOPS_BF16
+                           : drop == 13          ? m2emu::FLOPS_TF32
+                                                 : m2emu::FLOPS_FP32_CUDA,
                            2.0 * m * n * k);
-        m2emu::count_bytes(4.0 * ((double)m * k + (double)k * n + (be != 0.0f ? (double)m * n : 0.0)), 4.0 * m * n);
+        const double ab = blas_bytes(at), cb = blas_bytes(ct);
+        m2emu::count_bytes(ab * ((double)m * k + (double)k * n) + (be != 0.0f ? cb * m * n : 0.0), cb * m * n);
         m2emu::launch_end();
         m2emu::name_last_launch("cublasGemmEx (every GEMM)");
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 float acc = 0.0f;
                 for (int p = 0; p < k; p++) {
-                    float x = ta == CUBLAS_OP_N ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
-                    float y = tb == CUBLAS_OP_N ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                    float x = blas_at(A, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p);
+                    float y = blas_at(B, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j);
                     if (drop) {
                         x = round_bits(x, drop);
                         y = round_bits(y, drop);
                     }
                     acc += x * y;
                 }
-                float *cij = c + (size_t)j * ldc + i;
-                *cij = al * acc + (be == 0.0f ? 0.0f : be * *cij); /* beta = 0: C is not read (may be garbage) */
+                const size_t ij = (size_t)j * ldc + i; /* beta = 0: C is not read (may be garbage) */
+                blas_put(C, ct, ij, al * acc + (be == 0.0f ? 0.0f : be * blas_at(C, ct, ij)));
             }
     });
     return CUBLAS_STATUS_SUCCESS;

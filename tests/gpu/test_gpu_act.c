@@ -1,0 +1,261 @@
+/* The ops on bf16 stored activations (core/ops.h m2_act_type; docs/MODEL.md §8) against the CPU backend and against
+ * the same CUDA ops on fp32 storage. Without a GPU: one SKIP line, exit 0.
+ *
+ * - to_act rounds to nearest, ties to even, bitwise as the host rounding below (ties included).
+ * - Readers (conv+SiLU, dt, the gated norm, forward and backward) get a bf16 device copy; the CPU gets the same values
+ *   widened to fp32 on the host (exact), so the inputs are identical and the tolerances are test_gpu_ops.c's for the
+ *   fp32 ops: 1e-6 element-wise, 1e-5 where a reduction runs in another order.
+ * - Writers (the rmsnorm output, the in_proj GEMM's output, the SSD output y) compute in fp32 and round once on the
+ *   store: their bf16 output must equal, bitwise, the host rounding of the same op's fp32 output on the GPU. The GEMM
+ *   on bf16 operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of
+ *   two bf16 values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_util.h"
+
+static const m2_ops *cpu, *gpu;
+enum { SEED = 20261202 };
+
+static float bf16_widen(uint16_t b)
+{
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* round to nearest even (NaN kept quiet), as cvt.rn.bf16.f32 */
+static uint16_t bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* A bf16 device copy of n host values, made by the backend's to_act, and the values it holds, widened on the host. */
+typedef struct {
+    void *d;
+    float *ref;
+    size_t n;
+} act;
+
+static act act_of(const float *host, size_t n)
+{
+    float *f = m2_dev_from(gpu, host, n);
+    act a = {gpu->alloc(gpu, n * 2), malloc(n * sizeof(float)), n};
+    uint16_t *b = malloc(n * 2);
+    assert_true(a.d && a.ref && b);
+    gpu->to_act(gpu, f, n, a.d, M2_ACT_BF16);
+    gpu->to_host(gpu, b, a.d, n * 2);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i] != bf16_round(host[i]))
+            fail_msg("to_act: element %zu: 0x%04x, want 0x%04x", i, b[i], bf16_round(host[i]));
+        a.ref[i] = bf16_widen(b[i]);
+    }
+    free(b);
+    gpu->free(gpu, f);
+    return a;
+}
+
+static act act_uniform(size_t n, float lo, float hi, uint64_t stream)
+{
+    float *h = m2_host_uniform(n, lo, hi, SEED, stream);
+    act a = act_of(h, n);
+    free(h);
+    return a;
+}
+
+static void act_free(act *a)
+{
+    gpu->free(gpu, a->d);
+    free(a->ref);
+}
+
+/* the pairs of gpu_util.h on this file's backend and seed */
+typedef m2_pair pair;
+#define pair_uniform(n, lo, hi, stream) m2_pair_uniform(gpu, n, lo, hi, SEED, stream)
+#define pair_fill(n, v)                 m2_pair_fill(gpu, n, v)
+#define pair_expect(what, p, tol)       m2_pair_expect(gpu, what, p, tol)
+#define pair_free(p)                    m2_pair_free(gpu, p)
+
+/* The bf16 output d of an op equals the rounding of its fp32 output f (device), element by element. */
+static void expect_rounded(const char *what, const void *d, const float *f, size_t n)
+{
+    uint16_t *b = malloc(n * 2);
+    float *h = m2_host_from(gpu, f, n);
+    assert_non_null(b);
+    gpu->to_host(gpu, b, d, n * 2);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += b[i] != bf16_round(h[i]);
+    printf("  %-44s %zu of %zu elements differ from the rounded fp32 output\n", what, bad, n);
+    assert_true(bad == 0);
+    free(b);
+    free(h);
+}
+
+static int setup(void **state)
+{
+    cpu = m2_ops_cpu();
+    gpu = m2_gpu_ops();
+    return gpu ? 0 : -1;
+}
+
+static void test_to_act_ties(void **state)
+{
+    /* exact ties between two bf16 values (8 significant bits): to the even one, either way, and both signs */
+    const float h[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 3.0f + 0x1p-7f, 0x1p-130f, 65504.0f};
+    act a = act_of(h, sizeof h / sizeof h[0]);
+    assert_true(a.ref[0] == 1.0f && a.ref[1] == 1.0f + 0x1p-6f && a.ref[2] == -1.0f && a.ref[3] == 3.0f);
+    act_free(&a);
+}
+
+static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
+{
+    const int rows = B * T;
+    act in = act_uniform((size_t)rows * ld_in, -2, 2, 40);
+    pair w = pair_uniform((size_t)C * K, -0.5f, 0.5f, 41), b = pair_uniform(C, -0.5f, 0.5f, 42);
+    pair out = pair_fill((size_t)rows * C, 0), dout = pair_uniform((size_t)rows * C, -1, 1, 43);
+    pair din = pair_fill((size_t)rows * ld_din, 7.0f), dw = pair_uniform((size_t)C * K, -1, 1, 44);
+    pair db = pair_uniform(C, -1, 1, 45);
+    cpu->conv_silu_fwd(cpu, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, out.h);
+    gpu->conv_silu_fwd(gpu, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, out.d);
+    pair_expect("conv_silu_fwd (bf16 input)", out, 1e-6);
+    cpu->conv_silu_bwd(cpu, dout.h, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
+    gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, din.d, ld_din, dw.d, db.d);
+    pair_expect("conv_silu_bwd din (bf16 input)", din, 1e-5);
+    pair_expect("conv_silu_bwd dw (bf16 input)", dw, 1e-5);
+    pair_expect("conv_silu_bwd db (bf16 input)", db, 1e-5);
+    act_free(&in);
+    pair *ps[] = {&w, &b, &out, &dout, &din, &dw, &db};
+    for (int i = 0; i < 7; i++) pair_free(ps[i]);
+}
+
+static void test_conv(void **state)
+{
+    conv_case(3, 29, 40, 4, 52, 55); /* one channel per thread */
+    conv_case(2, 70, 40, 4, 52, 44); /* 4 channels per thread (8-byte bf16 loads) */
+    conv_case(2, 45, 12, 6, 16, 12); /* the 16-tap window */
+}
+
+static void test_dt(void **state)
+{
+    const int rows = 83, H = 6, ld = 11;
+    act raw = act_uniform((size_t)rows * ld, -30, 30, 50); /* across the softplus threshold */
+    pair bias = pair_uniform(H, -2, 2, 51), dt = pair_fill((size_t)rows * H, 0);
+    pair ddt = pair_uniform((size_t)rows * H, -1, 1, 52), draw = pair_fill((size_t)rows * ld, 7.0f);
+    pair dbias = pair_uniform(H, -1, 1, 53);
+    cpu->dt_fwd(cpu, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, dt.h);
+    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, dt.d);
+    pair_expect("dt_fwd (bf16 dt_raw)", dt, 1e-6);
+    cpu->dt_bwd(cpu, ddt.h, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, draw.h, dbias.h);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, draw.d, dbias.d);
+    pair_expect("dt_bwd ddt_raw (bf16 dt_raw)", draw, 1e-6);
+    pair_expect("dt_bwd ddt_bias (bf16 dt_raw)", dbias, 1e-5);
+    act_free(&raw);
+    pair *ps[] = {&bias, &dt, &ddt, &draw, &dbias};
+    for (int i = 0; i < 5; i++) pair_free(ps[i]);
+}
+
+static void gated_case(int rows, int n, int G, int ld_z)
+{
+    act y = act_uniform((size_t)rows * n, -2, 2, 60), z = act_uniform((size_t)rows * ld_z, -3, 3, 61);
+    pair w = pair_uniform(n, 0.5f, 1.5f, 62), out = pair_fill((size_t)rows * n, 0);
+    pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
+    pair dz = pair_fill((size_t)rows * ld_z, 7.0f), dw = pair_uniform(n, -1, 1, 64);
+    cpu->gated_norm_fwd(cpu, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h, M2_ACT_REAL);
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, out.d, M2_ACT_REAL);
+    pair_expect("gated_norm_fwd (bf16 y, z)", out, 1e-6);
+    void *ob = gpu->alloc(gpu, out.n * 2); /* the out_proj's input: the same output, rounded once */
+    gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, ob, M2_ACT_BF16);
+    expect_rounded("gated_norm_fwd (bf16 output)", ob, out.d, out.n);
+    gpu->free(gpu, ob);
+    cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dy.d, dz.d, ld_z, dw.d);
+    pair_expect("gated_norm_bwd dy (bf16 y, z)", dy, 1e-5);
+    pair_expect("gated_norm_bwd dz (bf16 y, z)", dz, 1e-5);
+    pair_expect("gated_norm_bwd dw (bf16 y, z)", dw, 1e-5);
+    act_free(&y);
+    act_free(&z);
+    pair *ps[] = {&w, &out, &dout, &dy, &dz, &dw};
+    for (int i = 0; i < 6; i++) pair_free(ps[i]);
+}
+
+static void test_gated_norm(void **state)
+{
+    gated_case(37, 48, 2, 61);      /* one channel per access (ld_z odd) */
+    gated_case(37, 48, 2, 64);      /* 4 channels per access */
+    gated_case(3, 12100, 2, 12100); /* too wide for the weight partials in shared memory: the column-sum term */
+}
+
+static void test_rmsnorm_out(void **state)
+{
+    const int rows = 70, n = 200;
+    pair x = pair_uniform((size_t)rows * n, -2, 2, 30), w = pair_uniform(n, 0.5f, 1.5f, 31);
+    pair y = pair_fill((size_t)rows * n, 0);
+    void *yb = gpu->alloc(gpu, (size_t)rows * n * 2);
+    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, yb, M2_ACT_BF16);
+    expect_rounded("rmsnorm_fwd (bf16 output)", yb, y.d, y.n);
+    gpu->free(gpu, yb);
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&y);
+}
+
+/* C [m,n] = A [m,k] B^T (B stored [n,k]), the in_proj's shape, on bf16 operands */
+static void test_gemm_act(void **state)
+{
+    const int m = 37, n = 53, k = 29;
+    act A = act_uniform((size_t)m * k, -1, 1, 20), B = act_uniform((size_t)n * k, -1, 1, 21);
+    pair C = pair_fill((size_t)m * n, 0);
+    void *Cb = gpu->alloc(gpu, (size_t)m * n * 2);
+    cpu->gemm(cpu, 0, 1, m, n, k, 1, A.ref, k, B.ref, k, 0, C.h, n);
+    gpu->gemm_act(gpu, 0, 1, m, n, k, 1, A.d, k, B.d, k, M2_ACT_BF16, 0, C.d, n, M2_ACT_REAL);
+    pair_expect("gemm_act (bf16 in, fp32 out)", C, 1e-5);
+    gpu->gemm_act(gpu, 0, 1, m, n, k, 1, A.d, k, B.d, k, M2_ACT_BF16, 0, Cb, n, M2_ACT_BF16);
+    expect_rounded("gemm_act (bf16 in, bf16 out)", Cb, C.d, C.n);
+    gpu->free(gpu, Cb);
+    act_free(&A);
+    act_free(&B);
+    pair_free(&C);
+}
+
+/* The SSD forward's y stored in bf16: the fp32 output, rounded once. */
+static void test_ssd_y(void **state)
+{
+    const m2_ssd_shape s = {.B = 2, .T = 45, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 64, .ld_bc = 64};
+    const size_t rows = (size_t)s.B * s.T, ny = rows * s.H * s.P;
+    pair xbc = pair_uniform(rows * s.ld_x, -1, 1, 70), dt = pair_uniform(rows * s.H, 0.01f, 0.2f, 71);
+    pair A = pair_uniform(s.H, -2, -0.5f, 72), D = pair_uniform(s.H, -1, 1, 73), y = pair_fill(ny, 0);
+    const float *x = xbc.d, *Bm = xbc.d + s.H * s.P, *Cm = Bm + s.G * s.N;
+    float *scratch = gpu->alloc(gpu, gpu->ssd_scratch_size(gpu, &s, 0) * sizeof(float));
+    void *yb = gpu->alloc(gpu, ny * 2);
+    gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, y.d, M2_ACT_REAL, NULL, scratch);
+    gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, yb, M2_ACT_BF16, NULL, scratch);
+    expect_rounded("ssd_fwd y (bf16 store)", yb, y.d, ny);
+    gpu->free(gpu, yb);
+    gpu->free(gpu, scratch);
+    pair *ps[] = {&xbc, &dt, &A, &D, &y};
+    for (int i = 0; i < 5; i++) pair_free(ps[i]);
+}
+
+int main(void)
+{
+    if (m2_gpu_skip()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_to_act_ties), cmocka_unit_test(test_conv),        cmocka_unit_test(test_dt),
+        cmocka_unit_test(test_gated_norm),  cmocka_unit_test(test_rmsnorm_out), cmocka_unit_test(test_gemm_act),
+        cmocka_unit_test(test_ssd_y),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
