@@ -90,16 +90,17 @@ typedef struct {
     size_t row; /* b*T + c*Q */
 } chunk_at;
 
-/* Row l of the lower triangle (k <= l) with decays w: M for dX, the group's dCB, the column sums of T/dt
- * (direct ddt) and T itself (for da). */
-static void intra_row(int l, const m2_real *restrict w, const m2_real *restrict g, const m2_real *restrict cbr,
+/* Row l of the lower triangle (k <= l) with decays w, in the same pass as the segment sums' advance to row l:
+ * M for dX, the group's dCB, the column sums of T/dt (direct ddt) and T itself (for da). */
+static void intra_row(int l, m2_real a_l, m2_real *restrict run, const m2_real *restrict g, const m2_real *restrict cbr,
                       const m2_real *restrict dtv, m2_real *restrict mr, m2_real *restrict dcbr, m2_real *restrict tmr,
                       m2_real *restrict ddt_direct)
 {
     for (int k = 0; k <= l; k++) {
-        const m2_real gw = g[k] * w[k], cb = cbr[k];
+        const m2_real w = m2_ssd_seg_decay(run, a_l, k, l);
+        const m2_real gw = g[k] * w, cb = cbr[k];
         const m2_real tp = gw * cb;
-        mr[k] = cb * w[k] * dtv[k];
+        mr[k] = cb * w * dtv[k];
         dcbr[k] += gw * dtv[k];
         ddt_direct[k] += tp;
         tmr[k] = tp * dtv[k];
@@ -114,9 +115,7 @@ static void intra_terms(const m2_ssd_tbuf *tb, int j, int L, int Q)
     memset(tb->v1, 0, (size_t)L * sizeof *tb->v1);
     for (int l = 0; l < L; l++) {
         const size_t o = (size_t)l * Q;
-        m2_ssd_seg_advance(tb->run, a[l], l);
-        m2_ssd_decay_row(tb->run, l + 1, tb->w);
-        intra_row(l, tb->w, tb->g + o, tb->cb + o, dtv, tb->m + o, tb->dcb + o, tb->tm + o, tb->v1);
+        intra_row(l, a[l], tb->run, tb->g + o, tb->cb + o, dtv, tb->m + o, tb->dcb + o, tb->tm + o, tb->v1);
     }
 }
 
