@@ -141,16 +141,12 @@ typedef struct {
     m2_real *dX, *dC;           /* row strides ld_x, ld_bc */
 } head_at;
 
-/* dX = D dY (overwrite); returns this block's Σ dy·x for dD. */
-static m2_real skip_grads(const m2_ssd_shape *s, const head_at *p, int L, m2_real D)
+/* This block's Σ dy·x for dD (the D dY term of dX comes from M's diagonal, m2_ssd_add_diag). */
+static m2_real skip_grads(const m2_ssd_shape *s, const head_at *p, int L)
 {
     const int HP = s->H * s->P;
     m2_real dD = 0;
-    for (int l = 0; l < L; l++) {
-        const m2_real *dy = p->dY + (size_t)l * HP;
-        m2_ssd_scale(D, dy, p->dX + (size_t)l * s->ld_x, s->P);
-        dD += m2_ssd_dot(dy, p->X + (size_t)l * s->ld_x, s->P);
-    }
+    for (int l = 0; l < L; l++) dD += m2_ssd_dot(p->dY + (size_t)l * HP, p->X + (size_t)l * s->ld_x, s->P);
     return dD;
 }
 
@@ -222,8 +218,9 @@ static void head_grads(const m2_ssd_plan *pl, const chunk_at *at, int j, const m
     m2_ssd_gemm(0, 1, L, L, s->P, p.dY, HP, p.X, s->ld_x, 0, tb->g, Q);
     intra_terms(tb, j, L, Q);
     intra_decay_grad(tb, L, Q);
-    *part_dD = skip_grads(s, &p, L, Dsk[h]);
-    m2_ssd_gemm(1, 0, L, s->P, L, tb->m, Q, p.dY, HP, 1, p.dX, s->ld_x); /* dX += Mᵀ dY */
+    *part_dD = skip_grads(s, &p, L);
+    m2_ssd_add_diag(tb->m, L, Q, Dsk[h]);
+    m2_ssd_gemm(1, 0, L, s->P, L, tb->m, Q, p.dY, HP, 0, p.dX, s->ld_x); /* dX = (M + D I)ᵀ dY */
     memset(tb->v3, 0, (size_t)L * sizeof *tb->v3);
     memset(tb->v4, 0, (size_t)L * sizeof *tb->v4);
     if (S0) inter_output_grads(s, &p, L, S0, e, tb);

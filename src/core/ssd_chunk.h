@@ -174,6 +174,13 @@ static inline m2_real m2_ssd_seg_decay(m2_real *restrict run, m2_real a_l, int k
     return m2_ssd_decay(v);
 }
 
+/* The skip term D x folded into the intra-chunk matrix: M_ll += D, so that one GEMM gives M·X + D X (forward)
+ * and Mᵀ·dY + D dY (backward) without a separate pass over the outputs. */
+static inline void m2_ssd_add_diag(m2_real *m, int L, int ld, m2_real D)
+{
+    for (int l = 0; l < L; l++) m[(size_t)l * ld + l] += D;
+}
+
 /* Small vector kernels for the per-row work (restrict + simd so they vectorise; the reduction order is fixed
  * by the build, so results stay bitwise reproducible run to run and across thread counts). */
 static inline m2_real m2_ssd_dot(const m2_real *restrict a, const m2_real *restrict b, int n)

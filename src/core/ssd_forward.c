@@ -108,8 +108,8 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
                 const m2_real *X = x + row * s->ld_x + (size_t)h * s->P;
                 m2_real *Y = y + row * HP + (size_t)h * s->P;
                 intra_matrix(&tb, j, L, Q);
-                for (int l = 0; l < L; l++) m2_ssd_scale(Dsk[h], X + (size_t)l * s->ld_x, Y + (size_t)l * HP, s->P);
-                m2_ssd_gemm(0, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 1, Y, HP);
+                m2_ssd_add_diag(tb.m, L, Q, Dsk[h]);
+                m2_ssd_gemm(0, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 0, Y, HP);
                 if (c == 0) continue;
                 for (int l = 0; l < L; l++)
                     m2_ssd_axpy(tb.e[j * tb.Qr + l], tb.wide2 + (size_t)l * HPg + j * s->P, Y + (size_t)l * HP, s->P);
