@@ -5,15 +5,29 @@
  *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry
  *   5. y = [e^{a_l} C_l | masked, decayed CB row times dt] . [S_c^T ; x] + D x: one product per (b, c, h) whose
  *      reduction runs over the N state entries, then over the positions s <= l. */
+#include "ssd_cuda.h"
+
 #include "ssd_cuda.cuh"
 
+/* The backward recomputes the chunk states by default: they are 3,072 of the 3,168 bytes per token and layer the
+ * SSD would keep, and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
+ * recomputing them costs the states product and the state passing once more per backward. */
+static m2_cuda_ssd_states g_ssd_states = M2_CUDA_SSD_RECOMPUTE_STATES;
+extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode)
+{
+    const m2_cuda_ssd_states old = g_ssd_states;
+    g_ssd_states = mode;
+    return old;
+}
+bool ssd_keep_states() { return g_ssd_states == M2_CUDA_SSD_KEEP_STATES; }
+
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
-/* The forward alone uses the copy of the saved regions and CB, which come first (ssd_cuda.cuh); E and the
+/* The forward alone uses the copy of the saved regions, CB and the tables, which come first (ssd_cuda.cuh); the
  * backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_of(s);
-    return with_backward ? L.scratch_total : L.E;
+    return with_backward ? L.scratch_total : L.rMq;
 }
 
 /* ---- 1. cumsums ---- */
@@ -183,6 +197,14 @@ struct ssd_y_op {
     }
 };
 
+void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2])
+{
+    m2_tile_gemm(c, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
+    const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
+    ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
+    M2_CUDA_LAUNCHED(what[1]);
+}
+
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
                      const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
                      m2_real *scratch)
@@ -200,9 +222,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     M2_CUDA_LAUNCHED("ssd_fwd (cumsum)");
     ssd_compute_tables(c, a);
     ssd_compute_cb(c, a);
-    m2_tile_gemm(c, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, "ssd_fwd (chunk states)");
-    const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
-    ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, st>>>(a);
-    M2_CUDA_LAUNCHED("ssd_fwd (state passing)");
+    static const char *const states[2] = {"ssd_fwd (chunk states)", "ssd_fwd (state passing)"};
+    ssd_compute_states(c, a, states);
     m2_tile_gemm(c, ssd_y_op{a, y, yt}, heads, a.Q, a.P, "ssd_fwd (outputs)");
 }

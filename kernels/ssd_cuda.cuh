@@ -17,9 +17,13 @@
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
  * Buffers (floats, each region rounded up to 64 floats):
- *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]),  S [B*nc*H][P][N]
- *   scratch: a copy of the saved regions (used when the forward is not followed by a backward),
- *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),  E [B*nc*H][Q][Q],  dCBw [B*nc*G][Q][Q],
+ *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), and S [B*nc*H][P][N] only
+ *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them)
+ *   scratch: room for acs and S (the forward's own when it is not followed by a backward; S there when the states
+ *            are not kept, where the backward recomputes them),
+ *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),
+ *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
+ *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
  *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
  *            dCoff and dBst themselves never reach memory)
@@ -32,29 +36,39 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    size_t acs, S, saved_total;                                                       /* in the saved buffer */
-    size_t fwd_saved, CB, eA, wR, dtc, E, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
+    int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
+    size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
+    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, pDd, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
 } ssd_layout;
+
+/* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
+bool ssd_keep_states();
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
 static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
+/* and over a chunk's positions */
+static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
     const size_t nc = (size_t)(s->T + s->Q - 1) / s->Q, bc = (size_t)s->B * nc;
     const size_t heads = bc * s->H, groups = bc * s->G, Q = s->Q, PN = (size_t)s->P * s->N;
     ssd_layout L;
+    L.keep_states = ssd_keep_states();
     L.acs = 0;
     L.S = L.acs + ssd_round(heads * Q);
-    L.saved_total = L.S + ssd_round(heads * PN);
+    L.fwd_total = L.S + ssd_round(heads * PN);
+    L.saved_total = L.keep_states ? L.fwd_total : L.S;
     L.fwd_saved = 0;
-    L.CB = L.fwd_saved + L.saved_total;
+    L.CB = L.fwd_saved + L.fwd_total;
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
     L.dtc = L.wR + ssd_round(heads * Q);
-    L.E = L.dtc + ssd_round(heads * Q);
-    L.dCBw = L.E + ssd_round(heads * Q * Q);
+    L.rMq = L.dtc + ssd_round(heads * Q);
+    L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.pDd = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
+    L.dCBw = L.pDd + ssd_round(heads * ssd_chunk_tiles(s));
     L.dS = L.dCBw + ssd_round(groups * Q * Q);
     L.pA = L.dS + ssd_round(heads * PN);
     L.pD = L.pA + ssd_round(heads);
@@ -84,13 +98,15 @@ struct ssd_mat {
 };
 
 /* A product whose operands are plain strided matrices: A(i, k), B(k, j). 16-byte loads of A along k: only for the
- * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh). */
+ * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of B along j (b4: b_jfast,
+ * B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
 struct ssd_plain_view {
     ssd_mat A, B;
     __device__ float a(int i, int k) const { return A(i, k); }
     __device__ m2_vec<4> a4(int i, int k) const { return A.row4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
+    __device__ m2_vec<4> b4k(int k, int j) const { return B.T().row4(j, k); }
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head scaled per row
@@ -130,7 +146,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
     float *y, *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *dtc, *E, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
+    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -202,16 +218,18 @@ static inline ssd_args ssd_args_of(const m2_ssd_shape *s, const float *x, const 
     return a;
 }
 
-/* Points acs/S at the saved buffer and the work arrays at the scratch buffer. */
+/* Points acs (and S when the states are kept) at the saved buffer and the work arrays at the scratch buffer. */
 static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *saved, float *scratch)
 {
     a->acs = saved + L->acs;
-    a->S = saved + L->S;
+    a->S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
     a->CB = scratch + L->CB;
     a->eA = scratch + L->eA;
     a->wR = scratch + L->wR;
     a->dtc = scratch + L->dtc;
-    a->E = scratch + L->E;
+    a->rMq = scratch + L->rMq;
+    a->cMq = scratch + L->cMq;
+    a->pDd = scratch + L->pDd;
     a->dCBw = scratch + L->dCBw;
     a->dS = scratch + L->dS;
     a->pA = scratch + L->pA;
@@ -262,5 +280,11 @@ static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_args &a)
 {
     m2_tile_gemm(c, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
 }
+
+/* The chunk-start states S (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums and the decay tables;
+ * the backward runs them again when the states are not kept (what = the launches' names, chunk states first). */
+void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2]);
+/* dCBw and the per-tile row and column sums of CB.E of every head (ssd_cuda_dcb.cu) */
+void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a);
 
 #endif

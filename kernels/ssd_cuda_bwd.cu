@@ -134,49 +134,6 @@ struct ssd_dx_op {
     }
 };
 
-/* ---- E[zh][l][s] = e^{a_l-a_s} (dy_l . x_s) for s <= l (s > l is never read: not stored) ---- */
-struct ssd_e_op {
-    ssd_args s;
-    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
-    bool vec4() const { return s.vec4(); }
-    __device__ void dims(int zh, int &m, int &n, int &k) const
-    {
-        m = n = s.len(zh / s.H);
-        k = s.P;
-    }
-    __device__ void krange(int zh, int i0, int i1, int j0, int j1, int &kb, int &ke) const
-    {
-        kb = 0;
-        ke = j0 > i1 - 1 ? 0 : s.P;
-    }
-    __device__ ssd_plain_view bind(int zh) const
-    {
-        return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), s.x_of(zh / s.H, zh % s.H).T()};
-    }
-    __device__ void store(int zh, int l, int si, float acc) const
-    {
-        s.QQ(s.E, zh)[(size_t)l * s.Q + si] = s.dexp(s.a_at(zh, l) - s.a_at(zh, si)) * acc;
-    }
-};
-
-/* ---- dCBw[zg][l][s] = sum over the group's heads (in head order) of E_h[l][s] dt_s,h ---- */
-__global__ void ssd_dcbw_kernel(ssd_args s)
-{
-    const size_t QQ = (size_t)s.Q * s.Q;
-    M2_GRID_STRIDE(i, (size_t)s.B * s.nc * s.G * QQ)
-    {
-        const int zg = (int)(i / QQ), bc = zg / s.G, g = zg % s.G, L = s.len(bc);
-        const int l = (int)((i % QQ) / s.Q), si = (int)(i % s.Q);
-        float v = 0.0f;
-        if (l < L && si <= l)
-            for (int hh = 0; hh < s.hpg; hh++) {
-                const int h = g * s.hpg + hh;
-                v += s.QQ(s.E, bc * s.H + h)[(size_t)l * s.Q + si] * s.dtv(bc, si, h);
-            }
-        s.dCBw[i] = v;
-    }
-}
-
 /* The shape of the two products through the state: a chunk's rows x the N states, summed over the P channels. */
 struct ssd_rows_by_states {
     ssd_args s;
@@ -326,28 +283,27 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     extern __shared__ float sm[];
     __shared__ float red[M2_CUDA_THREADS];
     float *da = sm, *direct = sm + s.Q;
-    const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, g = h / s.hpg, zg = bc * s.G + g, L = s.len(bc);
+    const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, L = s.len(bc);
     const int tid = threadIdx.x;
     const size_t PN = (size_t)s.P * s.N;
-    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
-    const float *CB = s.QQ(s.CB, zg), *E = s.QQ(s.E, zh);
+    const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN, qtiles = (s.Q + m2tile::BN - 1) / m2tile::BN;
+    const float *rMq = s.rMq + (size_t)zh * s.Q * qtiles, *cMq = s.cMq + (size_t)zh * s.Q * qtiles;
     const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * tiles;
 
     /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
     float ps = 0.0f;
     for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
     ps = m2_block_sum(ps, red);
-    float dd = 0.0f;
-    for (int i = tid; i < L * s.P; i += blockDim.x)
-        dd += s.dyv(bc, i / s.P, h, i % s.P) * s.xv(bc, i / s.P, h, i % s.P);
-    dd = m2_block_sum(dd, red);
+    float dd = 0.0f; /* this chunk's dy.x, from the dCB product's diagonal tiles (ssd_cuda_dcb.cu), in order */
+    for (int tm = 0; tm <= (L - 1) / m2tile::BM; tm++) dd += s.pDd[(size_t)zh * qtiles + tm];
 
     float stsum = 0.0f;
     for (int i = tid; i < L; i += blockDim.x) {
         const float dti = s.dtv(bc, i, h);
         float rowsum = 0.0f, colsum = 0.0f, off = 0.0f, stp = 0.0f;
-        for (int j = 0; j <= i; j++) rowsum += CB[(size_t)i * s.Q + j] * E[(size_t)i * s.Q + j] * s.dtv(bc, j, h);
-        for (int l = i; l < L; l++) colsum += CB[(size_t)l * s.Q + i] * E[(size_t)l * s.Q + i];
+        /* sum_{j<=i} Mq[i][j] dt_j and sum_{l>=i} Mq[l][i], from the tiles that hold them (ssd_cuda_dcb.cu) */
+        for (int tn = 0; tn <= i / m2tile::BN; tn++) rowsum += rMq[(size_t)i * qtiles + tn];
+        for (int tm = i / m2tile::BM; tm <= (L - 1) / m2tile::BM; tm++) colsum += cMq[(size_t)i * qtiles + tm];
         for (int tn = 0; tn < tiles; tn++) { /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
             off += rOff[(size_t)i * tiles + tn];
             stp += rSt[(size_t)i * tiles + tn];
@@ -402,7 +358,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     cudaStream_t st = c->stream;
     const ssd_layout L = ssd_layout_of(sh);
     ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
-    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs and S are only read */
+    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
     a.dy = dy;
     a.dx = dx;
     a.ddt = ddt;
@@ -412,14 +368,17 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
     ssd_compute_tables(c, a);
+    if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
+        static const char *const states[2] = {"ssd_bwd (chunk states, recomputed)",
+                                              "ssd_bwd (state passing, recomputed)"};
+        ssd_compute_states(c, a, states);
+    }
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_tile_gemm(c, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
-    m2_tile_gemm(c, ssd_e_op{a}, heads, a.Q, a.Q, "ssd_bwd (dy.x)");
-    ssd_dcbw_kernel<<<m2_cuda_blocks((size_t)groups * a.Q * a.Q), M2_CUDA_THREADS, 0, st>>>(a);
-    M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
+    ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
     m2_tile_gemm(c, ssd_dcoff_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
     m2_tile_gemm(c, ssd_dbst_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
     m2_tile_gemm(c, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");

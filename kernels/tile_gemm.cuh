@@ -159,7 +159,8 @@ template <class Op> __device__ __forceinline__ bool stored(const span &t, int i,
 }
 
 /* 16-byte operand loads. A view may offer a4(i, k) (4 consecutive elements of A along its contiguous dimension:
- * k..k+3 when a_kfast, else i..i+3) and b4(k, j) (B(k, j..j+3), b_jfast only). The kernels built for them
+ * k..k+3 when a_kfast, else i..i+3), b4(k, j) (B(k, j..j+3), b_jfast only) and b4k(k, j) (B(k..k+3, j), for an Op
+ * without b_jfast: B contiguous along k, e.g. a matrix of token rows transposed). The kernels built for them
  * (V4 below) use every one offered; they are launched only when the Op's host-side vec4() says that for every block
  * the views' pointers and strides allow them and the block's ranges [kb, ke) and [i0, i1), [j0, j1) start and end
  * on multiples of 4, so that a group of 4 is wholly inside or wholly outside. */
@@ -169,10 +170,12 @@ template <class Op, class V> constexpr bool has_a4()
 }
 template <class Op, class V> constexpr bool has_b4()
 {
-    if constexpr (requires(const V &v) { v.b4(0, 0); })
-        return Op::b_jfast;
+    if constexpr (Op::b_jfast) return requires(const V &v)
+        {
+            v.b4(0, 0);
+        };
     else
-        return false;
+        return requires(const V &v) { v.b4k(0, 0); };
 }
 /* A view may set its own a_kfast (a ksplit Op whose parts read A in different orders); else the Op's. */
 template <class Op, class V> constexpr bool a_kfast()
@@ -234,7 +237,7 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
 #pragma unroll
         for (int q = 0; q < BM * KB / THREADS; q++) a1(tid + THREADS * q);
     }
-    if constexpr (VB) {
+    if constexpr (VB && Op::b_jfast) {
 #pragma unroll
         for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q, bj = 4 * (e % (BN / 4)), bk = e / (BN / 4);
@@ -243,6 +246,16 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
             if (gj < t.j1 && gkb < ke) w = v.b4(gkb, gj);
 #pragma unroll
             for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = R::round(w.v[c]);
+        }
+    } else if constexpr (VB) { /* along k: consecutive threads take consecutive groups of 4 of one column j */
+#pragma unroll
+        for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
+            const int e = tid + THREADS * q, bj = e / (KB / 4), bk = 4 * (e % (KB / 4));
+            const int gj = t.j0 + bj, gkb = k0 + bk;
+            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            if (gj < t.j1 && gkb < ke) w = v.b4k(gkb, gj);
+#pragma unroll
+            for (int c = 0; c < 4; c++) Bs[(bk + c) * ldb + bj] = R::round(w.v[c]);
         }
     } else {
 #pragma unroll

@@ -33,6 +33,9 @@ const m2_dims *m2_stream_dims(const m2_stream *s);
 
 #define M2S_VEC    16 /* fp32 lanes per vector: rows are padded to this */
 #define M2S_MAX_NV 8  /* vectors per panel (accumulator registers of the GEMV) */
+/* states of a tick from which m2s_ssm is given the next stream's state to prefetch (one core's L2 on the machines
+ * measured: below it the states stay in L2 and prefetches only cost; BENCHMARKS.md, issue 14, fifth pass) */
+#define M2S_STATE_PREFETCH_MIN ((size_t)1 << 20)
 
 typedef struct {
     int M, K;                       /* logical shape of W */
@@ -72,6 +75,7 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
 #define m2s_rmsnorm    M2_ISA_FN(m2s_rmsnorm)
 #define m2s_conv_silu  M2_ISA_FN(m2s_conv_silu)
 #define m2s_ssm        M2_ISA_FN(m2s_ssm)
+#define m2s_dt_decay   M2_ISA_FN(m2s_dt_decay)
 #define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
 
 /* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
@@ -90,11 +94,18 @@ void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float 
 void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                    int ldc, const float *restrict xnew, float *restrict out);
 
-/* One tick of the SSM for one layer (docs/MODEL.md §2 steps 4-5): S [H][N][pad16(P)] (P fastest), xbc = [x (H P),
- * B (G N), C (G N)] after the conv, dt_raw [H]; y [H P] = S C + D x. scratch: 2 pad16(H) floats; dt_raw,
- * dt_bias and A are read up to pad16(H) (the padding of the last two must be zero). */
-void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
-             const float *dt_raw, float *y, float *scratch);
+/* Every stream's step sizes and decays for one layer (docs/MODEL.md §2 step 4), all at once: for n streams whose
+ * dt_raw [H] rows are ld floats apart, dt[i H + h] = softplus(dt_raw + dt_bias[h]) and decay[i H + h] =
+ * exp(dt A[h]). dt and decay hold pad16(n H) floats each (the padding is written). */
+void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld, float *restrict dt,
+                  float *restrict decay);
+
+/* One tick of the SSM for one layer and stream (docs/MODEL.md §2 steps 4-5): S [H][N][pad16(P)] (P fastest),
+ * xbc = [x (H P), B (G N), C (G N)] after the conv, dt and decay [H] (m2s_dt_decay); y [H P] = S C + D x.
+ * next (may be NULL): a state of the same layout that the SIMD levels prefetch into L2 as they go (the engine's
+ * next stream), used by the engine from M2S_STATE_PREFETCH_MIN bytes of states on. */
+void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
+             float *y, const float *next);
 
 /* Gated RMSNorm in G groups (docs/MODEL.md §2 step 6), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
@@ -108,8 +119,10 @@ typedef struct {
     void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
     void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                       int ldc, const float *restrict xnew, float *restrict out);
-    void (*ssm)(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
-                const float *dt_raw, float *y, float *scratch);
+    void (*dt_decay)(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld,
+                     float *restrict dt, float *restrict decay);
+    void (*ssm)(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
+                float *y, const float *next);
     void (*gated_norm)(float *y, const float *restrict z, const float *restrict w, int Di, int G);
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);

@@ -38,9 +38,9 @@ struct m2_stream {
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
-    float *scratch; /* m2s_ssm's per-head values (one stream at a time) */
-    float *xq;      /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
-    int *all;       /* 0..max_streams-1, for step_batch(streams = NULL) */
+    float *dt, *decay; /* m2s_dt_decay's per-stream, per-head values: pad16(max_streams H) each */
+    float *xq;         /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
+    int *all;          /* 0..max_streams-1, for step_batch(streams = NULL) */
 };
 
 /* One table per level (stream_kernels.c, compiled per level by cmake/isa.cmake). */
@@ -162,17 +162,18 @@ static int alloc_buffers(m2_stream *s)
     s->inv_std = calloc((size_t)d->F, sizeof *s->inv_std);
     s->h = alloc64(S * s->Dp * sizeof(float));
     s->u = alloc64(S * s->Dp * sizeof(float));
-    s->zx = alloc64((S * s->Winp + M2S_VEC) * sizeof(float)); /* slack: m2s_ssm reads dt_raw by whole vectors */
+    s->zx = alloc64(S * s->Winp * sizeof(float));
     s->xbc = alloc64(S * s->Ccp * sizeof(float));
     s->y = alloc64(S * s->Dip * sizeof(float));
     s->out = alloc64(S * s->Dp * sizeof(float));
     s->pred = alloc64(S * s->Op * sizeof(float));
-    s->scratch = alloc64((2 * pad16(d->H) + pad16(d->P)) * sizeof(float));
+    s->dt = alloc64(pad16(S * d->H) * sizeof(float));
+    s->decay = alloc64(pad16(S * d->H) * sizeof(float));
     int kmax = d->F > d->D ? d->F : d->D;
     kmax = kmax > d->Di ? kmax : d->Di;
     s->xq = alloc64(S * (size_t)(kmax + 1) * sizeof(float));
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
-        !s->out || !s->pred || !s->scratch || !s->xq || !s->mean || !s->inv_std)
+        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->mean || !s->inv_std)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -243,7 +244,8 @@ void m2_stream_close(m2_stream *s)
     free(s->y);
     free(s->out);
     free(s->pred);
-    free(s->scratch);
+    free(s->dt);
+    free(s->decay);
     free(s->xq);
     free(s->layers);
     free(s);
@@ -260,6 +262,12 @@ void m2_stream_reset(m2_stream *s, int stream)
     }
 }
 
+/* Layer l's conv ring, then its SSM state, of a stream. */
+static float *layer_state(m2_stream *s, int stream, int l)
+{
+    return s->state + (size_t)stream * s->state_stride + (size_t)l * s->layer_stride;
+}
+
 /* One layer for n streams: h <- h + Mixer(RMSNorm(h)). */
 static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
@@ -267,15 +275,22 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
     const m2s_layer *L = &s->layers[l];
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
     s->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
-    for (int i = 0; i < n; i++) {
-        float *st = s->state + (size_t)ids[i] * s->state_stride + (size_t)l * s->layer_stride;
-        const float *zx = s->zx + (size_t)i * s->Winp; /* z | x B C | dt_raw */
-        float *xbc = s->xbc + (size_t)i * s->Ccp, *y = s->y + (size_t)i * s->Dip;
-        s->k->conv_silu(L->conv_wT, L->conv_b, st, s->pos[ids[i]], d->K, d->Cc, s->Ccp, zx + d->Di, xbc);
-        s->k->ssm(d, L->A, L->dt_bias, L->Dskip, st + s->ring_floats, xbc, zx + 2 * d->Di + 2 * d->G * d->N, y,
-                  s->scratch);
-        s->k->gated_norm(y, zx, L->gnorm_w, d->Di, d->G);
-    }
+    s->k->dt_decay(L->A, L->dt_bias, d->H, n, s->zx + 2 * d->Di + 2 * d->G * d->N, s->Winp, s->dt, s->decay);
+    /* States past the L2 (M2S_STATE_PREFETCH_MIN) come from L3 or DRAM, where the update alone ran at DRAM speed
+     * (BENCHMARKS.md, issue 14, fifth pass): then each stream's update prefetches the next stream's state into L2
+     * line by line as it goes, so that two streams' loads are in flight. Within the L2 the prefetches only cost. */
+    const int far = (size_t)n * s->state_stride * sizeof(float) > M2S_STATE_PREFETCH_MIN;
+    /* In phases over the streams (conv, SSM, gated norm), not one stream at a time: each phase's calls are short
+     * and independent, so the core overlaps one stream's exp and reduction chains with the next stream's. */
+    for (int i = 0; i < n; i++)
+        s->k->conv_silu(L->conv_wT, L->conv_b, layer_state(s, ids[i], l), s->pos[ids[i]], d->K, d->Cc, s->Ccp,
+                        s->zx + (size_t)i * s->Winp + d->Di, s->xbc + (size_t)i * s->Ccp);
+    for (int i = 0; i < n; i++)
+        s->k->ssm(d, L->Dskip, layer_state(s, ids[i], l) + s->ring_floats, s->xbc + (size_t)i * s->Ccp,
+                  s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, s->y + (size_t)i * s->Dip,
+                  i + 1 < n && far ? layer_state(s, ids[i + 1], l) + s->ring_floats : NULL);
+    for (int i = 0; i < n; i++) /* zx starts with z */
+        s->k->gated_norm(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, L->gnorm_w, d->Di, d->G);
     s->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;

@@ -89,32 +89,15 @@ void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *res
     if (K > 1) memcpy(ring + (size_t)pos * ldc, xnew, (size_t)C * sizeof *xnew);
 }
 
-/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x. Portable version. */
-static void ssm_head(float *restrict S, const float *restrict B, const float *restrict C, const float *restrict x,
-                     float dt, float a, float Dh, int N, int P, int ldp, float *restrict y)
-{
-    for (int p = 0; p < P; p++) y[p] = 0.0f;
-    for (int n = 0; n < N; n++) {
-        float *s = S + (size_t)n * ldp;
-        const float bn = dt * B[n], cn = C[n];
-        for (int p = 0; p < P; p++) {
-            float v = a * s[p] + x[p] * bn;
-            s[p] = v;
-            y[p] += v * cn;
-        }
-    }
-    for (int p = 0; p < P; p++) y[p] += Dh * x[p];
-}
-
 #if M2S_SIMD
-/* The same for one head and NH hardware vectors of its P columns (NH is a constant per instance): the y
+/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x, for NH hardware vectors of its P columns (NH is a constant per instance): the y
  * accumulators stay in registers, in two sets (even and odd n) so that two FMA chains per vector are in
  * flight, and dt x and the D x term are folded in. State rows are whole vectors: x is loaded masked (rem valid
  * lanes from x on), so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
  * masked. */
 static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, const float *B, const float *C,
                                                            const float *x, int rem, float dt, float a, float Dh, int N,
-                                                           float *y, const int NH)
+                                                           float *y, ptrdiff_t pf, const int NH)
 {
     m2vm mk[NH];
     m2v av = v_set1(a), dxv[NH], y0[NH], y1[NH];
@@ -130,6 +113,10 @@ static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, c
         m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]), b1 = v_set1(B[n + 1]), c1 = v_set1(C[n + 1]);
         float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
         for (int v = 0; v < NH; v++) {
+            if (pf && (M2S_VW * v) % 16 == 0) {
+                _mm_prefetch((const char *)(s0 + M2S_VW * v) + pf, _MM_HINT_T1);
+                _mm_prefetch((const char *)(s1 + M2S_VW * v) + pf, _MM_HINT_T1);
+            }
             m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
             m2v t1 = v_fma(dxv[v], b1, v_mul(av, v_load(s1 + M2S_VW * v)));
             v_store(s0 + M2S_VW * v, t0);
@@ -150,10 +137,13 @@ static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, c
     for (int v = 0; v < NH; v++) v_maskstore(y + M2S_VW * v, mk[v], v_add(y0[v], y1[v]));
 }
 
-/* Every head of the layer: the P columns in blocks of at most 4 hardware vectors (AVX-512: P <= 64 in one
- * block; AVX2: 32 columns a block, so that 3 x 4 accumulators and the broadcasts fit in 16 registers). */
+/* Every head of the layer: the P columns in blocks of at most SSM_NH hardware vectors. AVX-512: 4 (P <= 64 in one
+ * block; 2 x 4 accumulators, 4 dt x, 4 broadcasts and the temporaries fit in 32 registers). AVX2: 2 (16
+ * columns); with 4 the same set needs 17+ of its 16 registers and GCC spilled accumulators in the inner loop. A
+ * second block re-reads only B and C (from L1); each state element is still read and written once. */
+enum { SSM_NH = M2S_VW == 16 ? 4 : 2 };
 static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const float *dt, const float *decay,
-                           const float *Dskip, float *y)
+                           const float *Dskip, float *y, ptrdiff_t pf)
 {
     const int P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC, nh = ldp / M2S_VW;
@@ -161,53 +151,108 @@ static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const f
         const int g = h / heads_per_group;
         const float *x = xbc + (size_t)h * P, *B = xbc + d->Di + (size_t)g * N, *C = xbc + d->Di + GN + (size_t)g * N;
         float *Sh = S + (size_t)h * N * ldp, *yh = y + (size_t)h * P;
-        for (int v0 = 0; v0 < nh; v0 += 4) {
+        for (int v0 = 0; v0 < nh; v0 += SSM_NH) {
             const int c0 = M2S_VW * v0, rem = P - c0;
-#define COLS(NH) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, NH)
-            switch (nh - v0 < 4 ? nh - v0 : 4) {
-            case 1: COLS(1); break;
-            case 2: COLS(2); break;
-            case 3: COLS(3); break;
-            default: COLS(4); break;
+/* with and without the prefetches, so that the loop of the instance without has none */
+#define COLS(NH, PF) ssm_cols(Sh + c0, ldp, B, C, x + c0, rem, dt[h], decay[h], Dskip[h], N, yh + c0, PF ? pf : 0, NH)
+            switch ((nh - v0 < SSM_NH ? nh - v0 : SSM_NH) * 2 + (pf != 0)) {
+            case 2: COLS(1, 0); break;
+            case 3: COLS(1, 1); break;
+            case 4: COLS(2, 0); break;
+            case 5: COLS(2, 1); break;
+            case 6: COLS(3, 0); break;
+            case 7: COLS(3, 1); break;
+            case 8: COLS(4, 0); break;
+            default: COLS(4, 1); break;
             }
 #undef COLS
         }
     }
 }
+#else
+/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x. Portable version (the scalar level). */
+static void ssm_head(float *restrict S, const float *restrict B, const float *restrict C, const float *restrict x,
+                     float dt, float a, float Dh, int N, int P, int ldp, float *restrict y)
+{
+    for (int p = 0; p < P; p++) y[p] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        float *s = S + (size_t)n * ldp;
+        const float bn = dt * B[n], cn = C[n];
+        for (int p = 0; p < P; p++) {
+            float v = a * s[p] + x[p] * bn;
+            s[p] = v;
+            y[p] += v * cn;
+        }
+    }
+    for (int p = 0; p < P; p++) y[p] += Dh * x[p];
+}
 #endif
 
-void m2s_ssm(const m2_dims *d, const float *A, const float *dt_bias, const float *Dskip, float *S, const float *xbc,
-             const float *dt_raw, float *y, float *scratch)
+void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld, float *restrict dt,
+                  float *restrict decay)
 {
-    const int H = d->H, P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
-    /* All heads at once, over a whole number of vectors so that the loop vectorises without a scalar tail:
-     * lanes past H read padding (dt_bias and A are zero-padded, dt_raw has slack) and are never used. */
-    const int Hp = (H + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
-    float *restrict dt = scratch, *restrict decay = scratch + Hp;
-    for (int h = 0; h < Hp; h++) {
-        dt[h] = m2_softplusf(dt_raw[h] + dt_bias[h]);
-        decay[h] = m2_expf(dt[h] * A[h]);
-    }
+    /* Gathered densely first (n H values, then zeros up to whole vectors), so that one flat loop does every
+     * stream's heads: its exp/log/division chains are independent, which the core overlaps, where one stream's
+     * few heads at a time were one dependent chain per layer (docs/MODEL.md §2 step 4). */
+    const int nh = n * H, nhp = (nh + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) dt[i * H + h] = dt_raw[(size_t)i * ld + h] + dt_bias[h];
+    for (int j = nh; j < nhp; j++) dt[j] = 0.0f;
+    for (int j = 0; j < nhp; j++) dt[j] = m2_softplusf(dt[j]);
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) decay[i * H + h] = dt[i * H + h] * A[h];
+    for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
+    for (int j = 0; j < nhp; j++) decay[j] = m2_expf(decay[j]);
+}
+
+void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
+             float *y, const float *next)
+{
 #if M2S_SIMD
-    ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y);
-    return;
-#endif
+    ssm_heads_simd(d, S, xbc, dt, decay, Dskip, y, next ? (const char *)next - (const char *)S : 0);
+#else
+    (void)next;
+    const int H = d->H, P = d->P, N = d->N, GN = d->G * d->N, heads_per_group = d->H / d->G;
     const int ldp = (P + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
     for (int h = 0; h < H; h++) {
         const int g = h / heads_per_group;
         ssm_head(S + (size_t)h * N * ldp, xbc + d->Di + (size_t)g * N, xbc + d->Di + GN + (size_t)g * N,
                  xbc + (size_t)h * P, dt[h], decay[h], Dskip[h], N, P, ldp, y + (size_t)h * P);
     }
+#endif
 }
+
+#if M2S_SIMD
+/* y <- y silu(z) over n values, returning the sum of squares of the result: one pass, the products squared
+ * while in registers (two accumulators, as in sumsq). */
+static float silu_mul_sumsq(float *y, const float *z, int n)
+{
+    m2v a[2] = {v_zero(), v_zero()};
+    for (int i = 0, j = 0; i < n; i += M2S_VW, j ^= 1) {
+        m2vm m = v_mask(n - i);
+        m2v t = v_mul(v_silu(v_maskload(m, z + i)), v_maskload(m, y + i));
+        v_maskstore(y + i, m, t);
+        a[j] = v_fma(t, t, a[j]);
+    }
+    return v_hsum(v_add(a[0], a[1]));
+}
+#endif
 
 void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G)
 {
     const int gs = Di / G;
+#if !M2S_SIMD
     silu_apply(y, z, y, Di);
+#endif
     for (int g = 0; g < G; g++) {
         float *yg = y + (size_t)g * gs;
         const float *wg = w + (size_t)g * gs;
-        float r = 1.0f / sqrtf(sumsq(yg, gs) / (float)gs + (float)M2_NORM_EPS);
+#if M2S_SIMD
+        const float ss = silu_mul_sumsq(yg, z + (size_t)g * gs, gs);
+#else
+        const float ss = sumsq(yg, gs);
+#endif
+        float r = 1.0f / sqrtf(ss / (float)gs + (float)M2_NORM_EPS);
         for (int i = 0; i < gs; i++) yg[i] = yg[i] * r * wg[i];
     }
 }
@@ -235,6 +280,7 @@ const m2s_kernels M2_ISA_FN(m2s_kernels) = {
     .gemm = m2s_gemm,
     .rmsnorm = m2s_rmsnorm,
     .conv_silu = m2s_conv_silu,
+    .dt_decay = m2s_dt_decay,
     .ssm = m2s_ssm,
     .gated_norm = m2s_gated_norm,
     .read_bytes = read_bytes,

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "gpu_util.h"
+#include "ssd_cuda.h"
 
 enum { SEED = 77 };
 
@@ -203,6 +204,8 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
     assert_true(y && y2 && saved && scratch && fwd_scratch);
     assert_true(n_fwd <= g->ssd_scratch_size(g, &ss, 1));
     g->to_device(g, fwd_scratch + n_fwd, guard, GUARD * sizeof(float));
+    const size_t n_scratch = g->ssd_scratch_size(g, &ss, 1);
+    float *poison = host ? NULL : m2_host_fill(n_scratch, NAN);
     const float *Bm = xbc + p->HP, *Cm = xbc + p->HP + p->GN;
     float *dBm = dxbc + p->HP, *dCm = dxbc + p->HP + p->GN;
 
@@ -212,6 +215,10 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
     assert_memory_equal(guard_after, guard, GUARD * sizeof(float));
     free(guard_after);
     free(guard);
+    /* In a model the other layers' passes reuse the scratch before this layer's backward: the backward must read
+     * nothing the forward left there (the chunk states, when not kept, are recomputed; a NaN read would show). */
+    if (poison) g->to_device(g, scratch, poison, n_scratch * sizeof(float));
+    free(poison);
     g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
 
     results r;
@@ -339,6 +346,47 @@ static void run_case(shape sh)
     problem_free(&p);
 }
 
+/* The CUDA backend's two ways of having the chunk states in the backward (kernels/ssd_cuda.h): kept from the forward
+ * or recomputed from the saved cumsums. The same kernels on the same inputs, so the results are bitwise the same;
+ * the saved buffer of the recompute holds the cumsums only. */
+static void states_kept_or_recomputed(shape sh)
+{
+    problem p = problem_make(sh, SEED + (uint64_t)sh.T);
+    float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9),
+          *dD0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 10);
+    const m2_ops *g = m2_gpu_ops();
+    m2_ssd_shape ss = {sh.B, sh.T, sh.H, sh.P, sh.G, sh.N, sh.Q, p.ld, p.ld};
+    results r[2];
+    size_t saved[2];
+    const m2_cuda_ssd_states modes[2] = {M2_CUDA_SSD_KEEP_STATES, M2_CUDA_SSD_RECOMPUTE_STATES};
+    for (int k = 0; k < 2; k++) {
+        const m2_cuda_ssd_states old = m2_ops_cuda_set_ssd_states(modes[k]);
+        saved[k] = g->ssd_saved_size(g, &ss);
+        r[k] = run_backend(g, &p, dA0, dD0, 0);
+        m2_ops_cuda_set_ssd_states(old);
+    }
+    const int nc = (sh.T + sh.Q - 1) / sh.Q;
+    printf(" SSD T=%d Q=%d: saved %zu floats with the states kept, %zu recomputed\n", sh.T, sh.Q, saved[0], saved[1]);
+    assert_true(saved[1] < saved[0]);
+    assert_true(saved[0] - saved[1] >= (size_t)sh.B * nc * sh.H * sh.P * sh.N); /* S: [B*nc*H][P][N] */
+    const size_t ny = (size_t)p.rows * p.HP, nxbc = (size_t)p.rows * p.ld, ndt = (size_t)p.rows * sh.H;
+    assert_memory_equal(r[0].y, r[1].y, ny * sizeof(float));
+    assert_memory_equal(r[0].dxbc, r[1].dxbc, nxbc * sizeof(float));
+    assert_memory_equal(r[0].ddt, r[1].ddt, ndt * sizeof(float));
+    assert_memory_equal(r[0].dA, r[1].dA, (size_t)sh.H * sizeof(float));
+    assert_memory_equal(r[0].dD, r[1].dD, (size_t)sh.H * sizeof(float));
+    results_free(&r[0]);
+    results_free(&r[1]);
+    free(dA0);
+    free(dD0);
+    problem_free(&p);
+}
+static void test_states_kept_or_recomputed(void **state)
+{
+    states_kept_or_recomputed((shape){2, 130, 6, 16, 3, 16, 64}); /* 3 chunks, the last partial */
+    states_kept_or_recomputed((shape){1, 300, 2, 64, 1, 128, 256});
+}
+
 static void test_tail_chunk_two_groups(void **state) { run_case((shape){2, 37, 4, 8, 2, 6, 8}); }
 static void test_whole_chunks(void **state) { run_case((shape){1, 64, 2, 4, 1, 8, 16}); }
 static void test_one_partial_chunk(void **state) { run_case((shape){2, 5, 2, 4, 1, 4, 8}); }
@@ -351,9 +399,13 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tail_chunk_two_groups), cmocka_unit_test(test_whole_chunks),
-        cmocka_unit_test(test_one_partial_chunk),     cmocka_unit_test(test_three_groups),
-        cmocka_unit_test(test_past_one_tile),         cmocka_unit_test(test_production_head_shape),
+        cmocka_unit_test(test_tail_chunk_two_groups),
+        cmocka_unit_test(test_whole_chunks),
+        cmocka_unit_test(test_one_partial_chunk),
+        cmocka_unit_test(test_three_groups),
+        cmocka_unit_test(test_past_one_tile),
+        cmocka_unit_test(test_production_head_shape),
+        cmocka_unit_test(test_states_kept_or_recomputed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

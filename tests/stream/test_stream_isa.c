@@ -97,7 +97,8 @@ static void test_latency_shape(void **state)
     check_shape(s, "latency");
 }
 
-/* Sizes off every vector width, odd panel counts, two groups, K = 3; P = 64 (AVX2: two column blocks of the SSM)
+/* Sizes off every vector width, odd panel counts, two groups, K = 3 (P = 20: AVX2 takes two column blocks of the
+ * SSM, the second masked); P = 64 (AVX-512: one 4-vector block; AVX2: four blocks of 2)
  * with the conv's general path (K = 5). */
 static void test_odd_sizes(void **state)
 {

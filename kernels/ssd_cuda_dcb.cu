@@ -1,0 +1,326 @@
+/* The chunked SSD's backward, dCB with E kept on chip (definitions in ssd_cuda.cuh, formulas in ssd_cuda_bwd.cu):
+ *   E_h[l][s]   = e^{a_l-a_s} (dy_l . x_s)                  per head, s <= l
+ *   dCBw[l][s]  = sum over the group's heads (in head order) of E_h[l][s] dt_s,h
+ *   Mq_h[l][s]  = CB[l][s] E_h[l][s]: the scalars need, per head, its row sums weighted by dt_s (rMq) and its
+ *                 column sums (cMq)
+ * One block of 256 threads per 64x64 tile (on or below the diagonal) of a group's [Q][Q]: for each head of the
+ * group it forms the tile of dy.x^T (the tensor cores, or the CUDA cores at fp32, as tile_gemm.cuh), then in its
+ * epilogue the decayed E, its share of dCBw (kept in registers over the heads), and the row and column sums of Mq
+ * reduced from the threads' elements by warp shuffles and one shared-memory step, written as one partial per tile
+ * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds; the diagonal tiles also sum dy.x for dD (pDd[zh][tm],
+ * load_step). E itself never reaches memory (BENCHMARKS.md, issue 16d).
+ *
+ * The decays without an exp per element (docs/MODEL.md §3: exponents of quantities <= 0 only): for row l in the
+ * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below
+ * the diagonal; the columns of the earlier blocks on a diagonal tile), e^{a_l-a_s} = e^{a_l-a_{i0+16r}}
+ * e^{a_{i0+16r}-a_s}, both factors <= 1 (a is non-increasing): per head 64 row factors and 4 x 64 column factors
+ * per tile, one exp per thread. The elements of the tile's four diagonal 16x16 blocks (the diagonal of a diagonal
+ * tile among them) take the exp per element, the same expression as the CPU's. */
+#include "ssd_cuda.cuh"
+
+/* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
+struct ssd_dcb_op {
+    ssd_args s;
+    static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
+    __device__ void dims(int zg, int &m, int &n, int &k) const
+    {
+        m = n = s.len(zg / s.G);
+        k = s.P;
+    }
+    __device__ void krange(int zg, int i0, int i1, int j0, int j1, int &kb, int &ke) const
+    {
+        kb = 0;
+        ke = s.P;
+    }
+    /* head h's dy rows times its x rows transposed; the group's next heads are P columns on in both */
+    __device__ ssd_plain_view head(int bc, int h) const { return ssd_plain_view{s.dy_of(bc, h), s.x_of(bc, h).T()}; }
+    __device__ static ssd_plain_view next(ssd_plain_view v, int P)
+    {
+        v.A.p += P;
+        v.B.p += P;
+        return v;
+    }
+};
+
+namespace ssd_dcb
+{
+using namespace m2tile;
+/* The reduction over P in steps of KB: one step when P <= KB (the kernels without a k loop). 64 with bf16
+ * operands; 32 with fp32 ones (tf32, CUDA cores), whose operand tiles would otherwise not fit 48 KB with CB's. */
+template <class Prec> constexpr int kb() { return std::is_same<typename Prec::elem, float>::value ? 32 : 64; }
+template <class Prec> constexpr int pad()
+{
+    if constexpr (std::is_same<Prec, fp32_operands>::value)
+        return 4; /* rows of 68 floats, as fp32_tiles */
+    else
+        return Prec::PAD;
+}
+template <class Prec> struct smem {
+    typedef typename Prec::elem T;
+    /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
+     * elements of one row in both */
+    static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
+    static constexpr int LDCB = BN + 16; /* the two rows a warp reads are 16 banks apart */
+    union alignas(32) {
+        struct {
+            T a[BM * LDK];
+            T b[BN * LDK];
+        } ab;
+        float c[BM * LDC];
+    } u;
+    float cb[BM * LDCB]; /* the group's CB tile, 0 where no term (kept over the heads) */
+    /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
+     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
+     * 16x16 blocks; dt per column */
+    float rowf[BM], colw[BM / 16][BN], arow[BM], acol[BN], dtcol[BN];
+    float colbuf[WARPS][BN]; /* the warps' column sums */
+    float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
+};
+static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_operands>) <= 48 * 1024 &&
+                  sizeof(smem<fp32_operands>) <= 48 * 1024,
+              "static shared memory");
+
+/* Loads [k0, k0 + KB) of the head's dy rows i0.. and x rows j0.. (zero outside the ranges; W = 4: 16-byte loads),
+ * rounded by Prec. Thread e of a step takes row e / (KB / W) of both, at the same k: on a diagonal tile (i0 = j0) it
+ * holds dy_l[p] and x_l[p] of the same (l, p) in fp32, and adds their product to dd (dD = sum dy.x, formed in fp32
+ * on the way: docs/MODEL.md §3), so that no other kernel reads dy and x for it (the caller keeps the diagonal
+ * tiles' dd only). */
+template <class Prec, int W>
+__device__ __forceinline__ void load_step(const ssd_plain_view &v, const span &t, int k0, int ke, smem<Prec> &sm,
+                                          float &dd)
+{
+    typedef smem<Prec> S;
+    constexpr int PER = S::KB / W;
+    const ssd_mat X = v.B.T();
+#pragma unroll
+    for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
+        const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
+        m2_vec<W> wa, wb;
+#pragma unroll
+        for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
+        if constexpr (W == 4) {
+            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+        } else {
+            if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
+        }
+        /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only a
+         * diagonal tile's is used) */
+        struct alignas(sizeof(typename S::T) * W) pack {
+            typename S::T v[W];
+        } pa, pb;
+#pragma unroll
+        for (int c = 0; c < W; c++) {
+            dd = fmaf(wa.v[c], wb.v[c], dd);
+            pa.v[c] = Prec::round(wa.v[c]);
+            pb.v[c] = Prec::round(wb.v[c]);
+        }
+        *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
+        *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
+    }
+}
+
+/* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
+ * after a barrier). ONE: a single step (ke - kb <= KB). */
+template <class Prec, bool V4, bool ONE>
+__device__ __forceinline__ void product(const ssd_plain_view &v, const span &t, smem<Prec> &sm, float &dd)
+{
+    typedef smem<Prec> S;
+    const int tid = threadIdx.x;
+    if constexpr (std::is_same<Prec, fp32_operands>::value) {
+        const int tx = tid % 16, ty = tid / 16;
+        float acc[SUB][SUB] = {};
+        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
+            __syncthreads();
+            for (int kk = 0; kk < S::KB; kk++)
+#pragma unroll
+                for (int r = 0; r < SUB; r++)
+#pragma unroll
+                    for (int c = 0; c < SUB; c++)
+                        acc[r][c] = fmaf(sm.u.ab.a[(ty + 16 * r) * S::LDK + kk], sm.u.ab.b[(tx + 16 * c) * S::LDK + kk],
+                                         acc[r][c]);
+            __syncthreads();
+            if (ONE) break;
+        }
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) sm.u.c[(ty + 16 * r) * S::LDC + tx + 16 * c] = acc[r][c];
+    } else {
+        namespace wmma = nvcuda::wmma;
+        const int warp = tid / 32, wi = 16 * (warp / 2), wj = 16 * FRAGS * (warp % 2);
+        wmma::fragment<wmma::accumulator, 16, 16, Prec::WK, float> acc[FRAGS];
+#pragma unroll
+        for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
+        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < S::KB; kk += Prec::WK) {
+                wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
+                wmma::load_matrix_sync(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
+#pragma unroll
+                for (int f = 0; f < FRAGS; f++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
+                    wmma::load_matrix_sync(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
+                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                }
+            }
+            __syncthreads(); /* every warp is done with the operands before sm.u.c overwrites them */
+            if (ONE) break;
+        }
+#pragma unroll
+        for (int f = 0; f < FRAGS; f++)
+            wmma::store_matrix_sync(sm.u.c + wi * S::LDC + wj + 16 * f, acc[f], S::LDC, wmma::mem_row_major);
+    }
+    __syncthreads();
+}
+
+/* Head zh's decay factors and dt for the tile (read after the product's barriers). */
+template <class S> __device__ __forceinline__ void decays(const ssd_args &s, const span &t, int zh, S &sm)
+{
+    const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
+    const float *acs = s.acs + (size_t)zh * s.Q;
+    const int si = min(t.j0 + c, s.Q - 1);
+    static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
+    sm.colw[r][c] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
+    if (tid < BM) {
+        const float al = acs[min(t.i0 + tid, s.Q - 1)];
+        sm.arow[tid] = al;
+        sm.rowf[tid] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
+    } else if (tid < BM + BN) {
+        sm.acol[c] = acs[si];
+        sm.dtcol[c] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
+    }
+}
+
+template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(const ssd_dcb_op &op, int tiles_q)
+{
+    typedef smem<Prec> S;
+    __shared__ S sm;
+    const ssd_args &s = op.s;
+    span t;
+    if (!locate(op, tiles_q, tiles_q, t)) return;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, lane = tid % 32, warp = tid / 32;
+    const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
+    const bool diag = t.i0 == t.j0;
+    const float *CB = s.QQ(s.CB, t.z);
+    for (int e = tid; e < BM * BN; e += THREADS) {
+        const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
+        sm.cb[li * S::LDCB + sj] = stored<ssd_dcb_op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
+    }
+    float keep[SUB][SUB];
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
+    ssd_plain_view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
+    for (int q = 0; q < s.hpg; q++, v = ssd_dcb_op::next(v, s.P)) {
+        const int zh = bc * s.H + g * s.hpg + q;
+        decays(s, t, zh, sm);
+        float dd = 0.0f;
+        product<Prec, V4, ONE>(v, t, sm, dd);
+        float rp[SUB] = {}, cp[SUB] = {};
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) {
+                const int li = ty + 16 * r, sj = tx + 16 * c;
+                /* row block r of the tile is after column block c, except for c = r on a diagonal tile: the exact
+                 * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
+                 * nothing is stored or summed) */
+                const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
+                keep[r][c] += Edt;            /* finite everywhere; only the stored elements are written */
+                rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
+                cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
+            }
+            /* row sums over the tile's 64 columns: the 16 threads of a row are 16 consecutive lanes */
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int m = 1; m < 16; m <<= 1) rp[r] += __shfl_xor_sync(0xffffffffu, rp[r], m);
+                /* column sums over the tile's 64 rows: the two rows of a warp, then the 8 warps through shared memory */
+#pragma unroll
+        for (int c = 0; c < SUB; c++) cp[c] += __shfl_xor_sync(0xffffffffu, cp[c], 16);
+        if (lane < 16)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) sm.colbuf[warp][tx + 16 * c] = cp[c];
+        if (diag) { /* uniform over the block */
+#pragma unroll
+            for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
+            if (lane == 0) sm.ddbuf[warp] = dd;
+        }
+        if (tx == 0)
+#pragma unroll
+            for (int r = 0; r < SUB; r++) {
+                const int l = t.i0 + ty + 16 * r;
+                if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rp[r];
+            }
+        __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
+        if (tid < BN && t.j0 + tid < t.j1) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) sum += sm.colbuf[w][tid];
+            s.cMq[((size_t)zh * s.Q + t.j0 + tid) * tiles_q + tm] = sum;
+        } else if (diag && tid == BN) { /* this chunk's dy.x over the tile's rows, warps in order */
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) sum += sm.ddbuf[w];
+            s.pDd[(size_t)zh * tiles_q + tm] = sum;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) {
+            const int l = t.i0 + ty + 16 * r, si = t.j0 + tx + 16 * c;
+            if (stored<ssd_dcb_op>(t, l, si)) s.QQ(s.dCBw, t.z)[(size_t)l * s.Q + si] = keep[r][c];
+        }
+}
+} // namespace ssd_dcb
+
+/* One k step (P <= KB), scalar gathers or 16-byte loads of dy; and the k loop for any P (scalar gathers). Separate
+ * names so that each compiled kernel is priced by its own loop (tools/sass_report.py). */
+template <class Op, class Prec> __global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_kernel(Op op, Prec, int n)
+{
+    ssd_dcb::tiles<Prec, false, true>(op, n);
+}
+template <class Op, class Prec>
+__global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_v4_kernel(Op op, Prec, int n)
+{
+    ssd_dcb::tiles<Prec, true, true>(op, n);
+}
+template <class Op, class Prec>
+__global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_ksteps_kernel(Op op, Prec, int n)
+{
+    ssd_dcb::tiles<Prec, false, false>(op, n);
+}
+
+template <class Prec> static void launch(const m2_cuda_ctx *c, const ssd_dcb_op &op, Prec prec, unsigned blocks, int n)
+{
+    if (op.s.P > ssd_dcb::kb<Prec>())
+        ssd_dcb_ksteps_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+    else if (op.s.vec4())
+        ssd_dcb_v4_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+    else
+        ssd_dcb_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+}
+
+void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a)
+{
+    const int n = (a.Q + m2tile::BM - 1) / m2tile::BM;
+    const long long nblocks = (long long)a.B * a.nc * a.G * n * n;
+    if (nblocks <= 0) return;
+    if (nblocks > 0x7fffffffLL) m2_cuda_check(cudaErrorInvalidConfiguration, "ssd_bwd (dCB)");
+    const ssd_dcb_op op{a};
+    switch (c->gemm_prec) {
+    case M2_CUDA_GEMM_FP32: launch(c, op, m2tile::fp32_operands(), (unsigned)nblocks, n); break;
+    case M2_CUDA_GEMM_TF32: launch(c, op, m2tile::tf32_operands(), (unsigned)nblocks, n); break;
+    case M2_CUDA_GEMM_BF16:
+    default: launch(c, op, m2tile::bf16_operands(), (unsigned)nblocks, n); break;
+    }
+    M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
+}
