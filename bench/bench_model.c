@@ -160,6 +160,13 @@ int main(int argc, char **argv)
         printf("  %-16s %9.2f %9.2f %9.2f %6.1f%%\n", m2_op_kind_name(k), fwd[k] / iters * 1e3, bwd[k] / iters * 1e3,
                (fwd[k] + bwd[k]) / iters * 1e3, 100 * (fwd[k] + bwd[k]) / sum);
 
+    /* what lane 0 spends outside its ops: the barriers between layers (idle while the slowest lane finishes),
+     * the lanes' parameter-gradient reductions (finish_bucket in model.c) and, on a loaded machine, the time
+     * other processes hold its core (so read it from a quiet run) */
+    const double outside = timed - sum / iters;
+    printf("  %-16s %29.2f %6.1f%% of the wall time (barriers, gradient reductions, descheduled)\n", "outside the ops",
+           outside * 1e3, 100 * outside / timed);
+
     /* the GEMMs' and the SSD's own rates: lane 0 does 1/lanes of the work while the others do the rest */
     const double gemm_s = (fwd[M2_OPK_GEMM] + bwd[M2_OPK_GEMM]) / iters;
     const double sflops = ssd_flops(&d, BATCH, SEQ), ssd_s = (fwd[M2_OPK_SSD] + bwd[M2_OPK_SSD]) / iters;

@@ -1,4 +1,4 @@
-/* Chunked SSD: sizes, scratch layout, the in-chunk decay helpers and the FLOP count. The passes themselves
+/* Chunked SSD: sizes, scratch layout and the FLOP count. The passes themselves
  * are in ssd_forward.c and ssd_backward.c; ssd_chunk.h describes the decomposition. */
 #include "core/ssd.h"
 
@@ -24,7 +24,7 @@ void m2_ssd_plan_init(m2_ssd_plan *pl, const m2_ssd_shape *s)
     pl->off_part = round16(pl->n_chunks);
     pl->off_states = pl->off_part + round16(2 * pl->n_chunks);
     pl->off_thread = pl->off_states + round16(pl->n_states);
-    pl->per_thread = 4 * pl->hpg * Qr + 7 * Qr + 5 * round16(Q * Q) + round16(Q * (size_t)s->N) + 2 * wide +
+    pl->per_thread = 4 * pl->hpg * Qr + 6 * Qr + 5 * round16(Q * Q) + round16(Q * (size_t)s->N) + 2 * wide +
                      round16(pl->pn);
 }
 
@@ -36,7 +36,7 @@ void m2_ssd_tbuf_init(const m2_ssd_plan *pl, m2_real *scratch, int tid, m2_ssd_t
     tb->Qr = Qr;
     m2_real **per_head[] = {&tb->dtv, &tb->a, &tb->e, &tb->r};
     for (size_t i = 0; i < 4; i++, p += pl->hpg * Qr) *per_head[i] = p;
-    m2_real **vecs[] = {&tb->run, &tb->w, &tb->v1, &tb->v2, &tb->v3, &tb->v4, &tb->v5};
+    m2_real **vecs[] = {&tb->run, &tb->v1, &tb->v2, &tb->v3, &tb->v4, &tb->v5};
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++, p += Qr) *vecs[i] = p;
     m2_real **mats[] = {&tb->cb, &tb->m, &tb->g, &tb->dcb, &tb->tm};
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++, p += mq) *mats[i] = p;
@@ -60,46 +60,6 @@ size_t m2_ssd_scratch_size(const m2_ssd_shape *s, int n_threads)
     m2_ssd_plan pl;
     m2_ssd_plan_init(&pl, s);
     return pl.off_thread + (size_t)(n_threads > 0 ? n_threads : 1) * pl.per_thread;
-}
-
-void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a)
-{
-    for (int l = 0; l < L; l++) {
-        dtv[l] = dt[(size_t)l * H];
-        a[l] = dtv[l] * A;
-    }
-}
-
-m2_real m2_ssd_start_decay(const m2_real *a, int L, m2_real *e)
-{
-    m2_real acc = 0;
-    for (int l = 0; l < L; l++) e[l] = acc += a[l];
-    m2_ssd_decay_row(e, L, e);
-    return e[L - 1];
-}
-
-void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r)
-{
-    m2_real acc = 0;
-    for (int s = L - 1; s >= 0; s--) {
-        r[s] = acc;
-        acc += a[s];
-    }
-    m2_ssd_decay_row(r, L, r);
-}
-
-void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A, size_t row,
-                         int g, int L, m2_real *E)
-{
-    const m2_ssd_shape *s = &pl->s;
-    for (int j = 0; j < pl->hpg; j++) {
-        const int h = g * pl->hpg + j;
-        const size_t o = j * tb->Qr;
-        m2_ssd_log_decay(dt + row * s->H + h, s->H, A[h], L, tb->dtv + o, tb->a + o);
-        const m2_real e_end = m2_ssd_start_decay(tb->a + o, L, tb->e + o);
-        if (E) E[j] = e_end;
-        m2_ssd_end_decay(tb->a + o, L, tb->r + o);
-    }
 }
 
 /* FLOPs of the GEMMs as executed (2 per multiply-add; the causal L×L blocks counted in full, as BLAS runs

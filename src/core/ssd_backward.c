@@ -90,16 +90,17 @@ typedef struct {
     size_t row; /* b*T + c*Q */
 } chunk_at;
 
-/* Row l of the lower triangle (k <= l) with decays w: M for dX, the group's dCB, the column sums of T/dt
- * (direct ddt) and T itself (for da). */
-static void intra_row(int l, const m2_real *restrict w, const m2_real *restrict g, const m2_real *restrict cbr,
+/* Row l of the lower triangle (k <= l) with decays w, in the same pass as the segment sums' advance to row l:
+ * M for dX, the group's dCB, the column sums of T/dt (direct ddt) and T itself (for da). */
+static void intra_row(int l, m2_real a_l, m2_real *restrict run, const m2_real *restrict g, const m2_real *restrict cbr,
                       const m2_real *restrict dtv, m2_real *restrict mr, m2_real *restrict dcbr, m2_real *restrict tmr,
                       m2_real *restrict ddt_direct)
 {
     for (int k = 0; k <= l; k++) {
-        const m2_real gw = g[k] * w[k], cb = cbr[k];
+        const m2_real w = m2_ssd_seg_decay(run, a_l, k, l);
+        const m2_real gw = g[k] * w, cb = cbr[k];
         const m2_real tp = gw * cb;
-        mr[k] = cb * w[k] * dtv[k];
+        mr[k] = cb * w * dtv[k];
         dcbr[k] += gw * dtv[k];
         ddt_direct[k] += tp;
         tmr[k] = tp * dtv[k];
@@ -114,9 +115,7 @@ static void intra_terms(const m2_ssd_tbuf *tb, int j, int L, int Q)
     memset(tb->v1, 0, (size_t)L * sizeof *tb->v1);
     for (int l = 0; l < L; l++) {
         const size_t o = (size_t)l * Q;
-        m2_ssd_seg_advance(tb->run, a[l], l);
-        m2_ssd_decay_row(tb->run, l + 1, tb->w);
-        intra_row(l, tb->w, tb->g + o, tb->cb + o, dtv, tb->m + o, tb->dcb + o, tb->tm + o, tb->v1);
+        intra_row(l, a[l], tb->run, tb->g + o, tb->cb + o, dtv, tb->m + o, tb->dcb + o, tb->tm + o, tb->v1);
     }
 }
 
@@ -142,16 +141,12 @@ typedef struct {
     m2_real *dX, *dC;           /* row strides ld_x, ld_bc */
 } head_at;
 
-/* dX = D dY (overwrite); returns this block's Σ dy·x for dD. */
-static m2_real skip_grads(const m2_ssd_shape *s, const head_at *p, int L, m2_real D)
+/* This block's Σ dy·x for dD (the D dY term of dX comes from M's diagonal, m2_ssd_add_diag). */
+static m2_real skip_grads(const m2_ssd_shape *s, const head_at *p, int L)
 {
     const int HP = s->H * s->P;
     m2_real dD = 0;
-    for (int l = 0; l < L; l++) {
-        const m2_real *dy = p->dY + (size_t)l * HP;
-        m2_ssd_scale(D, dy, p->dX + (size_t)l * s->ld_x, s->P);
-        dD += m2_ssd_dot(dy, p->X + (size_t)l * s->ld_x, s->P);
-    }
+    for (int l = 0; l < L; l++) dD += m2_ssd_dot(p->dY + (size_t)l * HP, p->X + (size_t)l * s->ld_x, s->P);
     return dD;
 }
 
@@ -223,8 +218,9 @@ static void head_grads(const m2_ssd_plan *pl, const chunk_at *at, int j, const m
     m2_ssd_gemm(0, 1, L, L, s->P, p.dY, HP, p.X, s->ld_x, 0, tb->g, Q);
     intra_terms(tb, j, L, Q);
     intra_decay_grad(tb, L, Q);
-    *part_dD = skip_grads(s, &p, L, Dsk[h]);
-    m2_ssd_gemm(1, 0, L, s->P, L, tb->m, Q, p.dY, HP, 1, p.dX, s->ld_x); /* dX += Mᵀ dY */
+    *part_dD = skip_grads(s, &p, L);
+    m2_ssd_add_diag(tb->m, L, Q, Dsk[h]);
+    m2_ssd_gemm(1, 0, L, s->P, L, tb->m, Q, p.dY, HP, 0, p.dX, s->ld_x); /* dX = (M + D I)ᵀ dY */
     memset(tb->v3, 0, (size_t)L * sizeof *tb->v3);
     memset(tb->v4, 0, (size_t)L * sizeof *tb->v4);
     if (S0) inter_output_grads(s, &p, L, S0, e, tb);

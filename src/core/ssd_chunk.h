@@ -47,12 +47,12 @@ static inline size_t m2_ssd_bch(const m2_ssd_plan *pl, int b, int c, int h)
 }
 
 /* One thread's buffers. Per head j of the group (j < hpg, row stride Qr = Q rounded up): dtv, a, e, r.
- * Vectors of Q: run, w, v1..v5. Q×Q matrices (row stride Q): cb, m, g, dcb, tm. Q×N panel (stride N): p1.
+ * Vectors of Q: run, v1..v5. Q×Q matrices (row stride Q): cb, m, g, dcb, tm. Q×N panel (stride N): p1.
  * Q×(hpg·P) panels (stride hpg·P): wide1, wide2. One state: st. */
 typedef struct {
     size_t Qr;
     m2_real *dtv, *a, *e, *r;
-    m2_real *run, *w, *v1, *v2, *v3, *v4, *v5;
+    m2_real *run, *v1, *v2, *v3, *v4, *v5;
     m2_real *cb, *m, *g, *dcb, *tm;
     m2_real *p1, *wide1, *wide2;
     m2_real *st;
@@ -114,25 +114,71 @@ static inline void m2_ssd_decay_row(const m2_real *d, int n, m2_real *out)
     for (int i = 0; i < n; i++) out[i] = m2_ssd_decay(d[i]);
 }
 
-/* For each head j of group g in chunk c (rows row..row+L-1 of dt): dtv_j, a_j = dt·A, e_j (start decays; E[j]
- * receives e_j[L-1] when E is not NULL) and r_j (end decays). */
-void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt, const m2_real *A, size_t row,
-                         int g, int L, m2_real *E);
+/* The per-chunk decay helpers below are static inline so that each instruction-set copy of ssd_forward.c and
+ * ssd_backward.c (cmake/isa.cmake) compiles them at its own level: compiled once in ssd.c at the portable
+ * baseline they ran unvectorised, ~4% of the SSD's time at avx512. */
 
 /* dtv_l = dt[l], a_l = dt_l*A for the L positions of one head in a chunk (dt has row stride H). */
-void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a);
-/* e_l = decay(sum_{k<=l} a_k), the decay from the chunk start through l; returns e_{L-1}. */
-m2_real m2_ssd_start_decay(const m2_real *a, int L, m2_real *e);
-/* r_s = decay(sum_{s<k<L} a_k), the decay from after s to the chunk end. */
-void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r);
-
-/* Moves the segment sums to row l: run[s] = sum_{s<k<=l} a_k for s < l, run[l] = 0. Each run[s] is a sum
- * of the a's of its own segment only (never a difference of two cumulative sums), so its rounding error is
- * relative to the segment itself. */
-static inline void m2_ssd_seg_advance(m2_real *run, m2_real a_l, int l)
+static inline void m2_ssd_log_decay(const m2_real *dt, int H, m2_real A, int L, m2_real *dtv, m2_real *a)
 {
-    for (int s = 0; s < l; s++) run[s] += a_l;
-    run[l] = 0;
+    for (int l = 0; l < L; l++) {
+        dtv[l] = dt[(size_t)l * H];
+        a[l] = dtv[l] * A;
+    }
+}
+
+/* e_l = decay(sum_{k<=l} a_k), the decay from the chunk start through l; returns e_{L-1}. */
+static inline m2_real m2_ssd_start_decay(const m2_real *a, int L, m2_real *e)
+{
+    m2_real acc = 0;
+    for (int l = 0; l < L; l++) e[l] = acc += a[l];
+    m2_ssd_decay_row(e, L, e);
+    return e[L - 1];
+}
+
+/* r_s = decay(sum_{s<k<L} a_k), the decay from after s to the chunk end. */
+static inline void m2_ssd_end_decay(const m2_real *a, int L, m2_real *r)
+{
+    m2_real acc = 0;
+    for (int s = L - 1; s >= 0; s--) {
+        r[s] = acc;
+        acc += a[s];
+    }
+    m2_ssd_decay_row(r, L, r);
+}
+
+/* For each head j of group g in chunk c (rows row..row+L-1 of dt): dtv_j, a_j = dt·A, e_j (start decays; E[j]
+ * receives e_j[L-1] when E is not NULL) and r_j (end decays). */
+static inline void m2_ssd_group_decays(const m2_ssd_plan *pl, const m2_ssd_tbuf *tb, const m2_real *dt,
+                                       const m2_real *A, size_t row, int g, int L, m2_real *E)
+{
+    const m2_ssd_shape *s = &pl->s;
+    for (int j = 0; j < pl->hpg; j++) {
+        const int h = g * pl->hpg + j;
+        const size_t o = j * tb->Qr;
+        m2_ssd_log_decay(dt + row * s->H + h, s->H, A[h], L, tb->dtv + o, tb->a + o);
+        const m2_real e_end = m2_ssd_start_decay(tb->a + o, L, tb->e + o);
+        if (E) E[j] = e_end;
+        m2_ssd_end_decay(tb->a + o, L, tb->r + o);
+    }
+}
+
+/* Moves the segment sums to row l, element k of run at a time: run[s] = sum_{s<k<=l} a_k for s < l, run[l] = 0;
+ * returns decay(run[k]). Each run[s] is a sum of the a's of its own segment only (never a difference of two
+ * cumulative sums), so its rounding error is relative to the segment itself. The callers' loops over k <= l
+ * use it element-wise, so the advance, the decay and the products that use it are one pass over the row. */
+static inline m2_real m2_ssd_seg_decay(m2_real *restrict run, m2_real a_l, int k, int l)
+{
+    const m2_real v = k < l ? run[k] + a_l : (m2_real)0;
+    run[k] = v;
+    return m2_ssd_decay(v);
+}
+
+/* The skip term D x folded into the intra-chunk matrix: M_ll += D, so that one GEMM gives M·X + D X (forward)
+ * and Mᵀ·dY + D dY (backward) without a separate pass over the outputs. */
+static inline void m2_ssd_add_diag(m2_real *m, int L, int ld, m2_real D)
+{
+    for (int l = 0; l < L; l++) m[(size_t)l * ld + l] += D;
 }
 
 /* Small vector kernels for the per-row work (restrict + simd so they vectorise; the reduction order is fixed

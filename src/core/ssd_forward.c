@@ -61,11 +61,11 @@ static void pass_states(const m2_ssd_plan *pl, m2_real *states, const m2_real *E
     }
 }
 
-/* Row l of M = (C·Bᵀ) ∘ decay ∘ dt (k <= l). */
-static void intra_row(int l, const m2_real *restrict w, const m2_real *restrict cbr, const m2_real *restrict dtv,
-                      m2_real *restrict mr)
+/* Row l of M = (C·Bᵀ) ∘ decay ∘ dt (k <= l), in the same pass as the segment sums' advance to row l. */
+static void intra_row(int l, m2_real a_l, m2_real *restrict run, const m2_real *restrict cbr,
+                      const m2_real *restrict dtv, m2_real *restrict mr)
 {
-    for (int k = 0; k <= l; k++) mr[k] = cbr[k] * w[k] * dtv[k];
+    for (int k = 0; k <= l; k++) mr[k] = cbr[k] * m2_ssd_seg_decay(run, a_l, k, l) * dtv[k];
 }
 
 /* M of head j over the chunk, lower triangle with decays; the mask is applied by never forming k > l (the
@@ -75,9 +75,7 @@ static void intra_matrix(const m2_ssd_tbuf *tb, int j, int L, int Q)
     const m2_real *a = tb->a + j * tb->Qr, *dtv = tb->dtv + j * tb->Qr;
     for (int l = 0; l < L; l++) {
         const size_t o = (size_t)l * Q;
-        m2_ssd_seg_advance(tb->run, a[l], l);
-        m2_ssd_decay_row(tb->run, l + 1, tb->w);
-        intra_row(l, tb->w, tb->cb + o, dtv, tb->m + o);
+        intra_row(l, a[l], tb->run, tb->cb + o, dtv, tb->m + o);
     }
 }
 
@@ -110,8 +108,8 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
                 const m2_real *X = x + row * s->ld_x + (size_t)h * s->P;
                 m2_real *Y = y + row * HP + (size_t)h * s->P;
                 intra_matrix(&tb, j, L, Q);
-                for (int l = 0; l < L; l++) m2_ssd_scale(Dsk[h], X + (size_t)l * s->ld_x, Y + (size_t)l * HP, s->P);
-                m2_ssd_gemm(0, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 1, Y, HP);
+                m2_ssd_add_diag(tb.m, L, Q, Dsk[h]);
+                m2_ssd_gemm(0, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 0, Y, HP);
                 if (c == 0) continue;
                 for (int l = 0; l < L; l++)
                     m2_ssd_axpy(tb.e[j * tb.Qr + l], tb.wide2 + (size_t)l * HPg + j * s->P, Y + (size_t)l * HP, s->P);
