@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "ops_cuda.h"
+#include "ssd_cuda.h"
 
 static void device_name(char *buf, size_t cap)
 {
@@ -14,6 +15,11 @@ static void device_name(char *buf, size_t cap)
         snprintf(buf, cap, "unknown CUDA device");
 }
 
+static void keep_ssd_states(int keep)
+{
+    m2_ops_cuda_set_ssd_states(keep ? M2_CUDA_SSD_KEEP_STATES : M2_CUDA_SSD_RECOMPUTE_STATES);
+}
+
 static const m2_device_api g_api = {
     .name = "cuda",
     .available = m2_cuda_available,
@@ -21,6 +27,7 @@ static const m2_device_api g_api = {
     .ops = m2_ops_cuda,
     .device_name = device_name,
     .set_precision = m2_ops_cuda_set_precision_named,
+    .keep_ssd_states = keep_ssd_states,
     .comm_create = m2_dcomm_nccl_create,
 };
 

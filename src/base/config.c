@@ -34,6 +34,7 @@ static const key_spec KEYS[] = {
     {"model", "chunk_size", K_INT, F(model.chunk_size), 1, 4096, "64", NULL},
     {"model", "device", K_STR, F(model.device), 0, 0, "auto", "auto|cpu|cuda"},
     {"model", "precision", K_STR, F(model.precision), 0, 0, "bf16", "bf16|tf32|fp32"},
+    {"model", "ssd_states", K_STR, F(model.ssd_states), 0, 0, "recompute", "recompute|keep"},
     {"train", "steps", K_I64, F(train.steps), 0, 1e15, "1000", NULL},
     {"train", "stop_at", K_I64, F(train.stop_at), 0, 1e15, "0", NULL},
     {"train", "micro_batch", K_INT, F(train.micro_batch), 1, 1 << 20, "8", NULL},

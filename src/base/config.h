@@ -14,8 +14,9 @@ typedef struct {
     } data;
     struct {
         int d_model, n_layers, expand, headdim, d_state, ngroups, d_conv, chunk_size;
-        char device[16];   /* auto | cpu | cuda */
-        char precision[8]; /* bf16 | tf32 | fp32: a GPU's matrix-product operands (the CPU computes in fp32) */
+        char device[16];     /* auto | cpu | cuda */
+        char precision[8];   /* bf16 | tf32 | fp32: a GPU's matrix-product operands (the CPU computes in fp32) */
+        char ssd_states[12]; /* recompute | keep: a GPU's SSD chunk states in the backward (the CPU keeps them) */
     } model;
     struct {
         int64_t steps;

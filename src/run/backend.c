@@ -105,6 +105,10 @@ int m2_backend_choose(m2_backend *be, const m2_config *cfg, m2_dist *pg, const m
             return m2_fail_context(rc, "model.precision (%s)", cfg->model.precision);
         snprintf(be->precision, sizeof be->precision, "%s", cfg->model.precision);
     }
+    if (api->keep_ssd_states) {
+        api->keep_ssd_states(strcmp(cfg->model.ssd_states, "keep") == 0); /* the config allows only the two names */
+        snprintf(be->ssd_states, sizeof be->ssd_states, "%s", cfg->model.ssd_states);
+    }
     if (pg) pg->device = be->device;
     api->device_name(be->device_name, sizeof be->device_name);
     be->peak_flops = m2_gpu_bf16_peak(be->device_name);
@@ -126,11 +130,12 @@ void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
                  be->note[0] ? " (auto: " : "", be->note, be->note[0] ? ")" : "", be->dist, how, m2_ops_cpu_isa());
         return;
     }
-    char peak[64] = "", prec[48] = "";
+    char peak[64] = "", prec[48] = "", states[48] = "";
     if (be->peak_flops > 0) snprintf(peak, sizeof peak, ", bf16 peak %.0f TFLOP/s", be->peak_flops / 1e12);
     if (be->precision[0]) snprintf(prec, sizeof prec, ", %s matrix products", be->precision);
-    snprintf(buf, cap, "backend: %s (%s, device = local rank%s%s), collectives: %s (%s on device buffers%s)",
-             be->api->name, be->device_name, peak, prec, be->dist, how,
+    if (be->ssd_states[0]) snprintf(states, sizeof states, ", SSD chunk states: %s", be->ssd_states);
+    snprintf(buf, cap, "backend: %s (%s, device = local rank%s%s%s), collectives: %s (%s on device buffers%s)",
+             be->api->name, be->device_name, peak, prec, states, be->dist, how,
              strcmp(be->dist, "mpi") == 0 ? ", staged through host memory" : "");
 }
 

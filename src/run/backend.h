@@ -39,6 +39,10 @@ typedef struct {
     /* Sets the operand precision of the device's matrix products (model.precision: "bf16", "tf32" or "fp32");
      * M2_EUSAGE for another name. NULL: the device has one precision (the key is then not looked at). */
     int (*set_precision)(const char *name);
+    /* Keeps the SSD's chunk states from the forward for the backward (keep != 0) or recomputes them there
+     * (model.ssd_states: "keep" or "recompute"; BENCHMARKS.md, issue 16d, gives the memory and time of each). Called
+     * before any model is created. NULL: the device has one way (the key is then not looked at). */
+    void (*keep_ssd_states)(int keep);
     /* The device's own collectives over pg (NCCL: dist.backend nccl), or NULL when the build has none. */
     int (*comm_create)(m2_dcomm **out, const m2_dist *pg, double timeout_s);
 } m2_device_api;
@@ -50,6 +54,7 @@ typedef struct {
     char dist[16];            /* the data-parallel collectives: "mpi", "nccl" or "none" */
     char device_name[256];    /* the device's name ("" on the CPU) */
     char precision[8];        /* the device's matrix-product operands (model.precision; "" on the CPU: fp32) */
+    char ssd_states[12];      /* the device's SSD chunk states for the backward (model.ssd_states; "" on the CPU) */
     double peak_flops;        /* the device's bf16 dense peak (core/flops.h), 0 when unknown */
     char note[320];           /* why model.device = auto chose the CPU ("" otherwise) */
 } m2_backend;

@@ -9,6 +9,7 @@
 #     a shard or all-gather fault leaves parameters unchanged or zero;
 #   - model.precision = fp32 (fp32 operands in every matrix product) tracks the CPU at least 10x closer than the
 #     default bf16 (measured: loss gap 1.4e-4 in bf16), and the backend line says which precision ran;
+#   - model.ssd_states = keep (chunk states saved, not recomputed in the backward) gives the default run bit for bit;
 #   - resume on the device: 3 steps, stop, resume to 6 gives bitwise the straight run (the emulated kernels are
 #     deterministic, like the real ones).
 #   - 2 ranks, one emulated device each: the NCCL collectives (bucket reductions to the owning ranks during the
@@ -55,8 +56,17 @@ for group in /model /optim/m /optim/v; do
     fail "2 ranks: NCCL and MPI differ in $group"
 done
 run emu32 "$emu" --set model.device=cuda --set model.precision=fp32
-grep -q "^backend: cuda-emulated (.*, fp32 matrix products)" "$work/emu32.log" || fail "emu32: precision not in the backend line"
-grep -q "^backend: cuda-emulated (.*, bf16 matrix products)" "$work/emu.log" || fail "emu: bf16 not in the backend line"
+grep -q "^backend: cuda-emulated (.*, fp32 matrix products, " "$work/emu32.log" || fail "emu32: precision not in the backend line"
+grep -q "^backend: cuda-emulated (.*, bf16 matrix products, SSD chunk states: recompute)" "$work/emu.log" ||
+  fail "emu: bf16 or the recomputed chunk states (the default) not in the backend line"
+# model.ssd_states = keep saves the chunk states instead of recomputing them: the same kernels on the same inputs,
+# so the same run bit for bit (a recompute that read a stale or wrong state would change the gradients)
+run keep "$emu" --set model.device=cuda --set model.ssd_states=keep
+grep -q "^backend: cuda-emulated (.*, SSD chunk states: keep)" "$work/keep.log" || fail "keep: not in the backend line"
+diff <(sed -E 's/, "ticks_per_s".*//' "$work/emu/metrics.jsonl") <(sed -E 's/, "ticks_per_s".*//' "$work/keep/metrics.jsonl") \
+  >&2 || fail "model.ssd_states: keep and recompute differ per step"
+h5diff "$work/emu/ckpt_6.h5" "$work/keep/ckpt_6.h5" /model /model >/dev/null ||
+  fail "model.ssd_states: keep and recompute give different parameters"
 run resumed "$emu" --set model.device=cuda --set train.stop_at=3
 run resumed "$emu" --set model.device=cuda --resume auto
 grep -q "resume: .*ckpt_3.h5 (step 3" "$work/resumed.log" || fail "resumed: did not resume at step 3"

@@ -46,12 +46,16 @@ static int set_precision(const char *name)
     return M2_OK;
 }
 
+static int g_keep_states = -1;
+static void keep_ssd_states(int keep) { g_keep_states = keep; }
+
 static const m2_device_api api = {.name = "fakecuda",
                                   .available = available,
                                   .init = init,
                                   .ops = ops,
                                   .device_name = device_name,
                                   .set_precision = set_precision,
+                                  .keep_ssd_states = keep_ssd_states,
                                   .comm_create = comm_create};
 static const m2_device_api api_no_nccl = {.name = "fakecuda",
                                           .available = available,
@@ -85,6 +89,7 @@ static void reset(void)
     g_count = 1;
     g_init_device = -99;
     g_init_rc = M2_OK;
+    g_keep_states = -1;
     g_name = "NVIDIA H100 80GB HBM3";
 }
 
@@ -104,7 +109,8 @@ static void test_auto(void **state)
     char line[512];
     m2_backend_describe(&be, line, sizeof line);
     assert_string_equal(line, "backend: fakecuda (NVIDIA H100 80GB HBM3, device = local rank, bf16 peak 989 TFLOP/s, "
-                              "bf16 matrix products), collectives: nccl (ZeRO-1 on device buffers)");
+                              "bf16 matrix products, SSD chunk states: recompute), collectives: nccl (ZeRO-1 on device "
+                              "buffers)");
 
     /* no NCCL in the API: auto takes MPI through host staging */
     assert_int_equal(m2_backend_choose(&be, &c, &pg, &api_no_nccl), M2_OK);
@@ -152,12 +158,15 @@ static void test_cuda(void **state)
     assert_true(be.peak_flops == 0);          /* not in the table: no MFU */
     assert_string_equal(g_precision, "bf16"); /* the default of model.precision, handed to the device */
     assert_string_equal(be.precision, "bf16");
+    assert_int_equal(g_keep_states, 0); /* model.ssd_states' default, recompute, handed to the device */
+    snprintf(c.model.ssd_states, sizeof c.model.ssd_states, "keep");
     snprintf(c.model.precision, sizeof c.model.precision, "tf32");
     assert_int_equal(m2_backend_choose(&be, &c, &pg, &api), M2_OK);
     assert_string_equal(g_precision, "tf32");
+    assert_int_equal(g_keep_states, 1);
     char line[512];
     m2_backend_describe(&be, line, sizeof line);
-    assert_non_null(strstr(line, ", tf32 matrix products)"));
+    assert_non_null(strstr(line, ", tf32 matrix products, SSD chunk states: keep)"));
     snprintf(c.model.precision, sizeof c.model.precision, "fp8"); /* what the config would refuse earlier */
     assert_int_equal(m2_backend_choose(&be, &c, &pg, &api), M2_EUSAGE);
     assert_string_equal(m2_last_error(), "model.precision (fp8): fake: unknown precision fp8");
