@@ -233,7 +233,8 @@ static void test_gemm_act(void **state)
 /* The SSD forward's y stored in bf16: the fp32 output, rounded once. */
 static void test_ssd_y(void **state)
 {
-    const m2_ssd_shape s = {.B = 2, .T = 45, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 64, .ld_bc = 64};
+    /* one row of xbc holds x [H*P], B [G*N] and C [G*N]: 96 values */
+    const m2_ssd_shape s = {.B = 2, .T = 45, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 96, .ld_bc = 96};
     const size_t rows = (size_t)s.B * s.T, ny = rows * s.H * s.P;
     pair xbc = pair_uniform(rows * s.ld_x, -1, 1, 70), dt = pair_uniform(rows * s.H, 0.01f, 0.2f, 71);
     pair A = pair_uniform(s.H, -2, -0.5f, 72), D = pair_uniform(s.H, -1, 1, 73), y = pair_fill(ny, 0);
