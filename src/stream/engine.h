@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/bf16.h"
 #include "base/cpu.h"
 #include "base/layout.h"
 #include "base/vmath.h"
@@ -53,16 +54,6 @@ static inline void m2s_panel(const m2s_mat *m, int p, int *nv, int *r0)
 
 /* Plans a matrix of shape [M,K] at *cursor (elements; bf16 != 0: the k-pair layout) and advances it. */
 void m2s_mat_plan(m2s_mat *m, int M, int K, int bf16, size_t *cursor);
-
-/* The bf16 bits of f (in the low 16 bits), rounded to nearest even; a NaN stays a NaN. The weights' rounding
- * at packing and the activations' in the bf16 mode's GEMV. */
-static inline uint32_t m2s_bf16_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    return (u & 0x7FFFFFFFu) > 0x7F800000u ? (u >> 16) | 0x40u : r;
-}
 
 /* Writes W [M,K] into its panels; bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
 void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);

@@ -41,7 +41,7 @@ static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
 #else
         float *q = (float *)xq + (size_t)s * Kp;
         for (int k = 0; k < K; k++) {
-            uint32_t b = m2s_bf16_bits(xs[k]) << 16;
+            uint32_t b = m2_bf16_bits(xs[k]) << 16;
             memcpy(q + k, &b, sizeof b);
         }
         if (Kp > K) q[K] = 0.0f;

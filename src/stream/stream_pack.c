@@ -40,7 +40,7 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16)
                 float v = r < m->M && k < m->K ? W[(size_t)r * m->K + k] : 0.0f;
                 size_t at = base + panel_at(k, j, nv, bf16);
                 if (bf16)
-                    ((uint16_t *)mats)[at] = (uint16_t)m2s_bf16_bits(v);
+                    ((uint16_t *)mats)[at] = (uint16_t)m2_bf16_bits(v);
                 else
                     ((float *)mats)[at] = v;
             }

@@ -19,28 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* base/bf16.h is the host reference: written apart from the conversions under test (the device's, or on the
+ * emulation tests/gpu/emu/cuda_bf16.h's) */
+#include "base/bf16.h"
 #include "gpu_util.h"
 
 static const m2_ops *cpu, *gpu;
 enum { SEED = 20261202 };
-
-static float bf16_widen(uint16_t b)
-{
-    const uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* round to nearest even (NaN kept quiet), as cvt.rn.bf16.f32 */
-static uint16_t bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* A bf16 device copy of n host values, made by the backend's to_act, and the values it holds, widened on the host. */
 typedef struct {
@@ -58,9 +43,9 @@ static act act_of(const float *host, size_t n)
     gpu->to_act(gpu, f, n, a.d, M2_ACT_BF16);
     gpu->to_host(gpu, b, a.d, n * 2);
     for (size_t i = 0; i < n; i++) {
-        if (b[i] != bf16_round(host[i]))
-            fail_msg("to_act: element %zu: 0x%04x, want 0x%04x", i, b[i], bf16_round(host[i]));
-        a.ref[i] = bf16_widen(b[i]);
+        if (b[i] != (uint16_t)m2_bf16_bits(host[i]))
+            fail_msg("to_act: element %zu: 0x%04x, want 0x%04x", i, b[i], (uint16_t)m2_bf16_bits(host[i]));
+        a.ref[i] = m2_bf16_float(b[i]);
     }
     free(b);
     gpu->free(gpu, f);
@@ -96,7 +81,7 @@ static void expect_rounded(const char *what, const void *d, const float *f, size
     assert_non_null(b);
     gpu->to_host(gpu, b, d, n * 2);
     size_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += b[i] != bf16_round(h[i]);
+    for (size_t i = 0; i < n; i++) bad += b[i] != (uint16_t)m2_bf16_bits(h[i]);
     printf("  %-44s %zu of %zu elements differ from the rounded fp32 output\n", what, bad, n);
     assert_true(bad == 0);
     free(b);

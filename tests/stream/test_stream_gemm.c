@@ -17,12 +17,7 @@
 #include "base/rng.h"
 #include "stream/engine.h"
 
-static float bf16_value(float f)
-{
-    uint32_t u = m2s_bf16_bits(f) << 16;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+static float bf16_value(float f) { return m2_bf16_float((uint16_t)m2_bf16_bits(f)); }
 
 typedef void (*gemm_fn)(const m2s_mat *, const void *, int, int, const float *, int, float *, int, void *);
 
