@@ -223,6 +223,36 @@ static void ssm_head(float *restrict S, const float *restrict B, const float *re
 }
 #endif
 
+#if M2S_SIMD
+/* Lower bound of the exponents below: e^-87 is still a normal float, so no denormal reaches the state (a decay) or
+ * the series (e^-|v|), as in m2_expf (base/vmath.h); v_exp's own bound is -100 on AVX-512. */
+#define DT_EXP_LO (-87.0f)
+
+/* a / b, correctly rounded (v_recip's estimate would add ~2 ulp to the softplus) */
+#if M2_ISA_LEVEL == 2
+static inline m2v v_div(m2v a, m2v b) { return _mm512_div_ps(a, b); }
+#else
+static inline m2v v_div(m2v a, m2v b) { return _mm256_div_ps(a, b); }
+#endif
+
+/* softplus(v) = max(v, 0) + log1p(t), t = e^-|v| in (0, 1], with log1p(t) = 2 atanh(s), s = t / (2 + t) in (0, 1/3]:
+ * the atanh series to s^13 (its next term is below 1e-8 of the sum) needs no logarithm, so no exponent bits and
+ * no second division. */
+static inline m2v v_softplus(m2v v)
+{
+    const m2v t = v_exp(v_max(v_min(v, v_sub(v_zero(), v)), v_set1(DT_EXP_LO)));
+    const m2v sv = v_div(t, v_add(v_set1(2.0f), t)), z = v_mul(sv, sv);
+    m2v p = v_set1(1.0f / 13);
+    p = v_fma(p, z, v_set1(1.0f / 11));
+    p = v_fma(p, z, v_set1(1.0f / 9));
+    p = v_fma(p, z, v_set1(1.0f / 7));
+    p = v_fma(p, z, v_set1(1.0f / 5));
+    p = v_fma(p, z, v_set1(1.0f / 3));
+    p = v_fma(p, z, v_set1(1.0f));
+    return v_fma(v_add(sv, sv), p, v_max(v, v_zero()));
+}
+#endif
+
 void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld, float *restrict dt,
                   float *restrict decay)
 {
@@ -233,11 +263,25 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) dt[i * H + h] = dt_raw[(size_t)i * ld + h] + dt_bias[h];
     for (int j = nh; j < nhp; j++) dt[j] = 0.0f;
+#if M2S_SIMD
+    /* With vectors, A gathered the same way and both functions in one pass: for one stream these few vectors are
+     * one latency chain on the tick's critical path (the SSM waits for it), shorter without a logarithm and
+     * without the round trips through memory between the loops below. */
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) decay[i * H + h] = A[h];
+    for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
+    for (int j = 0; j < nhp; j += M2S_VW) {
+        const m2v sp = v_softplus(v_load(dt + j));
+        v_store(dt + j, sp);
+        v_store(decay + j, v_exp(v_max(v_mul(sp, v_load(decay + j)), v_set1(DT_EXP_LO))));
+    }
+#else
     for (int j = 0; j < nhp; j++) dt[j] = m2_softplusf(dt[j]);
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) decay[i * H + h] = dt[i * H + h] * A[h];
     for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
     for (int j = 0; j < nhp; j++) decay[j] = m2_expf(decay[j]);
+#endif
 }
 
 void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
