@@ -245,6 +245,9 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
     const m2_dims *d = &lay.d;
     float *params = fixture_params(&lay, 1234, 0), *X = fixture_inputs(N_INPUTS, d->F, 77);
     double *buf = malloc((size_t)ticks * sizeof *buf);
+    /* touched now: otherwise every 512th timed tick's record takes a page fault, whose kernel work evicts part
+     * of the caches the next tick reads */
+    if (buf) memset(buf, 0, (size_t)ticks * sizeof *buf);
     printf("\n== %s: F=%d O=%d D=%d L=%d E=%d P=%d N=%d G=%d K=%d (H=%d, %zu parameters, %.1f KB fp32)\n", name, d->F,
            d->O, d->D, d->L, d->E, d->P, d->N, d->G, d->K, d->H, lay.n_params, lay.n_params * 4 / 1024.0);
     for (int bf16 = 0; bf16 <= 1; bf16++) {

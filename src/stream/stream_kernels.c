@@ -9,6 +9,20 @@
 
 #include <math.h>
 
+#if M2S_SIMD
+/* The first n values at p as one hardware vector (lanes from n on 0), and the store of its first n lanes: a
+ * plain load or store for whole vectors, masked only in a tail. AMD's masked store (vmaskmovps) is microcoded,
+ * many times a plain store's cost on Zen 3, so the loops over whole vectors must not pay it. */
+static inline m2v v_load_n(const float *p, int n) { return n >= M2S_VW ? v_load(p) : v_maskload(v_mask(n), p); }
+static inline void v_store_n(float *p, m2v v, int n)
+{
+    if (n >= M2S_VW)
+        v_store(p, v);
+    else
+        v_maskstore(p, v_mask(n), v);
+}
+#endif
+
 /* Sum of squares. It sits on the critical path of every norm (a handful of vectors, then rsqrt), so the
  * reduction is a tree: with vectors, two accumulators, a masked tail and a log-depth horizontal sum (the
  * portable loop's 16 partial sums are added one after another, ~50 cycles of latency per norm). */
@@ -23,7 +37,7 @@ static float sumsq(const float *restrict v, int n)
         a1 = v_fma(x1, x1, a1);
     }
     for (; i < n; i += M2S_VW) {
-        m2v x = v_maskload(v_mask(n - i), v + i);
+        m2v x = v_load_n(v + i, n - i);
         a0 = v_fma(x, x, a0);
     }
     return v_hsum(v_add(a0, a1));
@@ -44,10 +58,9 @@ static void silu_apply(float *out, const float *v, const float *mul, int n)
 {
 #if M2S_SIMD
     for (int i = 0; i < n; i += M2S_VW) {
-        m2vm m = v_mask(n - i);
-        m2v s = v_silu(v_maskload(m, v + i));
-        if (mul) s = v_mul(s, v_maskload(m, mul + i));
-        v_maskstore(out + i, m, s);
+        m2v s = v_silu(v_load_n(v + i, n - i));
+        if (mul) s = v_mul(s, v_load_n(mul + i, n - i));
+        v_store_n(out + i, s, n - i);
     }
 #else
     for (int i = 0; i < n; i++) out[i] = m2_siluf(v[i]) * (mul ? mul[i] : 1.0f);
@@ -73,8 +86,25 @@ void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *res
             w[k] = wT + (size_t)(k < K - 1 ? k : 3) * ldc;
         }
         const float *wl = wT + (size_t)(K - 1) * ldc;
+#if M2S_SIMD
+        /* The taps, SiLU and the ring update in one pass over the channels, each vector stored once. The
+         * oldest row (src[0] when K = 4) is overwritten only after its vector was read. */
+        float *oldest = K > 1 ? ring + (size_t)pos * ldc : NULL;
+        for (int c = 0; c < C; c += M2S_VW) {
+            const int r = C - c;
+            const m2v xn = v_load_n(xnew + c, r);
+            m2v acc = v_fma(v_load_n(w[0] + c, r), v_load_n(src[0] + c, r), v_load_n(b + c, r));
+            acc = v_fma(v_load_n(w[1] + c, r), v_load_n(src[1] + c, r), acc);
+            acc = v_fma(v_load_n(w[2] + c, r), v_load_n(src[2] + c, r), acc);
+            acc = v_fma(v_load_n(wl + c, r), xn, acc);
+            v_store_n(out + c, v_silu(acc), r);
+            if (oldest) v_store_n(oldest + c, xn, r);
+        }
+        return;
+#else
         for (int c = 0; c < C; c++)
             out[c] = b[c] + w[0][c] * src[0][c] + w[1][c] * src[1][c] + w[2][c] * src[2][c] + wl[c] * xnew[c];
+#endif
     } else {
         for (int c = 0; c < C; c++) out[c] = b[c];
         for (int k = 0; k < K - 1; k++) {
@@ -90,58 +120,63 @@ void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *res
 }
 
 #if M2S_SIMD
-/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x, for NH hardware vectors of its P columns (NH is a constant per instance): the y
- * accumulators stay in registers, in two sets (even and odd n) so that two FMA chains per vector are in
- * flight, and dt x and the D x term are folded in. State rows are whole vectors: x is loaded masked (rem valid
- * lanes from x on), so the padding lanes of dt x are 0 and the state's padding stays 0; only y is stored
- * masked. */
+/* Column blocks of the SSM update: at most 4 hardware vectors (AVX-512: 64 columns, AVX2: 32). */
+enum { SSM_NH = 4 };
+
+/* One head: S [N][P] <- a S + dt x B^T, y [P] = S C + Dh x, for NH <= SSM_NH hardware vectors of its P columns (NH
+ * is a constant per instance). Each state element is loaded, updated, stored and multiplied into y once, 3
+ * vector FP operations; the y accumulators, dt x and the broadcasts stay in registers. A y chain adds one FMA
+ * per row, 4 cycles of latency: where a row has fewer than 4 vectors of work (NH <= 2) or registers are plenty
+ * (AVX-512: 32), even and odd rows go to two accumulator sets so that the chain does not bound the loop; AVX2
+ * at NH > 2 takes one row per step with one set (4 dt x, 4 y, a, b, c and the temporaries in its 16 registers:
+ * two rows of two sets spilled). State rows are whole vectors: x is loaded masked (rem valid lanes from x on),
+ * so the padding lanes of dt x are 0 and the state's padding stays 0; y is stored masked in its tail only.
+ * pf != 0: each 64-byte line of the rows is also prefetched into L2 at that byte offset (the next stream). */
 static inline __attribute__((always_inline)) void ssm_cols(float *Sh, int ldp, const float *B, const float *C,
                                                            const float *x, int rem, float dt, float a, float Dh, int N,
                                                            float *y, ptrdiff_t pf, const int NH)
 {
-    m2vm mk[NH];
-    m2v av = v_set1(a), dxv[NH], y0[NH], y1[NH];
+    const int split = M2S_VW == 16 || NH <= 2;
+    m2v av = v_set1(a), dxv[SSM_NH], y0[SSM_NH], y1[SSM_NH];
     for (int v = 0; v < NH; v++) {
-        mk[v] = v_mask(rem - M2S_VW * v);
-        m2v xv = v_maskload(mk[v], x + M2S_VW * v);
+        m2v xv = v_load_n(x + M2S_VW * v, rem - M2S_VW * v);
         dxv[v] = v_mul(v_set1(dt), xv);
         y0[v] = v_mul(v_set1(Dh), xv);
         y1[v] = v_zero();
     }
     int n = 0;
-    for (; n + 2 <= N; n += 2) {
-        m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]), b1 = v_set1(B[n + 1]), c1 = v_set1(C[n + 1]);
-        float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
-        for (int v = 0; v < NH; v++) {
-            if (pf && (M2S_VW * v) % 16 == 0) {
-                _mm_prefetch((const char *)(s0 + M2S_VW * v) + pf, _MM_HINT_T1);
-                _mm_prefetch((const char *)(s1 + M2S_VW * v) + pf, _MM_HINT_T1);
+    if (split)
+        for (; n + 2 <= N; n += 2) {
+            m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]), b1 = v_set1(B[n + 1]), c1 = v_set1(C[n + 1]);
+            float *s0 = Sh + (size_t)n * ldp, *s1 = s0 + ldp;
+            for (int v = 0; v < NH; v++) {
+                if (pf && (M2S_VW * v) % 16 == 0) {
+                    _mm_prefetch((const char *)(s0 + M2S_VW * v) + pf, _MM_HINT_T1);
+                    _mm_prefetch((const char *)(s1 + M2S_VW * v) + pf, _MM_HINT_T1);
+                }
+                m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
+                m2v t1 = v_fma(dxv[v], b1, v_mul(av, v_load(s1 + M2S_VW * v)));
+                v_store(s0 + M2S_VW * v, t0);
+                v_store(s1 + M2S_VW * v, t1);
+                y0[v] = v_fma(t0, c0, y0[v]);
+                y1[v] = v_fma(t1, c1, y1[v]);
             }
-            m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
-            m2v t1 = v_fma(dxv[v], b1, v_mul(av, v_load(s1 + M2S_VW * v)));
-            v_store(s0 + M2S_VW * v, t0);
-            v_store(s1 + M2S_VW * v, t1);
-            y0[v] = v_fma(t0, c0, y0[v]);
-            y1[v] = v_fma(t1, c1, y1[v]);
         }
-    }
     for (; n < N; n++) {
         m2v b0 = v_set1(B[n]), c0 = v_set1(C[n]);
         float *s0 = Sh + (size_t)n * ldp;
         for (int v = 0; v < NH; v++) {
+            if (pf && (M2S_VW * v) % 16 == 0) _mm_prefetch((const char *)(s0 + M2S_VW * v) + pf, _MM_HINT_T1);
             m2v t0 = v_fma(dxv[v], b0, v_mul(av, v_load(s0 + M2S_VW * v)));
             v_store(s0 + M2S_VW * v, t0);
             y0[v] = v_fma(t0, c0, y0[v]);
         }
     }
-    for (int v = 0; v < NH; v++) v_maskstore(y + M2S_VW * v, mk[v], v_add(y0[v], y1[v]));
+    for (int v = 0; v < NH; v++) v_store_n(y + M2S_VW * v, split ? v_add(y0[v], y1[v]) : y0[v], rem - M2S_VW * v);
 }
 
-/* Every head of the layer: the P columns in blocks of at most SSM_NH hardware vectors. AVX-512: 4 (P <= 64 in one
- * block; 2 x 4 accumulators, 4 dt x, 4 broadcasts and the temporaries fit in 32 registers). AVX2: 2 (16
- * columns); with 4 the same set needs 17+ of its 16 registers and GCC spilled accumulators in the inner loop. A
- * second block re-reads only B and C (from L1); each state element is still read and written once. */
-enum { SSM_NH = M2S_VW == 16 ? 4 : 2 };
+/* Every head of the layer: the P columns in blocks of at most SSM_NH hardware vectors. A second block re-reads
+ * only B and C (from L1); each state element is still read and written once. */
 static void ssm_heads_simd(const m2_dims *d, float *S, const float *xbc, const float *dt, const float *decay,
                            const float *Dskip, float *y, ptrdiff_t pf)
 {
@@ -188,6 +223,36 @@ static void ssm_head(float *restrict S, const float *restrict B, const float *re
 }
 #endif
 
+#if M2S_SIMD
+/* Lower bound of the exponents below: e^-87 is still a normal float, so no denormal reaches the state (a decay) or
+ * the series (e^-|v|), as in m2_expf (base/vmath.h); v_exp's own bound is -100 on AVX-512. */
+#define DT_EXP_LO (-87.0f)
+
+/* a / b, correctly rounded (v_recip's estimate would add ~2 ulp to the softplus) */
+#if M2_ISA_LEVEL == 2
+static inline m2v v_div(m2v a, m2v b) { return _mm512_div_ps(a, b); }
+#else
+static inline m2v v_div(m2v a, m2v b) { return _mm256_div_ps(a, b); }
+#endif
+
+/* softplus(v) = max(v, 0) + log1p(t), t = e^-|v| in (0, 1], with log1p(t) = 2 atanh(s), s = t / (2 + t) in (0, 1/3]:
+ * the atanh series to s^13 (its next term is below 1e-8 of the sum) needs no logarithm, so no exponent bits and
+ * no second division. */
+static inline m2v v_softplus(m2v v)
+{
+    const m2v t = v_exp(v_max(v_min(v, v_sub(v_zero(), v)), v_set1(DT_EXP_LO)));
+    const m2v sv = v_div(t, v_add(v_set1(2.0f), t)), z = v_mul(sv, sv);
+    m2v p = v_set1(1.0f / 13);
+    p = v_fma(p, z, v_set1(1.0f / 11));
+    p = v_fma(p, z, v_set1(1.0f / 9));
+    p = v_fma(p, z, v_set1(1.0f / 7));
+    p = v_fma(p, z, v_set1(1.0f / 5));
+    p = v_fma(p, z, v_set1(1.0f / 3));
+    p = v_fma(p, z, v_set1(1.0f));
+    return v_fma(v_add(sv, sv), p, v_max(v, v_zero()));
+}
+#endif
+
 void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld, float *restrict dt,
                   float *restrict decay)
 {
@@ -198,11 +263,25 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) dt[i * H + h] = dt_raw[(size_t)i * ld + h] + dt_bias[h];
     for (int j = nh; j < nhp; j++) dt[j] = 0.0f;
+#if M2S_SIMD
+    /* With vectors, A gathered the same way and both functions in one pass: for one stream these few vectors are
+     * one latency chain on the tick's critical path (the SSM waits for it), shorter without a logarithm and
+     * without the round trips through memory between the loops below. */
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) decay[i * H + h] = A[h];
+    for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
+    for (int j = 0; j < nhp; j += M2S_VW) {
+        const m2v sp = v_softplus(v_load(dt + j));
+        v_store(dt + j, sp);
+        v_store(decay + j, v_exp(v_max(v_mul(sp, v_load(decay + j)), v_set1(DT_EXP_LO))));
+    }
+#else
     for (int j = 0; j < nhp; j++) dt[j] = m2_softplusf(dt[j]);
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) decay[i * H + h] = dt[i * H + h] * A[h];
     for (int j = nh; j < nhp; j++) decay[j] = 0.0f;
     for (int j = 0; j < nhp; j++) decay[j] = m2_expf(decay[j]);
+#endif
 }
 
 void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
@@ -227,14 +306,22 @@ void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, c
  * while in registers (two accumulators, as in sumsq). */
 static float silu_mul_sumsq(float *y, const float *z, int n)
 {
-    m2v a[2] = {v_zero(), v_zero()};
-    for (int i = 0, j = 0; i < n; i += M2S_VW, j ^= 1) {
-        m2vm m = v_mask(n - i);
-        m2v t = v_mul(v_silu(v_maskload(m, z + i)), v_maskload(m, y + i));
-        v_maskstore(y + i, m, t);
-        a[j] = v_fma(t, t, a[j]);
+    m2v a0 = v_zero(), a1 = v_zero(); /* named, not an array indexed by parity: that went through memory */
+    int i = 0;
+    for (; i + 2 * M2S_VW <= n; i += 2 * M2S_VW) {
+        m2v t0 = v_mul(v_silu(v_load(z + i)), v_load(y + i));
+        m2v t1 = v_mul(v_silu(v_load(z + i + M2S_VW)), v_load(y + i + M2S_VW));
+        v_store(y + i, t0);
+        v_store(y + i + M2S_VW, t1);
+        a0 = v_fma(t0, t0, a0);
+        a1 = v_fma(t1, t1, a1);
     }
-    return v_hsum(v_add(a[0], a[1]));
+    for (; i < n; i += M2S_VW) {
+        m2v t = v_mul(v_silu(v_load_n(z + i, n - i)), v_load_n(y + i, n - i));
+        v_store_n(y + i, t, n - i);
+        a0 = v_fma(t, t, a0);
+    }
+    return v_hsum(v_add(a0, a1));
 }
 #endif
 
