@@ -121,7 +121,13 @@ __global__ void ssd_pass_kernel(ssd_args s)
     }
 }
 
-/* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ---- */
+/* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ----
+ * With r = i0 the tile's first row, e^{a_l} = e^{a_l-a_r} e^{a_r} and, for the positions j < r before the tile's
+ * rows, e^{a_l-a_j} = e^{a_l-a_r} e^{a_r-a_j} (each factor of a quantity <= 0, docs/MODEL.md §3): the state part
+ * and those positions are products of plain C and CB rows with e^{a_r} S^T and e^{a_r-a_j} dt_j x_j, multiplied
+ * by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
+ * positions of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table
+ * (ssd_own_decays). */
 struct ssd_y_op {
     ssd_args s;
     void *y; /* [B*T, H*P] the kept output, in type yt (ops.h m2_act_type: fp32 or bf16, rounded once here) */
@@ -139,51 +145,83 @@ struct ssd_y_op {
         kb = 0;
         ke = s.N + i1; /* s <= l < i1 */
     }
-    /* k < N and k >= N in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
-     * block: the state part e^{a_l} C_l[k] . S[p][k], then the chunk part CB[l][j] e^{a_l-a_j} dt_j . x_j[p] */
-    __device__ int ksplit(int zh) const { return s.N; }
+    /* the state part C_l[k] . e^{a_r} S[p][k] (S's rows contiguous along k) */
     struct state_view {
-        const float *eA;
-        ssd_mat C, ST;
-        __device__ float a(int l, int k) const { return eA[l] * C(l, k); }
-        __device__ m2_vec<4> a4(int l, int k) const { return ssd_scaled4(eA[l], C.row4(l, k)); }
-        __device__ float b(int k, int p) const { return ST(k, p); }
+        static constexpr bool row_scaled = true, b_jfast = false;
+        float w; /* e^{a_r} */
+        ssd_mat C, S;
+        __device__ float a(int l, int k) const { return C(l, k); }
+        __device__ m2_vec<4> a4(int l, int k) const { return C.row4(l, k); }
+        __device__ float b(int k, int p) const { return w * S(p, k); }
+        __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, S.row4(p, k)); }
     };
-    struct chunk_view {
+    /* the positions j = k - N before the tile's rows: CB[l][j] . e^{a_r-a_j} dt_j x_j[p] (no mask: j < r <= l) */
+    struct past_view {
+        static constexpr bool row_scaled = true;
         int N, Q;
-        const float *acs, *CB, *dt; /* dt: the head's contiguous table (ssd_args::dtc) */
+        float ar;
+        const float *acs, *CB, *dt;
+        ssd_mat x;
+        __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
+        __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
+        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + k - N); }
+        __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
+        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(w(k - N), x.row4(k - N, p)); }
+    };
+    /* the positions of the tile's own rows: CB[l][j] (e^{a_l-a_j} dt_j, masked: the block's table) . x_j[p] */
+    struct own_view {
+        int N, Q, i0;
+        const float *CB, *tab; /* tab: ssd_own_decays */
         ssd_mat x;
         __device__ float a(int l, int k) const
         {
             const int j = k - N;
-            if (j > l) return 0.0f;
-            return CB[(size_t)l * Q + j] * ssd_args::dexp(acs[l] - acs[j]) * dt[j];
+            return CB[(size_t)l * Q + j] * tab[(l - i0) * m2tile::BM + j - i0];
         }
-        /* the same products for j..j+3 (j a multiple of 4): CB's row, the cumsums and dt in 16-byte loads */
+        /* the same products for j..j+3 (j a multiple of 4): CB's row and the table's in 16-byte loads */
         __device__ m2_vec<4> a4(int l, int k) const
         {
             const int j = k - N;
-            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j), aj = m2_vload<4>(acs + j);
-            const m2_vec<4> dj = m2_vload<4>(dt + j);
-            const float al = acs[l];
+            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j);
+            const m2_vec<4> d = m2_vload<4>(tab + (l - i0) * m2tile::BM + j - i0);
             m2_vec<4> r;
 #pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = j + c > l ? 0.0f : cb.v[c] * ssd_args::dexp(al - aj.v[c]) * dj.v[c];
+            for (int c = 0; c < 4; c++) r.v[c] = cb.v[c] * d.v[c];
             return r;
         }
         __device__ float b(int k, int p) const { return x(k - N, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return x.row4(k - N, p); }
     };
-    struct view {
-        state_view lo;
-        chunk_view hi;
+    /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
+     * holds one kind of operand, with the head's rows and arrays located once per block */
+    struct chunk_parts {
+        int at;
+        past_view lo;
+        own_view hi;
+        __device__ int split() const { return at; }
     };
-    __device__ view bind(int zh) const
+    struct view {
+        int at;
+        state_view lo;
+        chunk_parts hi;
+        __device__ int split() const { return at; }
+    };
+    static constexpr int shared_floats = SSD_OWN_FLOATS;
+    __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
+        const float *acs = s.acs + (size_t)zh * s.Q, *CB = s.QQ(s.CB, bc * s.G + g), *dt = s.dtc + (size_t)zh * s.Q;
+        const ssd_mat x = s.x_of(bc, h);
+        const float *tab = ssd_own_decays(acs, dt, t.i0, t.i1, sh);
+        return view{s.N, state_view{s.eA[(size_t)zh * s.Q + t.i0], s.C_of(bc, g), ssd_mat{s.S_of(zh), (size_t)s.N, 1}},
+                    chunk_parts{s.N + t.i0, past_view{s.N, s.Q, acs[t.i0], acs, CB, dt, x},
+                                own_view{s.N, s.Q, t.i0, CB, tab, x}}};
+    }
+    /* e^{a_l-a_r}, the row_scaled views' factor */
+    __device__ float row_scale(int zh, const m2tile::span &t, int l) const
+    {
         const float *acs = s.acs + (size_t)zh * s.Q;
-        return view{state_view{s.eA + (size_t)zh * s.Q, s.C_of(bc, g), ssd_mat{s.S_of(zh), 1, (size_t)s.N}},
-                    chunk_view{s.N, s.Q, acs, s.QQ(s.CB, bc * s.G + g), s.dtc + (size_t)zh * s.Q, s.x_of(bc, h)}};
+        return ssd_args::dexp(acs[l] - acs[t.i0]);
     }
     __device__ void store(int zh, int l, int p, float acc) const
     {

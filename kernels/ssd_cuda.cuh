@@ -86,6 +86,21 @@ __device__ __forceinline__ m2_vec<4> ssd_scaled4(float w, m2_vec<4> r)
     return r;
 }
 
+/* The decays between the positions of a tile's own rows [i0, i1) (tile_gemm.cuh, shared_floats), for the products
+ * whose reduction runs over those positions too (the outputs, dx): tab[l - i0][j - i0] = e^{a_l-a_j} dt_j for
+ * i0 <= j <= l < i1 and 0 elsewhere (the causal mask), the exact decay of each element, formed once per block
+ * instead of once per operand element and k step. acs, dtc: the head's cumsums and contiguous dt. */
+enum { SSD_OWN_FLOATS = m2tile::BM * m2tile::BM };
+__device__ __forceinline__ const float *ssd_own_decays(const float *acs, const float *dtc, int i0, int i1, float *tab)
+{
+#pragma unroll 4
+    for (int e = threadIdx.x; e < SSD_OWN_FLOATS; e += m2tile::THREADS) {
+        const int li = e / m2tile::BM, lj = e % m2tile::BM, l = i0 + li, j = i0 + lj;
+        tab[e] = lj <= li && l < i1 ? expf(fminf(acs[l] - acs[j], 0.0f)) * dtc[j] : 0.0f;
+    }
+    return tab;
+}
+
 /* A strided matrix view: element (r, c) at p[r*rs + c*cs]; T() is the transpose. The tile products' operand
  * views (tile_gemm.cuh, bind) are built from these once per block. */
 struct ssd_mat {
@@ -110,9 +125,9 @@ struct ssd_plain_view {
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head scaled per row
- * (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dx's state part, dC, dB); M's rows
- * contiguous (16-byte loads along k). ssd_scaled_view: R's rows contiguous too. */
-struct ssd_scaled_rows {
+ * (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dC, dB); M's and R's rows contiguous
+ * (16-byte loads along k and j). */
+struct ssd_scaled_view {
     static constexpr bool a_kfast = true;
     int k0;
     const float *w;
@@ -120,8 +135,6 @@ struct ssd_scaled_rows {
     __device__ float a(int i, int k) const { return w[i] * M(i, k - k0); }
     __device__ m2_vec<4> a4(int i, int k) const { return ssd_scaled4(w[i], M.row4(i, k - k0)); }
     __device__ float b(int k, int j) const { return R(k - k0, j); }
-};
-struct ssd_scaled_view : ssd_scaled_rows {
     __device__ m2_vec<4> b4(int k, int j) const { return R.row4(k - k0, j); }
 };
 
@@ -136,8 +149,8 @@ struct ssd_group_heads {
     __device__ int part_len() const { return P; }
     __device__ ssd_scaled_view part(int q, int k0) const
     {
-        return ssd_scaled_view{{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
-                                ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}}};
+        return ssd_scaled_view{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
+                               ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
     }
 };
 
@@ -189,7 +202,7 @@ struct ssd_args {
     /* (host) Whether every block of every product may load its operands 16 bytes at a time (tile_gemm.cuh,
      * vec4): sizes and row strides multiples of 4 floats and the arrays 16-byte aligned, so that every row start,
      * range end and view pointer a block derives from them is too (the scratch regions are rounded to 64 floats). */
-    bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS}, {T, Q, N, P, ld_x, ld_bc}); }
+    bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS, dCBw, dtc}, {T, Q, N, P, ld_x, ld_bc}); }
 };
 
 /* Fills the shape and the input pointers; the caller sets the buffers it uses. */

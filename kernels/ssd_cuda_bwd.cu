@@ -71,7 +71,13 @@ __global__ void ssd_pass_bwd_kernel(ssd_args s)
     }
 }
 
-/* ---- dx: k < Lc runs over the outputs l >= s (intra-chunk), k >= Lc over the state entries n ---- */
+/* ---- dx: k < Lc runs over the outputs l >= s (intra-chunk), k >= Lc over the state entries n ----
+ * With r = i1 - 1 the tile's last row, for the outputs l > r after the tile's rows e^{a_l-a_s} = e^{a_l-a_r}
+ * e^{a_r-a_s}, and e^{a_last-a_s} = e^{a_last-a_r} e^{a_r-a_s} (each factor of a quantity <= 0, docs/MODEL.md §3):
+ * those outputs and the state part are products of plain CB and B rows with e^{a_l-a_r} dy_l and
+ * e^{a_last-a_r} dSt^T, multiplied by e^{a_r-a_s} dt_s once per output (tile_gemm.cuh, row_scaled), so their k
+ * loops carry no exp per element; the outputs of the tile's own rows (s <= l <= r) take the exact decay of each
+ * element from the block's table (ssd_own_decays). */
 struct ssd_dx_op {
     ssd_args s;
     static constexpr bool a_kfast = false, b_jfast = true;
@@ -87,45 +93,82 @@ struct ssd_dx_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zh / s.H) + s.N;
     }
-    /* k < Lc and k >= Lc in two loops (tile_gemm.cuh, ksplit), with the head's rows and arrays located once per
-     * block: the chunk part CB[k][s] e^{a_k-a_s} dt_s . dy_k[p] (k >= s), then the state part
-     * e^{a_last-a_s} dt_s B_s[n] . dSt[p][n] (n = k - Lc) */
-    __device__ int ksplit(int zh) const { return s.len(zh / s.H); }
-    struct chunk_view {
-        int Q, H;
-        const float *acs, *CB, *dt;
+    /* the outputs l = k of the tile's own rows: CB[l][s] (e^{a_l-a_s} dt_s, masked: the block's table) . dy_l[p] */
+    struct own_view {
+        int Q, i0;
+        const float *CB, *tab; /* tab: ssd_own_decays */
         ssd_mat dy;
         __device__ float a(int si, int k) const
         {
-            if (k < si) return 0.0f;
-            return CB[(size_t)k * Q + si] * ssd_args::dexp(acs[k] - acs[si]) * dt[(size_t)si * H];
+            return CB[(size_t)k * Q + si] * tab[(k - i0) * m2tile::BM + si - i0];
         }
-        /* the same products for si..si+3 (si a multiple of 4): CB's row, the cumsums and dt in 16-byte loads */
+        /* the same products for si..si+3 (si a multiple of 4): CB's row and the table's in 16-byte loads */
         __device__ m2_vec<4> a4(int si, int k) const
         {
-            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si), as = m2_vload<4>(acs + si);
-
-            const float ak = acs[k];
+            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)k * Q + si);
+            const m2_vec<4> d = m2_vload<4>(tab + (k - i0) * m2tile::BM + si - i0);
             m2_vec<4> r;
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                r.v[c] = k < si + c ? 0.0f : cb.v[c] * ssd_args::dexp(ak - as.v[c]) * dt[(size_t)(si + c) * H];
+            for (int c = 0; c < 4; c++) r.v[c] = cb.v[c] * d.v[c];
             return r;
         }
         __device__ float b(int k, int p) const { return dy(k, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
     };
-    struct view {
-        chunk_view lo;
-        ssd_scaled_rows hi; /* wR[s] B_s[n] . dSt[p][n]: B's rows contiguous along k = n */
+    /* the outputs l = k after the tile's rows: CB[l][s] . e^{a_l-a_r} dy_l[p] (no mask: l > r >= s) */
+    struct later_view {
+        static constexpr bool row_scaled = true;
+        int Q;
+        float ar;
+        const float *acs, *CB;
+        ssd_mat dy;
+        __device__ float a(int si, int k) const { return CB[(size_t)k * Q + si]; }
+        __device__ m2_vec<4> a4(int si, int k) const { return m2_vload<4>(CB + (size_t)k * Q + si); }
+        __device__ float b(int k, int p) const { return ssd_args::dexp(acs[k] - ar) * dy(k, p); }
+        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(ssd_args::dexp(acs[k] - ar), dy.row4(k, p)); }
     };
-    __device__ view bind(int zh) const
+    /* the state part B_s[n] . e^{a_last-a_r} dSt[p][n] (n = k - Lc; B's and dSt's rows contiguous along k) */
+    struct state_view {
+        static constexpr bool row_scaled = true, a_kfast = true, b_jfast = false;
+        int k0;
+        float w; /* e^{a_last-a_r} */
+        ssd_mat Bg, dSt;
+        __device__ float a(int si, int k) const { return Bg(si, k - k0); }
+        __device__ m2_vec<4> a4(int si, int k) const { return Bg.row4(si, k - k0); }
+        __device__ float b(int k, int p) const { return w * dSt(p, k - k0); }
+        __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, dSt.row4(p, k - k0)); }
+    };
+    /* the tile's own outputs, the later ones, then the state (tile_gemm.cuh, split): each loop holds one kind of
+     * operand, with the head's rows and arrays located once per block */
+    struct chunk_parts {
+        int at;
+        own_view lo;
+        later_view hi;
+        __device__ int split() const { return at; }
+    };
+    struct view {
+        int at;
+        chunk_parts lo;
+        state_view hi;
+        __device__ int split() const { return at; }
+    };
+    static constexpr int shared_floats = SSD_OWN_FLOATS;
+    __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
-        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
-        const float *acs = s.acs + (size_t)zh * s.Q, *dt = s.dt_of(bc, h);
+        const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg, Lc = s.len(bc);
+        const float *acs = s.acs + (size_t)zh * s.Q, *CB = s.QQ(s.CB, bc * s.G + g);
+        const float ar = acs[t.i1 - 1];
+        const ssd_mat dy = s.dy_of(bc, h);
+        const float *tab = ssd_own_decays(acs, s.dtc + (size_t)zh * s.Q, t.i0, t.i1, sh);
         return view{
-            chunk_view{s.Q, s.H, acs, s.QQ(s.CB, bc * s.G + g), dt, s.dy_of(bc, h)},
-            ssd_scaled_rows{s.len(bc), s.wR + (size_t)zh * s.Q, s.B_of(bc, g), ssd_mat{s.dS_of(zh), 1, (size_t)s.N}}};
+            Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later_view{s.Q, ar, acs, CB, dy}},
+            state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}}};
+    }
+    /* e^{a_r-a_s} dt_s, the row_scaled views' factor */
+    __device__ float row_scale(int zh, const m2tile::span &t, int si) const
+    {
+        const float *acs = s.acs + (size_t)zh * s.Q;
+        return ssd_args::dexp(acs[t.i1 - 1] - acs[si]) * s.dtc[(size_t)zh * s.Q + si];
     }
     __device__ void store(int zh, int si, int p, float acc) const
     {
@@ -191,16 +234,25 @@ struct ssd_dbst_op : ssd_rows_by_states {
     __device__ void row_store(int zh, int si, int tn, float sum) const { ssd_row_partial(s, s.rSt, zh, si, tn, sum); }
 };
 
-/* dCBw (or its transpose) as the A operand of the k from k0 on, zero where s > l: A(i, k - k0) for k - k0 <= i
- * (upper: >= i). */
-struct ssd_causal_view {
+/* dCBw (UPPER: its transpose) as the A operand of the k from k0 on, zero where s > l: A(i, k - k0) for k - k0 <= i
+ * (UPPER: >= i). a4: 4 along its contiguous dimension, k (dCBw's rows) or i (UPPER: the transpose's columns), masked
+ * after the 16-byte load (ssd_cuda_dcb.cu writes the diagonal tiles whole, so the load reads written memory). */
+template <bool UPPER> struct ssd_causal_view {
     ssd_mat A, B;
-    bool upper;
     int k0;
     __device__ float a(int i, int k) const
     {
         const int kk = k - k0;
-        return (upper ? kk >= i : kk <= i) ? A(i, kk) : 0.0f;
+        return (UPPER ? kk >= i : kk <= i) ? A(i, kk) : 0.0f;
+    }
+    __device__ m2_vec<4> a4(int i, int k) const
+    {
+        const int kk = k - k0;
+        m2_vec<4> r = UPPER ? A.T().row4(kk, i) : A.row4(i, kk);
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (UPPER ? kk < i + c : kk + c > i) r.v[c] = 0.0f;
+        return r;
     }
     __device__ float b(int k, int j) const { return B(k - k0, j); }
     __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k - k0, j); }
@@ -224,16 +276,18 @@ struct ssd_dc_op {
         kb = 0;
         ke = s.hpg * s.P + i1; /* s <= l < i1 */
     }
-    __device__ int ksplit(int zg) const { return s.hpg * s.P; }
-    struct view {
+    struct view { /* the heads' channels, then the positions (tile_gemm.cuh, split) */
+        int at;
         ssd_group_heads lo;
-        ssd_causal_view hi;
+        ssd_causal_view<false> hi;
+        __device__ int split() const { return at; }
     };
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
-                    ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), false, s.hpg * s.P}};
+        return view{s.hpg * s.P,
+                    ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
+                    ssd_causal_view<false>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), s.hpg * s.P}};
     }
     __device__ void store(int zg, int l, int n, float acc) const
     {
@@ -259,15 +313,16 @@ struct ssd_db_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zg / s.G) + s.hpg * s.P;
     }
-    __device__ int ksplit(int zg) const { return s.len(zg / s.G); }
-    struct view {
-        ssd_causal_view lo;
+    struct view { /* the positions, then the heads' channels (tile_gemm.cuh, split) */
+        int at;
+        ssd_causal_view<true> lo;
         ssd_group_heads hi;
+        __device__ int split() const { return at; }
     };
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{ssd_causal_view{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), true, 0},
+        return view{s.len(bc), ssd_causal_view<true>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
                     ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg), s.dS_of(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const

@@ -233,7 +233,7 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
                  * nothing is stored or summed) */
                 const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
                 const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
-                keep[r][c] += Edt;            /* finite everywhere; only the stored elements are written */
+                keep[r][c] += Edt;            /* finite everywhere; 0 is written above the diagonal */
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
@@ -277,7 +277,9 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
 #pragma unroll
         for (int c = 0; c < SUB; c++) {
             const int l = t.i0 + ty + 16 * r, si = t.j0 + tx + 16 * c;
-            if (stored<ssd_dcb_op>(t, l, si)) s.QQ(s.dCBw, t.z)[(size_t)l * s.Q + si] = keep[r][c];
+            /* the diagonal tiles whole, 0 above the diagonal: dC's and dB's 16-byte loads of a row group may
+             * reach past it (masked after the load, but the memory they read must have been written) */
+            if (l < t.i1 && si < t.j1) s.QQ(s.dCBw, t.z)[(size_t)l * s.Q + si] = si <= l ? keep[r][c] : 0.0f;
         }
 }
 } // namespace ssd_dcb

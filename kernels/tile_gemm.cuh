@@ -11,13 +11,15 @@
  * - BF16 (the default) and TF32: tensor cores through nvcuda::wmma. K in steps of 32; every gathered fp32
  *   operand is rounded once, when it is stored to shared memory (bf16: round to nearest even; tf32:
  *   wmma::__float_to_tf32), and the 8 warps each multiply a 16x32 strip of C (two 16x16 accumulators, fp32)
- *   with m16n16k16 (bf16) or m16n16k8 (tf32) fragments. The fp32 accumulators go through shared memory to the
- *   same per-thread (ty + 16r, tx + 16c) stores as the fp32 path.
+ *   with m16n16k16 (bf16) or m16n16k8 (tf32) fragments. Both operands sit in shared memory with k contiguous
+ *   (As[i][k], Bs[j][k]: row-major A and column-major B, the layouts the fragments load without transposing
+ *   instructions, stage_rows); the fp32 accumulators go through shared memory to the same per-thread
+ *   (ty + 16r, tx + 16c) stores as the fp32 path.
  * Both are deterministic: a fixed order of the k steps, no atomics, so a run repeats bitwise on one GPU.
  * wmma rules kept here (and checked by the CPU emulation, tests/gpu/emu/mma.h): every fragment pointer is
- * 32-byte aligned (the shared arrays are aligned to 32 bytes, fragment offsets are multiples of 16 elements
- * along the fast dimension and of 8 (tf32) or 16 (bf16) rows of a leading dimension whose row is a multiple of
- * 16 bytes) and ldm is a multiple of 8 elements for bf16, 4 for float. Fragments are only touched through
+ * 32-byte aligned (the shared arrays are aligned to 32 bytes, fragment offsets are multiples of 16 rows of a
+ * leading dimension whose row is a multiple of 16 bytes and of 16 (bf16) or 8 (tf32) elements along k) and ldm
+ * is a multiple of 8 elements for bf16, 4 for float. Fragments are only touched through
  * fill_fragment / load_matrix_sync / mma_sync / store_matrix_sync, never element by element (the element layout
  * inside a fragment is unspecified; the emulation holds whole tiles, which is exact only under this rule).
  *
@@ -40,13 +42,24 @@
  *                        also the sum over the tile's columns of row_term for each row i, in column order, handed to
  *                        row_store with the column tile tn = j0 / BN: a row reduction of the result that its reader
  *                        would otherwise read back from memory (the partials of the tiles are added by the reader)
- *   int ksplit(int z)    with bind(z) returning {lo, hi}: two views, lo read for k < ksplit(z) and hi for the k
- *                        above (k itself unchanged), each in its own loop over k, so that each loop holds the code of
- *                        one kind of operand only (a stage whose reduction is a concatenation, e.g. the state
- *                        entries then the chunk positions). When ksplit is a multiple of the K step and of the
- *                        tile's start, the k steps are the same as in one loop, and so is the result, bitwise.
- *                        lo or hi may be parted (parts(), part_len(), part(q, k0): over_parts below), a view may
- *                        set its own a_kfast.
+ *   V bind(int z, const span &t)   as bind(z), for views that depend on the block's tile t as well (a decay
+ *                        factored at the tile's first or last row, a split at the tile's rows)
+ *   static constexpr int shared_floats, V bind(int z, const span &t, float *sh): views that read a table of the
+ *                        block's own in shared memory (sh, 16-byte aligned, shared_floats floats), which bind fills
+ *                        (called by every thread of the block; the barrier after it is tile_gemm's)
+ *   a view with split() and members lo, hi: lo read for k < split() and hi for the k above (k itself unchanged),
+ *                        each in its own loop over k, so that each loop holds the code of one kind of operand only
+ *                        (a stage whose reduction is a concatenation, e.g. the state entries then the chunk
+ *                        positions; or the chunk positions of the tile's own rows and those before). When split() is
+ *                        a multiple of the K step and of the tile's start, the k steps are the same as in one loop,
+ *                        and so is the result, bitwise. lo and hi may be split again, or parted (parts(),
+ *                        part_len(), part(q, k0): over_parts below); a view may set its own a_kfast and b_jfast.
+ *   a view with row_scaled = true, and the Op's float row_scale(int z, const span &t, int i): the products of that
+ *                        view's k are accumulated apart and multiplied by row_scale(z, t, i) once, in the epilogue:
+ *                        C(i, j) = (sum over the other views) + row_scale(i) (sum over the row_scaled views). A
+ *                        decay e^{a_i - a_k} that factors as e^{a_i - a_r} e^{a_r - a_k} (r a row of the tile) then
+ *                        costs its k factor on the B operand and its row factor once per output, not an exp per
+ *                        operand element (BENCHMARKS.md, issue 16e)
  *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
@@ -82,30 +95,24 @@ struct fp32_operands {
 struct bf16_operands {
     typedef __nv_bfloat16 elem;
     typedef __nv_bfloat16 frag_type;
-    static constexpr int WK = 16, PAD = 8; /* m16n16k16; rows of 72 bf16 = 144 bytes (ldm a multiple of 8) */
+    static constexpr int WK = 16, PAD = 8; /* m16n16k16; rows of 40 bf16 = 80 bytes (ldm a multiple of 8) */
     __device__ static elem round(float v) { return __float2bfloat16(v); }
 };
 struct tf32_operands {
     typedef float elem;
     typedef nvcuda::wmma::precision::tf32 frag_type;
-    static constexpr int WK = 8, PAD = 4; /* m16n16k8; rows of 68 floats = 272 bytes (ldm a multiple of 4) */
+    static constexpr int WK = 8, PAD = 4; /* m16n16k8; rows of 36 floats = 144 bytes (ldm a multiple of 4) */
     __device__ static elem round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
 };
 
-/* The operand reader of entry z: op.bind(z) where the Op has one, else the Op's own a(z, ...) and b(z, ...). */
+/* The operand reader of the block's entry: op.bind(z, t) or op.bind(z) where the Op has one, else the Op's own
+ * a(z, ...) and b(z, ...). */
 template <class Op> struct entry_view {
     const Op &op;
     int z;
     __device__ float a(int i, int k) const { return op.a(z, i, k); }
     __device__ float b(int k, int j) const { return op.b(z, k, j); }
 };
-template <class Op> __device__ __forceinline__ auto bind(const Op &op, int z)
-{
-    if constexpr (requires { op.bind(z); })
-        return op.bind(z);
-    else
-        return entry_view<Op>{op, z};
-}
 
 template <class Op> constexpr bool lower_only()
 {
@@ -126,6 +133,36 @@ template <class Op> constexpr bool upper_tiles_skipped()
 struct span {
     int z, i0, i1, j0, j1, kb, ke;
 };
+/* The floats of shared memory an Op's views share over the block's k loops (Op::shared_floats; 0 without). */
+template <class Op> constexpr int shared_floats()
+{
+    if constexpr (requires { Op::shared_floats; })
+        return Op::shared_floats;
+    else
+        return 0;
+}
+template <class Op> __device__ __forceinline__ float *views_shared()
+{
+    if constexpr (shared_floats<Op>() > 0) {
+        alignas(16) __shared__ float tab[shared_floats<Op>()];
+        return tab;
+    } else {
+        return nullptr;
+    }
+}
+template <class Op> __device__ __forceinline__ auto bind(const Op &op, const span &t)
+{
+    if constexpr (shared_floats<Op>() > 0) { /* every thread fills its share, then every view may read all */
+        const auto v = op.bind(t.z, t, views_shared<Op>());
+        __syncthreads();
+        return v;
+    } else if constexpr (requires { op.bind(t.z, t); })
+        return op.bind(t.z, t);
+    else if constexpr (requires { op.bind(t.z); })
+        return op.bind(t.z);
+    else
+        return entry_view<Op>{op, t.z};
+}
 
 /* The block's tile; false when it lies outside its entry (uniform over the block, so the caller may return
  * before any barrier). */
@@ -168,22 +205,51 @@ template <class Op, class V> constexpr bool has_a4()
 {
     return requires(const V &v) { v.a4(0, 0); };
 }
+template <class Op, class V> constexpr bool b_jfast();
 template <class Op, class V> constexpr bool has_b4()
 {
-    if constexpr (Op::b_jfast) return requires(const V &v)
+    if constexpr (b_jfast<Op, V>()) return requires(const V &v)
         {
             v.b4(0, 0);
         };
     else
         return requires(const V &v) { v.b4k(0, 0); };
 }
-/* A view may set its own a_kfast (a ksplit Op whose parts read A in different orders); else the Op's. */
+/* A view may set its own a_kfast and b_jfast (a split Op whose parts read A or B in different orders); else the
+ * Op's. */
 template <class Op, class V> constexpr bool a_kfast()
 {
     if constexpr (requires { V::a_kfast; })
         return V::a_kfast;
     else
         return Op::a_kfast;
+}
+template <class Op, class V> constexpr bool b_jfast()
+{
+    if constexpr (requires { V::b_jfast; })
+        return V::b_jfast;
+    else
+        return Op::b_jfast;
+}
+/* Whether a view's products are accumulated apart, to be multiplied by the Op's row_scale (file comment). */
+template <class V> constexpr bool row_scaled()
+{
+    if constexpr (requires { V::row_scaled; })
+        return V::row_scaled;
+    else
+        return false;
+}
+template <class Op> constexpr bool has_row_scale()
+{
+    return requires(const Op &op, const span &t) { op.row_scale(0, t, 0); };
+}
+/* The accumulators of a view: the row_scaled ones or the others. */
+template <class V, class A> __device__ __forceinline__ A &acc_of(A &plain, A &scaled)
+{
+    if constexpr (row_scaled<V>())
+        return scaled;
+    else
+        return plain;
 }
 template <class Op> bool vec4_launch(const Op &op)
 {
@@ -193,7 +259,9 @@ template <class Op> bool vec4_launch(const Op &op)
         return false;
 }
 
-/* Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
+/* The CUDA-core path's operands (the tensor cores': stage_k below), k-major for its threads' 4x4 sub-tiles, which
+ * read a row of As and of Bs per k without bank conflicts.
+ * Gathers A[k0, k0+KB) x [i0, i0+BM) into As[k*lda + i] and B into Bs[k*ldb + j] (zero outside the ranges),
  * rounded by R; consecutive threads take consecutive addresses of the operand's contiguous dimension. With VA
  * (VB) A (B) arrives in 16-byte loads of 4 elements along its contiguous dimension, the same values in the same
  * places: the result is unchanged bitwise, with a quarter of the loads and index arithmetic (BENCHMARKS.md,
@@ -202,14 +270,14 @@ template <int KB, class R, class Op, bool VA, bool VB, class V, class T>
 __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke, T *As, int lda, T *Bs, int ldb)
 {
     const int tid = threadIdx.x;
-    constexpr bool AK = a_kfast<Op, V>();
+    constexpr bool AK = a_kfast<Op, V>(), BJ = b_jfast<Op, V>();
     auto a1 = [&](int e) {
         const int ai = AK ? e / KB : e % BM, ak = AK ? e % KB : e / BM;
         const int gi = t.i0 + ai, gka = k0 + ak;
         As[ak * lda + ai] = R::round((gi < t.i1 && gka < ke) ? v.a(gi, gka) : 0.0f);
     };
     auto b1 = [&](int e) {
-        const int bj = Op::b_jfast ? e % BN : e / KB, bk = Op::b_jfast ? e / BN : e % KB;
+        const int bj = BJ ? e % BN : e / KB, bk = BJ ? e / BN : e % KB;
         const int gj = t.j0 + bj, gkb = k0 + bk;
         Bs[bk * ldb + bj] = R::round((gj < t.j1 && gkb < ke) ? v.b(gkb, gj) : 0.0f);
     };
@@ -237,7 +305,7 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
 #pragma unroll
         for (int q = 0; q < BM * KB / THREADS; q++) a1(tid + THREADS * q);
     }
-    if constexpr (VB && Op::b_jfast) {
+    if constexpr (VB && BJ) {
 #pragma unroll
         for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q, bj = 4 * (e % (BN / 4)), bk = e / (BN / 4);
@@ -261,6 +329,88 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
 #pragma unroll
         for (int q = 0; q < BN * KB / THREADS; q++) b1(tid + THREADS * q);
     }
+}
+
+/* One operand of the tensor-core path into S[r * ld + k] for its rows r in [r0, r0 + ROWS) (A's i, B's j) and the
+ * k in [k0, k0 + KB), zero outside [r0, r1) x [k0, ke), rounded by R: k contiguous, the fragments' own layouts
+ * (row-major A, column-major B), which load without transposes. KFAST: the operand is contiguous along k in
+ * memory. get1(r, k) reads one element; with VEC, get4(r, k) reads 4 along the contiguous dimension in one
+ * 16-byte load: along k they make one store, along r the loads at k and k + 1 make 4 stores of a pair each (k is
+ * even and ke a multiple of 4 there, so k < ke covers k + 1). Consecutive threads take consecutive addresses of
+ * the contiguous dimension. */
+template <int ROWS, int KB, class R, bool KFAST, bool VEC, class T, class G1, class G4>
+__device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S, int ld, G1 get1, G4 get4)
+{
+    const int tid = threadIdx.x;
+    if constexpr (!VEC) {
+#pragma unroll
+        for (int q = 0; q < ROWS * KB / THREADS; q++) {
+            const int e = tid + THREADS * q, r = KFAST ? e / KB : e % ROWS, k = KFAST ? e % KB : e / ROWS;
+            const int gr = r0 + r, gk = k0 + k;
+            S[r * ld + k] = R::round((gr < r1 && gk < ke) ? get1(gr, gk) : 0.0f);
+        }
+    } else if constexpr (KFAST) {
+        struct alignas(4 * sizeof(T)) pack {
+            T v[4];
+        };
+#pragma unroll
+        for (int q = 0; q < ROWS * KB / (4 * THREADS); q++) {
+            const int e = tid + THREADS * q, r = e / (KB / 4), k = 4 * (e % (KB / 4));
+            const int gr = r0 + r, gk = k0 + k;
+            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            if (gr < r1 && gk < ke) w = get4(gr, gk);
+            pack p;
+#pragma unroll
+            for (int c = 0; c < 4; c++) p.v[c] = R::round(w.v[c]);
+            *reinterpret_cast<pack *>(&S[r * ld + k]) = p;
+        }
+    } else {
+        struct alignas(2 * sizeof(T)) pair {
+            T v[2];
+        };
+#pragma unroll
+        for (int q = 0; q < ROWS * KB / (8 * THREADS); q++) {
+            const int e = tid + THREADS * q, r = 4 * (e % (ROWS / 4)), k = 2 * (e / (ROWS / 4));
+            const int gr = r0 + r, gk = k0 + k;
+            m2_vec<4> w0 = {{0.0f, 0.0f, 0.0f, 0.0f}}, w1 = w0;
+            if (gr < r1 && gk < ke) {
+                w0 = get4(gr, gk);
+                w1 = get4(gr, gk + 1);
+            }
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                pair p;
+                p.v[0] = R::round(w0.v[c]);
+                p.v[1] = R::round(w1.v[c]);
+                *reinterpret_cast<pair *>(&S[(r + c) * ld + k]) = p;
+            }
+        }
+    }
+}
+
+/* Both operands of the tensor-core path: As[i * ld + k], Bs[j * ld + k] (stage_rows), with the view's 16-byte
+ * loads where VA (VB). */
+template <int KB, class R, class Op, bool VA, bool VB, class V, class T>
+__device__ __forceinline__ void stage_k(const V &v, const span &t, int k0, int ke, T *As, T *Bs, int ld)
+{
+    stage_rows<BM, KB, R, a_kfast<Op, V>(), VA>(
+        t.i0, t.i1, k0, ke, As, ld, [&](int i, int k) { return v.a(i, k); },
+        [&](int i, int k) {
+            if constexpr (VA)
+                return v.a4(i, k);
+            else
+                return m2_vec<4>{};
+        });
+    stage_rows<BN, KB, R, !b_jfast<Op, V>(), VB>(
+        t.j0, t.j1, k0, ke, Bs, ld, [&](int j, int k) { return v.b(k, j); },
+        [&](int j, int k) {
+            if constexpr (!VB)
+                return m2_vec<4>{};
+            else if constexpr (b_jfast<Op, V>())
+                return v.b4(k, j);
+            else
+                return v.b4k(k, j);
+        });
 }
 
 /* Runs body(va, vb) with the flags of stage: the 16-byte loads the view offers in a V4 kernel, none otherwise. */
@@ -292,17 +442,23 @@ template <class V, class F> __device__ __forceinline__ void over_parts(const V &
     }
 }
 
-/* Runs acc_k(view, kb, ke) over the block's reduction range: once, or per part of an Op with a ksplit. */
+/* Runs acc_k(view, kb, ke) for the k in [kb, ke) of a view that starts at k = base: a split view (file comment)
+ * as its two halves, a parted one part by part (over_parts), any other at once. */
+template <class V, class F> __device__ __forceinline__ void over_view(const V &v, int base, int kb, int ke, F acc_k)
+{
+    if constexpr (requires { v.split(); }) {
+        const int at = v.split();
+        over_view(v.lo, base, kb, min(ke, at), acc_k);
+        over_view(v.hi, at, max(kb, at), ke, acc_k);
+    } else {
+        over_parts(v, base, kb, ke, acc_k);
+    }
+}
+
+/* Runs acc_k(view, kb, ke) over the block's reduction range. */
 template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
 {
-    const auto v = bind(op, t.z);
-    if constexpr (requires { op.ksplit(t.z); }) {
-        const int ks = op.ksplit(t.z);
-        over_parts(v.lo, 0, t.kb, min(t.ke, ks), acc_k);
-        over_parts(v.hi, ks, max(t.kb, ks), t.ke, acc_k);
-    } else {
-        acc_k(v, t.kb, t.ke);
-    }
+    over_view(bind(op, t), 0, t.kb, t.ke, acc_k);
 }
 
 /* The row sums of the block's tile c[(i - i0) * ldc + (j - j0)] (shared memory, complete: after a barrier). */
@@ -329,13 +485,14 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
     if (!locate(op, tiles_m, tiles_n, t)) return;
 
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    float acc[SUB][SUB];
+    float acc[SUB][SUB], accs[SUB][SUB]; /* accs: the row_scaled views' */
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
-        for (int c = 0; c < SUB; c++) acc[r][c] = 0.0f;
+        for (int c = 0; c < SUB; c++) acc[r][c] = accs[r][c] = 0.0f;
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
+        auto &dst = acc_of<std::decay_t<decltype(v)>>(acc, accs);
         with_loads<Op, V4>(v, [&](auto vf) {
             for (int k0 = kb; k0 < ke; k0 += BK) {
                 stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
@@ -351,12 +508,21 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
 #pragma unroll
                     for (int r = 0; r < SUB; r++)
 #pragma unroll
-                        for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                        for (int c = 0; c < SUB; c++) dst[r][c] = fmaf(av[r], bv[c], dst[r][c]);
                 }
                 __syncthreads();
             }
         });
     });
+    if constexpr (has_row_scale<Op>()) {
+#pragma unroll
+        for (int r = 0; r < SUB; r++) {
+            const int i = t.i0 + ty + 16 * r;
+            const float w = i < t.i1 ? op.row_scale(t.z, t, i) : 0.0f;
+#pragma unroll
+            for (int c = 0; c < SUB; c++) acc[r][c] = fmaf(w, accs[r][c], acc[r][c]);
+        }
+    }
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
@@ -396,17 +562,15 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
 {
     namespace wmma = nvcuda::wmma;
     typedef typename Prec::elem T;
-    constexpr int LDA = BM + Prec::PAD, LDB = BN + Prec::PAD, LDC = BN + CPAD, WK = Prec::WK;
-    static_assert(LDA * sizeof(T) % 16 == 0 && LDB * sizeof(T) % 16 == 0 && LDC * sizeof(float) % 16 == 0,
-                  "wmma ldm: a multiple of 16 bytes");
-    static_assert(WK * LDA * sizeof(T) % 32 == 0 && WK * LDB * sizeof(T) % 32 == 0 &&
-                      16 * LDC * sizeof(float) % 32 == 0,
+    constexpr int LDK = TBK + Prec::PAD, LDC = BN + CPAD, WK = Prec::WK;
+    static_assert(LDK * sizeof(T) % 16 == 0 && LDC * sizeof(float) % 16 == 0, "wmma ldm: a multiple of 16 bytes");
+    static_assert(16 * LDK * sizeof(T) % 32 == 0 && WK * sizeof(T) % 32 == 0 && 16 * LDC * sizeof(float) % 32 == 0,
                   "fragment rows start 32-byte aligned");
-    /* the operands (As[k][i], Bs[k][j]) while accumulating, then the accumulators (Cs[i][j]) for the stores */
+    /* the operands (As[i][k], Bs[j][k]) while accumulating, then the accumulators (Cs[i][j]) for the stores */
     union alignas(32) smem_t {
         struct {
-            T a[TBK * LDA];
-            T b[TBK * LDB];
+            T a[BM * LDK];
+            T b[BN * LDK];
         } ab;
         float c[BM * LDC];
     };
@@ -416,35 +580,62 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
     if (!locate(op, tiles_m, tiles_n, t)) return;
 
     const int warp = threadIdx.x / 32, wi = 16 * (warp / 2), wj = 16 * FRAGS * (warp % 2);
-    wmma::fragment<wmma::accumulator, 16, 16, WK, float> acc[FRAGS];
+    wmma::fragment<wmma::accumulator, 16, 16, WK, float> acc[FRAGS], accs[FRAGS];
 #pragma unroll
     for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
+    if constexpr (has_row_scale<Op>()) {
+#pragma unroll
+        for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(accs[f], 0.0f);
+    }
 
     over_k(op, t, [&](const auto &v, int kb, int ke) {
+        auto &dst = acc_of<std::decay_t<decltype(v)>>(acc, accs);
         with_loads<Op, V4>(v, [&](auto vf) {
             for (int k0 = kb; k0 < ke; k0 += TBK) {
-                stage<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, LDA, sm.ab.b, LDB);
+                stage_k<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, sm.ab.b, LDK);
                 __syncthreads();
 #pragma unroll
                 for (int kk = 0; kk < TBK; kk += WK) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fa;
-                    wmma::load_matrix_sync(fa, sm.ab.a + kk * LDA + wi, LDA);
+                    wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fa;
+                    wmma::load_matrix_sync(fa, sm.ab.a + wi * LDK + kk, LDK);
 #pragma unroll
                     for (int f = 0; f < FRAGS; f++) {
-                        wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fb;
-                        wmma::load_matrix_sync(fb, sm.ab.b + kk * LDB + wj + 16 * f, LDB);
-                        wmma::mma_sync(acc[f], fa, fb, acc[f]);
+                        wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fb;
+                        wmma::load_matrix_sync(fb, sm.ab.b + (wj + 16 * f) * LDK + kk, LDK);
+                        wmma::mma_sync(dst[f], fa, fb, dst[f]);
                     }
                 }
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             }
         });
     });
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float scaled[SUB][SUB]; /* the row_scaled views' sums times row_scale, at this thread's elements */
+    if constexpr (has_row_scale<Op>()) {
+#pragma unroll
+        for (int f = 0; f < FRAGS; f++)
+            wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, accs[f], LDC, wmma::mem_row_major);
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < SUB; r++) {
+            const int i = t.i0 + ty + 16 * r;
+            const float w = i < t.i1 ? op.row_scale(t.z, t, i) : 0.0f;
+#pragma unroll
+            for (int c = 0; c < SUB; c++) scaled[r][c] = w * sm.c[(ty + 16 * r) * LDC + tx + 16 * c];
+        }
+        __syncthreads();
+    }
 #pragma unroll
     for (int f = 0; f < FRAGS; f++)
         wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, acc[f], LDC, wmma::mem_row_major);
     __syncthreads();
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    if constexpr (has_row_scale<Op>()) { /* each thread its own elements (those it stores below), then for row_sums */
+#pragma unroll
+        for (int r = 0; r < SUB; r++)
+#pragma unroll
+            for (int c = 0; c < SUB; c++) sm.c[(ty + 16 * r) * LDC + tx + 16 * c] += scaled[r][c];
+        __syncthreads();
+    }
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
