@@ -215,12 +215,12 @@ static void head_grads(const m2_ssd_plan *pl, const chunk_at *at, int j, const m
                        .dC = dCm + at->row * s->ld_bc + gcol};
     const m2_real *dtv = tb->dtv + j * tb->Qr, *e = tb->e + j * tb->Qr, *r = tb->r + j * tb->Qr;
 
-    m2_ssd_gemm(0, 1, L, L, s->P, p.dY, HP, p.X, s->ld_x, 0, tb->g, Q);
+    m2_ssd_gemm_tri(M2_SSD_TRI_OUT, 1, L, L, s->P, p.dY, HP, p.X, s->ld_x, 0, tb->g, Q);
     intra_terms(tb, j, L, Q);
     intra_decay_grad(tb, L, Q);
     *part_dD = skip_grads(s, &p, L);
     m2_ssd_add_diag(tb->m, L, Q, Dsk[h]);
-    m2_ssd_gemm(1, 0, L, s->P, L, tb->m, Q, p.dY, HP, 0, p.dX, s->ld_x); /* dX = (M + D I)ᵀ dY */
+    m2_ssd_gemm_tri(M2_SSD_TRI_AT, 0, L, s->P, L, tb->m, Q, p.dY, HP, 0, p.dX, s->ld_x); /* dX = (M + D I)ᵀ dY */
     memset(tb->v3, 0, (size_t)L * sizeof *tb->v3);
     memset(tb->v4, 0, (size_t)L * sizeof *tb->v4);
     if (S0) inter_output_grads(s, &p, L, S0, e, tb);
@@ -278,13 +278,13 @@ static void chunk_grads(const m2_ssd_plan *pl, const m2_real *x, const m2_real *
                 if (!dSn) memset(dB + (size_t)l * s->ld_bc, 0, (size_t)N * sizeof *dB);
             }
             m2_ssd_group_decays(pl, &tb, dt, A, at.row, at.g, L, NULL);
-            m2_ssd_gemm(0, 1, L, L, N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
+            m2_ssd_gemm_tri(M2_SSD_TRI_OUT, 1, L, L, N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
             if (dSn) group_state_grads(pl, &at, x, Bc, dSn, dB, &tb);
             for (int j = 0; j < hpg; j++)
                 head_grads(pl, &at, j, x, A, Cm, Dsk, dy, S0 ? S0 + j * pl->pn : NULL, dSn ? dSn + j * pl->pn : NULL,
                            dx, ddt, dCm, part + first + j, part + pl->n_chunks + first + j, &tb);
-            m2_ssd_gemm(0, 0, L, N, L, tb.dcb, Q, Bc, s->ld_bc, 1, dC, s->ld_bc);
-            m2_ssd_gemm(1, 0, L, N, L, tb.dcb, Q, Cc, s->ld_bc, 1, dB, s->ld_bc);
+            m2_ssd_gemm_tri(M2_SSD_TRI_A, 0, L, N, L, tb.dcb, Q, Bc, s->ld_bc, 1, dC, s->ld_bc);
+            m2_ssd_gemm_tri(M2_SSD_TRI_AT, 0, L, N, L, tb.dcb, Q, Cc, s->ld_bc, 1, dB, s->ld_bc);
         }
     }
 }

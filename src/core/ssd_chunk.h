@@ -203,12 +203,58 @@ static inline void m2_ssd_scale(m2_real alpha, const m2_real *restrict x, m2_rea
     for (int i = 0; i < n; i++) y[i] = alpha * x[i];
 }
 
-/* Row-major C = A·B (+ beta C), op() = transpose when ta/tb. */
+/* Row-major C = A·B (+ C when beta is 1; beta is 0 or 1), op() = transpose when ta/tb.
+ * beta 0 is done as C zeroed here, then the GEMM with beta 1: OpenBLAS (0.3.21, Zen) zeroes C for beta 0 with a
+ * scalar store per element before its kernel adds A·B to C anyway, which was ~10% of the SSD's time at these small
+ * shapes; a vectorised memset per row then the same kernel gives the same bits (0 + x is x). */
 static inline void m2_ssd_gemm(int ta, int tb, int M, int N, int K, const m2_real *A, int lda, const m2_real *B,
                                int ldb, m2_real beta, m2_real *C, int ldc)
 {
+    if (beta == 0) {
+        if (ldc == N)
+            memset(C, 0, (size_t)M * N * sizeof *C);
+        else
+            for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
+    }
     M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, (m2_real)1, A, lda,
-            B, ldb, beta, C, ldc);
+            B, ldb, (m2_real)1, C, ldc);
+}
+
+/* The intra-chunk products around a lower-triangular L×L matrix (the causal mask), each as two GEMMs over the two
+ * halves of C's rows that skip the block above the diagonal: a quarter less multiplication and packing at L = Q.
+ *   M2_SSD_TRI_OUT: C (L×L) = A·op(B), only C's lower triangle is wanted (C·Bᵀ, dY·Xᵀ); the block above is not written
+ *   M2_SSD_TRI_A:   C (L×n) = A·op(B) with A lower triangular (M·X, dCB·B)
+ *   M2_SSD_TRI_AT:  C (L×n) = Aᵀ·op(B) with A lower triangular (Mᵀ·dY, dCBᵀ·C)
+ * What is skipped are exact zero products (A, AT) or unused outputs (OUT), but the results are not the whole
+ * product's bits: OpenBLAS's kernel sums an element in an order that depends on the GEMM's shape (its edge tiles),
+ * so they differ within rounding (test_ssd's bounds; still fixed by the sizes, independent of the thread count).
+ * bench_ssd 1 thread, CPU time: forward -4%, backward -6%. */
+typedef enum { M2_SSD_TRI_OUT, M2_SSD_TRI_A, M2_SSD_TRI_AT } m2_ssd_tri;
+
+static inline void m2_ssd_gemm_tri(m2_ssd_tri kind, int tb, int L, int n, int K, const m2_real *A, int lda,
+                                   const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc)
+{
+    const int ta = kind == M2_SSD_TRI_AT, h = (L / 2) & ~7; /* split rows on a multiple of 8: whole kernel tiles */
+    if (h == 0) {
+        m2_ssd_gemm(ta, tb, L, n, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    m2_real *Cb = C + (size_t)h * ldc;
+    switch (kind) {
+    case M2_SSD_TRI_OUT:
+        m2_ssd_gemm(0, tb, h, h, K, A, lda, B, ldb, beta, C, ldc);
+        m2_ssd_gemm(0, tb, L - h, n, K, A + (size_t)h * lda, lda, B, ldb, beta, Cb, ldc);
+        break;
+    case M2_SSD_TRI_A:
+        m2_ssd_gemm(0, tb, h, n, h, A, lda, B, ldb, beta, C, ldc);
+        m2_ssd_gemm(0, tb, L - h, n, K, A + (size_t)h * lda, lda, B, ldb, beta, Cb, ldc);
+        break;
+    case M2_SSD_TRI_AT:
+        m2_ssd_gemm(1, tb, h, n, K, A, lda, B, ldb, beta, C, ldc);
+        m2_ssd_gemm(1, tb, L - h, n, K - h, A + (size_t)h * lda + h, lda, tb ? B + h : B + (size_t)h * ldb, ldb, beta,
+                    Cb, ldc);
+        break;
+    }
 }
 
 #endif

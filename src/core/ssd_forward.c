@@ -99,7 +99,7 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
             const m2_real *Bc = Bm + row * s->ld_bc + (size_t)g * s->N;
             const m2_real *Cc = Cm + row * s->ld_bc + (size_t)g * s->N;
             m2_ssd_group_decays(pl, &tb, dt, A, row, g, L, NULL);
-            m2_ssd_gemm(0, 1, L, L, s->N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
+            m2_ssd_gemm_tri(M2_SSD_TRI_OUT, 1, L, L, s->N, Cc, s->ld_bc, Bc, s->ld_bc, 0, tb.cb, Q);
             if (c > 0) /* S_0 = 0 */
                 m2_ssd_gemm(0, 1, L, HPg, s->N, Cc, s->ld_bc, states + m2_ssd_bch(pl, b, c, g * hpg) * pl->pn, s->N, 0,
                             tb.wide2, HPg);
@@ -109,7 +109,7 @@ static void chunk_outputs(const m2_ssd_plan *pl, const m2_real *x, const m2_real
                 m2_real *Y = y + row * HP + (size_t)h * s->P;
                 intra_matrix(&tb, j, L, Q);
                 m2_ssd_add_diag(tb.m, L, Q, Dsk[h]);
-                m2_ssd_gemm(0, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 0, Y, HP);
+                m2_ssd_gemm_tri(M2_SSD_TRI_A, 0, L, s->P, L, tb.m, Q, X, s->ld_x, 0, Y, HP);
                 if (c == 0) continue;
                 for (int l = 0; l < L; l++)
                     m2_ssd_axpy(tb.e[j * tb.Qr + l], tb.wide2 + (size_t)l * HPg + j * s->P, Y + (size_t)l * HP, s->P);
