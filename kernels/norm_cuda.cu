@@ -64,10 +64,11 @@ template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng,
             for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * G * ng + j + e] = acc[j + e];
 }
 
-/* Rows [blk * per, + per): dx ADDS; the weight partials in acc (part != NULL) or rstd per row (part == NULL, per 1). */
+/* Rows [blk * per, + per): dx ADDS; the weight partials in acc (part != NULL) or rstd per row (part == NULL, per 1);
+ * y (NULL: not wanted) the forward's output x * r * w. */
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
-                       float *part, float *rstd)
+                       float *part, float *rstd, float *y)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
@@ -83,10 +84,11 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
         }
         const float r = rstd_of(norm_block_sum(ss, sh), n);
         const float cst = r * r * r * norm_block_sum(s, sh) / (float)n;
-        float *dxr = dx + (size_t)row * n;
+        float *dxr = dx + (size_t)row * n, *yr = y ? y + (size_t)row * n : NULL;
         for (int j = threadIdx.x; j < n; j += blockDim.x) {
             dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
             if (acc) acc[j] += dyr[j] * xr[j] * r;
+            if (yr) yr[j] = xr[j] * r * w[j];
         }
         if (rstd && threadIdx.x == 0) rstd[row] = r;
     }
@@ -151,12 +153,13 @@ static void norm_bwd_weight(m2_cuda_ctx *c, const norm_bwd_plan &p, int rows, in
 }
 
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw)
+                         m2_real *dx, m2_real *dw, m2_real *y)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
-    rmsnorm_bwd_kernel<<<p.nblk, M2_CUDA_THREADS, p.shmem, c->stream>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd);
+    rmsnorm_bwd_kernel<<<p.nblk, M2_CUDA_THREADS, p.shmem, c->stream>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd,
+                                                                        y);
     M2_CUDA_LAUNCHED("rmsnorm_bwd");
     norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
@@ -249,13 +252,14 @@ template <int V> struct gate_bwd_in {
 };
 
 /* Backward of one segment's access at channel j: dy, dz written; the weight gradient's term dout * v * r added to
- * acc (when the block forms its column partials, else NULL). */
+ * acc (when the block forms its column partials, else NULL); outr (NULL: not wanted) the forward's v * r * w, the
+ * forward kernel's expression from the same sum of squares in the same order. */
 template <int V>
 __device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const float *w, int j, float r, float cst,
-                                              float *dyr, float *dzr, float *acc)
+                                              float *dyr, float *dzr, float *acc, float *outr)
 {
     const m2_vec<V> wv = m2_vload<V>(w + j);
-    m2_vec<V> oy, oz;
+    m2_vec<V> oy, oz, oo;
 #pragma unroll
     for (int e = 0; e < V; e++) {
         const float zj = a.z.v[e], sg = m2_dev_sigmoid(zj), yj = a.y.v[e], v = gate(yj, zj);
@@ -264,9 +268,11 @@ __device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const flo
         /* d silu(z)/dz = s (1 + z (1 - s)) */
         oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
         if (acc) acc[j + e] += a.d.v[e] * v * r;
+        oo.v[e] = v * r * wv.v[e];
     }
     m2_vstore<V>(dyr + j, oy);
     m2_vstore<V>(dzr + j, oz);
+    if (outr) m2_vstore<V>(outr + j, oo);
 }
 
 /* Backward over the rows [blk * per, + per). part != NULL: the block also forms the weight gradient's column
@@ -277,7 +283,7 @@ __device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const flo
 template <class Cfg, class TA>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_bwd_kernel(const float *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
-                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
+                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd, float *out)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     extern __shared__ float acc_sh[];
@@ -289,7 +295,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     for (int row = r0; row < r1; row++) {
         const TA *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z;
         const float *dor = dout + (size_t)row * n;
-        float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz;
+        float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz, *outr = out ? out + (size_t)row * n : NULL;
         for (int g = 0; g < G; g++) {
             const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
             gate_bwd_in<V> ac[C];
@@ -320,9 +326,10 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
             for (int i = 0; i < C; i++) {
                 const int j = jt + i * step;
                 if (j >= end) break;
-                gated_bwd_out<V>(ac[i], w, j, r, cst, dyr, dzr, acc);
+                gated_bwd_out<V>(ac[i], w, j, r, cst, dyr, dzr, acc, outr);
             }
-            for (int j = jt + C * step; j < end; j += step) gated_bwd_out<V>(load(j), w, j, r, cst, dyr, dzr, acc);
+            for (int j = jt + C * step; j < end; j += step)
+                gated_bwd_out<V>(load(j), w, j, r, cst, dyr, dzr, acc, outr);
             if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
         }
     }
@@ -360,10 +367,10 @@ static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, c
 
 template <class Cfg, class TA>
 static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const TA *y, const TA *z,
-                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
+                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz, float *out)
 {
     gated_norm_bwd_kernel<Cfg, TA><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy,
-                                                                             dz, ld_dz, p.part, p.rstd);
+                                                                             dz, ld_dz, p.part, p.rstd, out);
     M2_CUDA_LAUNCHED("gated_norm_bwd");
 }
 
@@ -388,7 +395,7 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int
 
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv, const void *zv, int ld_z,
                             m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
-                            int ld_dz, m2_real *dw)
+                            int ld_dz, m2_real *dw, m2_real *out)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
@@ -396,10 +403,10 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv
     m2_act_dispatch(at, [&](auto *ta) {
         using TA = m2_elem_t<decltype(ta)>;
         const TA *y = (const TA *)yv, *z = (const TA *)zv;
-        if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-            gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+        if (norm_vec4(n, G, {dout, y, z, w, dy, dz, out}, {ld_z, ld_dz}))
+            gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         else
-            gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+            gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         norm_bwd_weight(c, p, rows, n, gated_dw_term<TA>{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw,
                         "gated_norm_bwd (weight)");
     });
