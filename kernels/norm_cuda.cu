@@ -37,15 +37,25 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh)
 }
 
 /* ---- RMSNorm ---- */
-/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). */
+/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). res (NULL: none) is added
+ * into x first, by the thread that then reads its x back for the output (the residual add of ops.h). */
 template <class TY>
-__global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, TY *y)
+__global__ void __launch_bounds__(M2_CUDA_THREADS)
+    rmsnorm_fwd_kernel(float *x, const float *res, const float *w, int n, TY *y)
 {
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
-    const float *xr = x + row * n;
+    float *xr = x + row * n;
+    const float *rr = res ? res + row * n : NULL;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float v = xr[j];
+        if (rr) {
+            v += rr[j];
+            xr[j] = v;
+        }
+        ss += v * v;
+    }
     const float r = rstd_of(norm_block_sum(ss, sh), n);
     TY *yr = y + row * n;
     for (int j = threadIdx.x; j < n; j += blockDim.x) m2_st(yr + j, xr[j] * r * w[j]);
@@ -196,12 +206,13 @@ struct rmsnorm_dw_term {
     }
 };
 
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt)
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+                         m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
     m2_act_dispatch(yt, [&](auto *ty) {
         using TY = m2_elem_t<decltype(ty)>;
-        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, w, n, (TY *)y);
+        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, res, w, n, (TY *)y);
         M2_CUDA_LAUNCHED("rmsnorm_fwd");
     });
 }

@@ -414,7 +414,8 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
     const m2_act_type at = m->act;
 
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, at));
+    /* h_l = the previous layer's out_proj output + its h_{l-1}, added by this norm (ops.h rmsnorm_fwd's res) */
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, l > 0 ? h_at(m, c, un, l - 1) : NULL, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
     forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
@@ -424,9 +425,10 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y, at,
                                 c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
-    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real) */
+    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
+     * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
+     * norm's read of it comes first) */
     forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
-    OP(M2_OPK_OTHER, ops->add(ops, hn, hl, un->rows * D));
 }
 
 /* embed, the layers, the head; ln->u keeps RMSNorm_f(h_L) for the head's backward. */
@@ -442,7 +444,8 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
        ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0, h0, D));
     OP(M2_OPK_OTHER, ops->bias_add(ops, h0, D, c->params + lay->embed_b, R, D));
     for (int l = 0; l < d->L; l++) layer_forward(m, ln, c, un, l);
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), d->L > 0 ? h_at(m, c, un, d->L - 1) : NULL,
+                                     c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, d->O, D, 1, ln->u, D, c->params + lay->head_w, D, 0, pred, d->O));
     OP(M2_OPK_OTHER, ops->bias_add(ops, pred, d->O, c->params + lay->head_b, R, d->O));
 }

@@ -188,8 +188,8 @@ static void test_rmsnorm_out(void **state)
     pair x = pair_uniform((size_t)rows * n, -2, 2, 30), w = pair_uniform(n, 0.5f, 1.5f, 31);
     pair y = pair_fill((size_t)rows * n, 0);
     void *yb = gpu->alloc(gpu, (size_t)rows * n * 2);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, yb, M2_ACT_BF16);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, y.d, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, yb, M2_ACT_BF16);
     expect_rounded("rmsnorm_fwd (bf16 output)", yb, y.d, y.n);
     gpu->free(gpu, yb);
     pair_free(&x);

@@ -121,10 +121,22 @@ static void rmsnorm_case(int rows, int n)
     pair y = pair_fill((size_t)rows * n, 0), dy = pair_uniform((size_t)rows * n, -1, 1, 32);
     pair dx = pair_uniform((size_t)rows * n, -1, 1, 33), dw = pair_uniform(n, -1, 1, 34);
     char what[64];
-    cpu->rmsnorm_fwd(cpu, x.h, w.h, rows, n, y.h, M2_ACT_REAL);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
+    cpu->rmsnorm_fwd(cpu, x.h, NULL, w.h, rows, n, y.h, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, y.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "rmsnorm_fwd %dx%d", rows, n);
     pair_expect(what, y, 1e-6);
+    /* with the residual added into x first (ops.h), on copies of x */
+    pair xs = pair_uniform((size_t)rows * n, -2, 2, 30), res = pair_uniform((size_t)rows * n, -1, 1, 35);
+    pair ys = pair_fill((size_t)rows * n, 7.0f);
+    cpu->rmsnorm_fwd(cpu, xs.h, res.h, w.h, rows, n, ys.h, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, xs.d, res.d, w.d, rows, n, ys.d, M2_ACT_REAL);
+    snprintf(what, sizeof what, "rmsnorm_fwd + residual: x %dx%d", rows, n);
+    pair_expect(what, xs, 1e-6);
+    snprintf(what, sizeof what, "rmsnorm_fwd + residual: y %dx%d", rows, n);
+    pair_expect(what, ys, 1e-6);
+    pair_free(&xs);
+    pair_free(&res);
+    pair_free(&ys);
     pair yb = pair_fill((size_t)rows * n, 7.0f); /* the backward's recomputed output */
     cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, yb.h);
     gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb.d);
