@@ -13,9 +13,9 @@
  * rows (the forward: CONV_TT ticks of one sequence; the backward: one column-sum block of rows), keeping the K taps'
  * inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times and no
  * index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a compile-time 4
- * or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1, so the results are
- * unchanged bitwise. The backward is one kernel (dpre, din and the weight partials from one read of in and dout;
- * BENCHMARKS.md, issue 16a) and the column sum's final pass. */
+ * or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1 (conv_bwd_row says where
+ * the backward's rounding differs by an ulp). The backward is one kernel (dpre, din and the weight partials from
+ * one read of in and dout; BENCHMARKS.md, issue 16a) and the column sum's final pass. */
 #include "cuda_common.cuh"
 
 enum { CONV_TT = 32 };
@@ -109,19 +109,19 @@ __device__ void conv_window(const TI *col, int ld, int t0, int K, float (&win)[C
     }
 }
 
-/* One forward row: shift tick t's input into the window, out(t) = silu(pre(t)). */
+/* One forward row: shift tick t's input (the row at src) into the window, out(t) = silu(pre(t)) stored at dst. */
 template <class Cfg, bool Masked, class TI>
-__device__ __forceinline__ void conv_fwd_row(const conv_args<TI> &a, const TI *col, float *out, size_t orow, int t,
+__device__ __forceinline__ void conv_fwd_row(const conv_args<TI> &a, const TI *src, float *dst, int t,
                                              const float (&bias)[Cfg::V], const float (&wr)[Cfg::KM][Cfg::V],
                                              float (&win)[Cfg::KM][Cfg::V])
 {
-    conv_shift<Cfg>(win, m2_vload<Cfg::V>(col + (size_t)t * a.ld_in));
+    conv_shift<Cfg>(win, m2_vload<Cfg::V>(src));
     float pre[Cfg::V];
     conv_pre<Cfg, Masked>(a, t, bias, wr, win, pre);
     m2_vec<Cfg::V> r;
 #pragma unroll
     for (int j = 0; j < Cfg::V; j++) r.v[j] = pre[j] * m2_dev_sigmoid(pre[j]);
-    m2_vstore<Cfg::V>(out + orow * a.C, r);
+    m2_vstore<Cfg::V>(dst, r);
 }
 
 /* Forward: out = silu(pre); the first KM-1 ticks of a sequence with the start mask, the rest without. */
@@ -136,11 +136,63 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
     for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
     const TI *col = a.in + seq * a.T * a.ld_in + c0;
     conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
-    float *out = a.out + c0;
+    /* the rows by pointer steps (no index product per row) */
+    const TI *src = col + (size_t)t0 * a.ld_in;
+    float *dst = a.out + (seq * a.T + t0) * a.C + c0;
     int t = t0;
-    for (; t < t1 && t < Cfg::KM - 1; t++) conv_fwd_row<Cfg, true>(a, col, out, seq * a.T + t, t, bias, wr, win);
+    for (; t < t1 && t < Cfg::KM - 1; t++, src += a.ld_in, dst += a.C)
+        conv_fwd_row<Cfg, true>(a, src, dst, t, bias, wr, win);
 #pragma unroll 4 /* the window's shifts become register renames */
-    for (; t < t1; t++) conv_fwd_row<Cfg, false>(a, col, out, seq * a.T + t, t, bias, wr, win);
+    for (; t < t1; t++, src += a.ld_in, dst += a.C) conv_fwd_row<Cfg, false>(a, src, dst, t, bias, wr, win);
+}
+
+/* One row r (tick t; ro = r - (K-1) at tick to) of the backward's walk (conv_bwd_kernel). Edge false: a row of the
+ * block (r < r1 <= rows) whose taps are all inside its sequence (t >= K-1, so ro is in the same sequence and every
+ * output tick of din(ro) exists) and whose din row is the block's (ro >= r0): the row makes none of the tests. The
+ * same sums in the same order, but its products may be fused into the additions (FMA) where the tested form kept
+ * them apart: an ulp's difference, not bitwise the edge form's. */
+template <class Cfg, bool Edge, class TI>
+__device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *col, int c0, int r, int t, int to,
+                                             int r0, int r1, const float (&wf)[Cfg::KM][Cfg::V],
+                                             const float (&wb)[Cfg::KM][Cfg::V], const float (&bias)[Cfg::V],
+                                             float (&win)[Cfg::KM][Cfg::V], float (&dwin)[Cfg::KM][Cfg::V],
+                                             float (&acc)[Cfg::KM + 1][Cfg::V])
+{
+    constexpr int KM = Cfg::KM, V = Cfg::V;
+    m2_vec<V> d = {};
+    if (!Edge || r < a.rows) {
+        conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
+        float pre[V];
+        conv_pre<Cfg, Edge>(a, t, bias, wf, win, pre);
+        const m2_vec<V> g = m2_vload<V>(a.dout + (size_t)r * a.C + c0);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const float s = m2_dev_sigmoid(pre[j]);
+            d.v[j] = g.v[j] * s * (1.0f + pre[j] * (1.0f - s));
+        }
+        if (!Edge || r < r1) {
+#pragma unroll
+            for (int m = 0; m < KM; m++)
+                if (m >= KM - a.K) {
+#pragma unroll
+                    for (int j = 0; j < V; j++) acc[m][j] += !Edge || t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
+                }
+#pragma unroll
+            for (int j = 0; j < V; j++) acc[KM][j] += d.v[j];
+        }
+    }
+    conv_shift<Cfg>(dwin, d);
+    const int ro = r - (a.K - 1);
+    if (!Edge || ro >= r0) {
+        m2_vec<V> s = {};
+#pragma unroll
+        for (int k = 0; k < KM; k++)
+            if (k < a.K && (!Edge || to + a.K - 1 - k < a.T)) {
+#pragma unroll
+                for (int j = 0; j < V; j++) s.v[j] += wb[KM - 1 - k][j] * dwin[KM - 1 - k][j];
+            }
+        m2_vstore<V>(a.din + (size_t)ro * a.ld_din + c0, s);
+    }
 }
 
 /* The backward in one walk over the column-sum block of rows [r0, r1) (blockIdx.x) of the thread's channels, rows
@@ -151,21 +203,24 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
  * - din(ro) = sum_k w[k] dpre(ro+K-1-k) over the output ticks inside the sequence, written at row r = ro + K - 1 from a
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
  *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
- * dpre never goes to memory; every sum is formed in the order of the separate kernels this replaces (bitwise). */
+ * The rows that need no test (conv_bwd_row's Edge false: all but the first K-1 of the block and of each sequence,
+ * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS: 186 instructions per row of 4
+ * channels there, 330 with the tests). dpre never goes to memory; every sum is formed in the order of the
+ * separate kernels this replaced. */
 template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c0 >= a.C) return;
-    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per);
+    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per), K = a.K;
     const TI *col = a.in + c0;
     float wf[KM][V], wb[KM][V], bias[V], win[KM][V], dwin[KM][V], acc[KM + 1][V];
     conv_weights<Cfg, false>(a, c0, wf);
     conv_weights<Cfg, true>(a, c0, wb);
 #pragma unroll
     for (int j = 0; j < V; j++) bias[j] = a.b[c0 + j];
-    int t = r0 % a.T, to = ((r0 - (a.K - 1)) % a.T + a.T) % a.T; /* the ticks of r and of ro = r - (K-1) */
-    conv_window<Cfg>(col + (size_t)(r0 - t) * a.ld_in, a.ld_in, t, a.K, win);
+    int t = r0 % a.T, to = ((r0 - (K - 1)) % a.T + a.T) % a.T; /* the ticks of r and of ro = r - (K-1) */
+    conv_window<Cfg>(col + (size_t)(r0 - t) * a.ld_in, a.ld_in, t, K, win);
 #pragma unroll
     for (int m = 0; m <= KM; m++)
 #pragma unroll
@@ -173,51 +228,28 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
             acc[m][j] = 0.0f;
             if (m < KM) dwin[m][j] = 0.0f;
         }
-    for (int r = r0; r < r1 + a.K - 1; r++) {
-        m2_vec<V> d = {};
-        if (r < a.rows) {
-            conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
-            float pre[V];
-            conv_pre<Cfg>(a, t, bias, wf, win, pre);
-            const m2_vec<V> g = m2_vload<V>(a.dout + (size_t)r * a.C + c0);
-#pragma unroll
-            for (int j = 0; j < V; j++) {
-                const float s = m2_dev_sigmoid(pre[j]);
-                d.v[j] = g.v[j] * s * (1.0f + pre[j] * (1.0f - s));
-            }
-            if (r < r1) {
-#pragma unroll
-                for (int m = 0; m < KM; m++)
-                    if (m >= KM - a.K) {
-#pragma unroll
-                        for (int j = 0; j < V; j++) acc[m][j] += t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
-                    }
-#pragma unroll
-                for (int j = 0; j < V; j++) acc[KM][j] += d.v[j];
-            }
+    for (int r = r0; r < r1 + K - 1;) {
+        if (r >= r0 + K - 1 && r < r1 && t >= K - 1) {
+            const int re = r + min(r1 - r, a.T - t); /* to the block's or the sequence's end */
+#pragma unroll 4
+            for (; r < re; r++, t++)
+                conv_bwd_row<Cfg, false>(a, col, c0, r, t, 0, r0, r1, wf, wb, bias, win, dwin, acc);
+            if (t == a.T) t = 0;
+            to = ((r - (K - 1)) % a.T + a.T) % a.T;
+        } else {
+            conv_bwd_row<Cfg, true>(a, col, c0, r, t, to, r0, r1, wf, wb, bias, win, dwin, acc);
+            r++;
+            t = t + 1 == a.T ? 0 : t + 1;
+            to = to + 1 == a.T ? 0 : to + 1;
         }
-        conv_shift<Cfg>(dwin, d);
-        const int ro = r - (a.K - 1);
-        if (ro >= r0) {
-            m2_vec<V> s = {};
-#pragma unroll
-            for (int k = 0; k < KM; k++)
-                if (k < a.K && to + a.K - 1 - k < a.T) {
-#pragma unroll
-                    for (int j = 0; j < V; j++) s.v[j] += wb[KM - 1 - k][j] * dwin[KM - 1 - k][j];
-                }
-            m2_vstore<V>(a.din + (size_t)ro * a.ld_din + c0, s);
-        }
-        t = t + 1 == a.T ? 0 : t + 1;
-        to = to + 1 == a.T ? 0 : to + 1;
     }
-    float *p = a.part + (size_t)blockIdx.x * a.C * (a.K + 1) + (size_t)c0 * (a.K + 1);
+    float *p = a.part + (size_t)blockIdx.x * a.C * (K + 1) + (size_t)c0 * (K + 1);
 #pragma unroll
     for (int j = 0; j < V; j++) {
 #pragma unroll
         for (int m = 0; m < KM; m++)
-            if (m >= KM - a.K) p[j * (a.K + 1) + m - (KM - a.K)] = acc[m][j];
-        p[j * (a.K + 1) + a.K] = acc[KM][j];
+            if (m >= KM - K) p[j * (K + 1) + m - (KM - K)] = acc[m][j];
+        p[j * (K + 1) + K] = acc[KM][j];
     }
 }
 

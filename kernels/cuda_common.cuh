@@ -245,14 +245,15 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int
 void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
 void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt);
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+                         m2_act_type yt);
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw);
+                         m2_real *dx, m2_real *dw, m2_real *y);
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                             int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
                             m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
-                            int ld_dz, m2_real *dw);
+                            int ld_dz, m2_real *dw, m2_real *out);
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, m2_real *out);
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,

@@ -5,9 +5,11 @@
  * values normalised as out = v * r * w with r = rsqrt(mean(v^2) + eps):
  *   dv = r * (w * dout) - v * r^3 / ns * sum(w * dout * v),     dw += dout * v * r.
  * In the gated norm ns is the GROUP size (upstream divides by the full width when G > 1, a known bug that
- * docs/MODEL.md asks us not to copy). dw is a column sum over rows (the deterministic one of cuda_common.cuh): RMSNorm
- * keeps each row's r in the workspace for m2_colsum; the gated norm's backward forms the column partials of its
- * blocks of rows itself, in shared memory, so dout, y and z are read once (BENCHMARKS.md, issue 16a). */
+ * docs/MODEL.md asks us not to copy). dw is a column sum over rows (the deterministic one of cuda_common.cuh): the
+ * backwards form the column partials of their blocks of rows themselves, in shared memory, so their inputs are read
+ * once (BENCHMARKS.md, issue 16a). The two backwards are one body (norm_bwd_rows) over a per-norm view of a row, at
+ * 4 channels per thread where the sizes allow, and each can write the forward's output too (ops.h: the model's
+ * backward needs it for a weight gradient and would otherwise recompute it in a second pass over the same inputs). */
 #include "cuda_common.cuh"
 
 __device__ __forceinline__ float rstd_of(float sumsq, int ns)
@@ -35,15 +37,25 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh)
 }
 
 /* ---- RMSNorm ---- */
-/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). */
+/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). res (NULL: none) is added
+ * into x first, by the thread that then reads its x back for the output (the residual add of ops.h). */
 template <class TY>
-__global__ void __launch_bounds__(M2_CUDA_THREADS) rmsnorm_fwd_kernel(const float *x, const float *w, int n, TY *y)
+__global__ void __launch_bounds__(M2_CUDA_THREADS)
+    rmsnorm_fwd_kernel(float *x, const float *res, const float *w, int n, TY *y)
 {
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
-    const float *xr = x + row * n;
+    float *xr = x + row * n;
+    const float *rr = res ? res + row * n : NULL;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float v = xr[j];
+        if (rr) {
+            v += rr[j];
+            xr[j] = v;
+        }
+        ss += v * v;
+    }
     const float r = rstd_of(norm_block_sum(ss, sh), n);
     TY *yr = y + row * n;
     for (int j = threadIdx.x; j < n; j += blockDim.x) m2_st(yr + j, xr[j] * r * w[j]);
@@ -64,33 +76,124 @@ template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng,
             for (int e = 0; e < V; e++) part[(size_t)blockIdx.x * G * ng + j + e] = acc[j + e];
 }
 
-/* Rows [blk * per, + per): dx ADDS; the weight partials in acc (part != NULL) or rstd per row (part == NULL, per 1). */
+/* One norm backward over the rows [blk * per, + per), written once for both norms: Seg says what a row's values v are
+ * (RMSNorm: x; the gated norm: y * silu(z)) and where their gradient dv goes (rms_seg, gated_seg). Each segment of
+ * ng = n/G channels in two passes: the sums of v^2 and w * dout * v (a thread's first C accesses of V channels kept
+ * in registers, so a segment of up to C * V * 256 channels is read once), then dv, the weight gradient's term
+ * dout * v * r and, when out is not NULL, the forward's output v * r * w (ops.h: the model's dW GEMM reads it instead
+ * of a recompute). With V = 4 a thread's partial sums run over its 4 consecutive channels first (another fp32 order
+ * than V = 1's: the emulated tests compare with the CPU at the same tolerance, 1e-5).
+ * acc != NULL: the block forms the weight gradient's column partials of its rows in shared memory (n floats), each
+ * thread owning the same channels in every row (no barrier), stored to part[blk][j] (the same blocks of rows and
+ * order as m2_colsum's, so the same figures) and the second pass over the inputs that a separate column sum makes is
+ * saved. acc == NULL (rows too wide for shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum.
+ * sh: the block reduction's NORM_WARPS floats. */
+template <class Cfg, class Seg>
+__device__ __forceinline__ void norm_bwd_rows(const Seg &seg, const float *w, int rows, int n, int G, int per,
+                                              float *acc, float *sh, float *part, float *rstd, float *out)
+{
+    constexpr int V = Cfg::V, C = Cfg::C;
+    using In = typename Seg::in;
+    const int ng = n / G, step = V * blockDim.x;
+    if (acc) norm_acc_zero<V>(acc, G, ng);
+    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
+    for (int row = r0; row < r1; row++) {
+        const typename Seg::row sr = seg.at(row);
+        float *outr = out ? out + (size_t)row * n : NULL;
+        for (int g = 0; g < G; g++) {
+            const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
+            In ac[C];
+            float ss = 0.0f, s = 0.0f;
+            auto stats = [&](const In &a, int j) {
+                const m2_vec<V> wv = m2_vload<V>(w + j);
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    const float v = Seg::v(a, e);
+                    ss += v * v;
+                    s += wv.v[e] * a.d.v[e] * v;
+                }
+            };
+#pragma unroll
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                ac[i] = sr.load(j);
+                stats(ac[i], j);
+            }
+            for (int j = jt + C * step; j < end; j += step) stats(sr.load(j), j);
+            const float r = rstd_of(norm_block_sum(ss, sh), ng);
+            const float cst = r * r * r * norm_block_sum(s, sh) / (float)ng;
+            auto grads = [&](const In &a, int j) {
+                const m2_vec<V> wv = m2_vload<V>(w + j);
+                m2_vec<V> dv, o;
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    const float v = Seg::v(a, e);
+                    dv.v[e] = r * wv.v[e] * a.d.v[e] - cst * v;
+                    if (acc) acc[j + e] += a.d.v[e] * v * r;
+                    o.v[e] = v * r * wv.v[e];
+                }
+                sr.store(j, a, dv);
+                if (outr) m2_vstore<V>(outr + j, o);
+            };
+#pragma unroll
+            for (int i = 0; i < C; i++) {
+                const int j = jt + i * step;
+                if (j >= end) break;
+                grads(ac[i], j);
+            }
+            for (int j = jt + C * step; j < end; j += step) grads(sr.load(j), j);
+            if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
+        }
+    }
+    if (acc) norm_acc_store<V>(acc, G, ng, part);
+}
+
+/* V channels per thread: 4 (16-byte loads and stores) when the segment width, the strides and the pointers allow it
+ * (named types, so that a kernel's counters and its SASS row share one key); C: accesses kept in registers (above). */
+struct norm_v1 {
+    static constexpr int V = 1, C = 8;
+};
+struct norm_v4 {
+    static constexpr int V = 4, C = 2;
+};
+
+/* RMSNorm's rows for norm_bwd_rows: v = x, dx ADDS dv. */
+template <int V> struct rms_seg {
+    const float *x, *dy;
+    float *dx;
+    int n;
+    struct in {
+        m2_vec<V> x, d; /* x, dout */
+    };
+    struct row {
+        const float *x, *dy;
+        float *dx;
+        __device__ in load(int j) const { return in{m2_vload<V>(x + j), m2_vload<V>(dy + j)}; }
+        __device__ void store(int j, const in &, const m2_vec<V> &dv) const
+        {
+            m2_vec<V> o = m2_vload<V>(dx + j);
+#pragma unroll
+            for (int e = 0; e < V; e++) o.v[e] += dv.v[e];
+            m2_vstore<V>(dx + j, o);
+        }
+    };
+    __device__ row at(int r) const
+    {
+        const size_t o = (size_t)r * n;
+        return row{x + o, dy + o, dx + o};
+    }
+    __device__ static float v(const in &a, int e) { return a.x.v[e]; }
+};
+
+template <class Cfg>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
-                       float *part, float *rstd)
+                       float *part, float *rstd, float *y)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
-    float *acc = part ? acc_sh : NULL;
-    if (acc) norm_acc_zero<1>(acc, 1, n);
-    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
-    for (int row = r0; row < r1; row++) {
-        const float *xr = x + (size_t)row * n, *dyr = dy + (size_t)row * n;
-        float ss = 0.0f, s = 0.0f;
-        for (int j = threadIdx.x; j < n; j += blockDim.x) {
-            ss += xr[j] * xr[j];
-            s += w[j] * dyr[j] * xr[j];
-        }
-        const float r = rstd_of(norm_block_sum(ss, sh), n);
-        const float cst = r * r * r * norm_block_sum(s, sh) / (float)n;
-        float *dxr = dx + (size_t)row * n;
-        for (int j = threadIdx.x; j < n; j += blockDim.x) {
-            dxr[j] += r * w[j] * dyr[j] - cst * xr[j];
-            if (acc) acc[j] += dyr[j] * xr[j] * r;
-        }
-        if (rstd && threadIdx.x == 0) rstd[row] = r;
-    }
-    if (acc) norm_acc_store<1>(acc, 1, n, part);
+    norm_bwd_rows<Cfg>(rms_seg<Cfg::V>{x, dy, dx, n}, w, rows, n, 1, per, part ? acc_sh : NULL, sh, part, rstd, y);
 }
 
 struct rmsnorm_dw_term {
@@ -103,12 +206,13 @@ struct rmsnorm_dw_term {
     }
 };
 
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt)
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+                         m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
     m2_act_dispatch(yt, [&](auto *ty) {
         using TY = m2_elem_t<decltype(ty)>;
-        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, w, n, (TY *)y);
+        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, res, w, n, (TY *)y);
         M2_CUDA_LAUNCHED("rmsnorm_fwd");
     });
 }
@@ -150,34 +254,43 @@ static void norm_bwd_weight(m2_cuda_ctx *c, const norm_bwd_plan &p, int rows, in
         m2_colsum(c, p.ws_off, rows, n, f, m2_add_to{dw}, what);
 }
 
+/* The 4-channel kernels when every segment, row and pointer is 16-byte aligned. */
+static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, std::initializer_list<long long> ld)
+{
+    return n % G == 0 && (n / G) % 4 == 0 && m2_vec4_ok(ptrs, ld);
+}
+
+/* Launched from a template on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
+ * (rmsnorm_bwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
+template <class Cfg>
+static void rmsnorm_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dy, const float *x, const float *w,
+                            int rows, int n, float *dx, float *y)
+{
+    rmsnorm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd, y);
+    M2_CUDA_LAUNCHED("rmsnorm_bwd");
+}
+
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw)
+                         m2_real *dx, m2_real *dw, m2_real *y)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
-    rmsnorm_bwd_kernel<<<p.nblk, M2_CUDA_THREADS, p.shmem, c->stream>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd);
-    M2_CUDA_LAUNCHED("rmsnorm_bwd");
+    if (norm_vec4(n, 1, {dy, x, w, dx, y}, {}))
+        rmsnorm_bwd_run<norm_v4>(c->stream, p, dy, x, w, rows, n, dx, y);
+    else
+        rmsnorm_bwd_run<norm_v1>(c->stream, p, dy, x, w, rows, n, dx, y);
     norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
 
 /* ---- gated RMSNorm: v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps) * w ---- */
 __device__ __forceinline__ float gate(float y, float z) { return y * z * m2_dev_sigmoid(z); }
 
-/* V channels per thread: 4 (16-byte loads and stores) when the group width, the strides and the pointers allow it
- * (named types, so that a kernel's counters and its SASS row share one key). With V = 1 the kernels are the
- * one-channel-per-thread loops; with V = 4 each thread's partial sums run over its 4 consecutive channels first, a
- * different fp32 order (the emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5).
- * C: a thread's first C accesses of V channels per group stay in registers between a segment's two passes (the
- * statistics, then the outputs), so a group of up to 8 x 256 channels is read from memory once; a wider group's
- * remaining channels are read twice. Same arithmetic in the same order either way (bitwise). */
-struct norm_v1 {
-    static constexpr int V = 1, C = 8;
-};
-struct norm_v4 {
-    static constexpr int V = 4, C = 2;
-};
-
+/* The gated norm's configurations are norm_v1 / norm_v4 (above). With V = 1 the kernels are the one-channel-per-thread
+ * loops; with V = 4 each thread's partial sums run over its 4 consecutive channels first, a different fp32 order (the
+ * emulated tests compare with the CPU at the same tolerance, 1e-6 / 1e-5). C: a thread's first C accesses of V
+ * channels per group stay in registers between a segment's two passes (the statistics, then the outputs), so a group
+ * of up to 8 x 256 channels is read from memory once; a wider group's remaining channels are read twice. */
 template <int V> struct gate_in { /* one access's operands */
     m2_vec<V> y, z;
 };
@@ -243,96 +356,51 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     }
 }
 
-/* The backward's operands of one access of V channels. */
-template <int V> struct gate_bwd_in {
-    m2_vec<V> y, z, d; /* y, z, dout */
+/* The gated norm's rows for norm_bwd_rows: v = y * silu(z); dy and dz written from dv. */
+template <int V, class TA> struct gated_seg {
+    const float *dout;
+    const TA *y, *z;
+    float *dy, *dz;
+    int n, ld_z, ld_dz;
+    struct in {
+        m2_vec<V> y, z, d; /* y, z, dout */
+    };
+    struct row {
+        const float *d;
+        const TA *y, *z;
+        float *dy, *dz;
+        __device__ in load(int j) const { return in{m2_vload<V>(y + j), m2_vload<V>(z + j), m2_vload<V>(d + j)}; }
+        __device__ void store(int j, const in &a, const m2_vec<V> &dv) const
+        {
+            m2_vec<V> oy, oz;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float zj = a.z.v[e], sg = m2_dev_sigmoid(zj), yj = a.y.v[e];
+                oy.v[e] = dv.v[e] * zj * sg;
+                /* d silu(z)/dz = s (1 + z (1 - s)) */
+                oz.v[e] = dv.v[e] * yj * sg * (1.0f + zj * (1.0f - sg));
+            }
+            m2_vstore<V>(dy + j, oy);
+            m2_vstore<V>(dz + j, oz);
+        }
+    };
+    __device__ row at(int r) const
+    {
+        const size_t o = (size_t)r * n;
+        return row{dout + o, y + o, z + (size_t)r * ld_z, dy + o, dz + (size_t)r * ld_dz};
+    }
+    __device__ static float v(const in &a, int e) { return gate(a.y.v[e], a.z.v[e]); }
 };
 
-/* Backward of one segment's access at channel j: dy, dz written; the weight gradient's term dout * v * r added to
- * acc (when the block forms its column partials, else NULL). */
-template <int V>
-__device__ __forceinline__ void gated_bwd_out(const gate_bwd_in<V> &a, const float *w, int j, float r, float cst,
-                                              float *dyr, float *dzr, float *acc)
-{
-    const m2_vec<V> wv = m2_vload<V>(w + j);
-    m2_vec<V> oy, oz;
-#pragma unroll
-    for (int e = 0; e < V; e++) {
-        const float zj = a.z.v[e], sg = m2_dev_sigmoid(zj), yj = a.y.v[e], v = gate(yj, zj);
-        const float dv = r * wv.v[e] * a.d.v[e] - cst * v;
-        oy.v[e] = dv * zj * sg;
-        /* d silu(z)/dz = s (1 + z (1 - s)) */
-        oz.v[e] = dv * yj * sg * (1.0f + zj * (1.0f - sg));
-        if (acc) acc[j + e] += a.d.v[e] * v * r;
-    }
-    m2_vstore<V>(dyr + j, oy);
-    m2_vstore<V>(dzr + j, oz);
-}
-
-/* Backward over the rows [blk * per, + per). part != NULL: the block also forms the weight gradient's column
- * partials of its rows, part[blk][j] (the same blocks of rows and order as m2_colsum's, so the same figures) in
- * dynamic shared memory of n floats, each thread owning the same channels in every row (no barrier needed), and
- * the second pass over dout, y and z that a separate column sum makes is saved. part == NULL (rows too wide for
- * shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum. */
 template <class Cfg, class TA>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_bwd_kernel(const float *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
-                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd)
+                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd, float *out)
 {
-    constexpr int V = Cfg::V, C = Cfg::C;
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
-    float *acc = part ? acc_sh : NULL;
-    const int ng = n / G, step = V * blockDim.x;
-    if (acc) norm_acc_zero<V>(acc, G, ng);
-    const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
-    for (int row = r0; row < r1; row++) {
-        const TA *yr = y + (size_t)row * n, *zr = z + (size_t)row * ld_z;
-        const float *dor = dout + (size_t)row * n;
-        float *dyr = dy + (size_t)row * n, *dzr = dz + (size_t)row * ld_dz;
-        for (int g = 0; g < G; g++) {
-            const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
-            gate_bwd_in<V> ac[C];
-            float ss = 0.0f, s = 0.0f;
-            auto stats = [&](const gate_bwd_in<V> &a, int j) {
-                const m2_vec<V> wv = m2_vload<V>(w + j);
-#pragma unroll
-                for (int e = 0; e < V; e++) {
-                    const float v = gate(a.y.v[e], a.z.v[e]);
-                    ss += v * v;
-                    s += wv.v[e] * a.d.v[e] * v;
-                }
-            };
-            auto load = [&](int j) {
-                return gate_bwd_in<V>{m2_vload<V>(yr + j), m2_vload<V>(zr + j), m2_vload<V>(dor + j)};
-            };
-#pragma unroll
-            for (int i = 0; i < C; i++) {
-                const int j = jt + i * step;
-                if (j >= end) break;
-                ac[i] = load(j);
-                stats(ac[i], j);
-            }
-            for (int j = jt + C * step; j < end; j += step) stats(load(j), j);
-            const float r = rstd_of(norm_block_sum(ss, sh), ng);
-            const float cst = r * r * r * norm_block_sum(s, sh) / (float)ng;
-#pragma unroll
-            for (int i = 0; i < C; i++) {
-                const int j = jt + i * step;
-                if (j >= end) break;
-                gated_bwd_out<V>(ac[i], w, j, r, cst, dyr, dzr, acc);
-            }
-            for (int j = jt + C * step; j < end; j += step) gated_bwd_out<V>(load(j), w, j, r, cst, dyr, dzr, acc);
-            if (rstd && threadIdx.x == 0) rstd[(size_t)row * G + g] = r;
-        }
-    }
-    if (acc) norm_acc_store<V>(acc, G, ng, part);
-}
-
-/* The 4-channel kernels when every group, row and pointer is 16-byte aligned. */
-static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, std::initializer_list<long long> ld)
-{
-    return n % G == 0 && (n / G) % 4 == 0 && m2_vec4_ok(ptrs, ld);
+    norm_bwd_rows<Cfg>(gated_seg<Cfg::V, TA>{dout, y, z, dy, dz, n, ld_z, ld_dz}, w, rows, n, G, per,
+                       part ? acc_sh : NULL, sh, part, rstd, out);
 }
 
 /* The weight gradient's term for m2_colsum, when the rows are too wide for the backward to form the partials. */
@@ -360,10 +428,10 @@ static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, c
 
 template <class Cfg, class TA>
 static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const TA *y, const TA *z,
-                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz)
+                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz, float *out)
 {
     gated_norm_bwd_kernel<Cfg, TA><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy,
-                                                                             dz, ld_dz, p.part, p.rstd);
+                                                                             dz, ld_dz, p.part, p.rstd, out);
     M2_CUDA_LAUNCHED("gated_norm_bwd");
 }
 
@@ -388,7 +456,7 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int
 
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv, const void *zv, int ld_z,
                             m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
-                            int ld_dz, m2_real *dw)
+                            int ld_dz, m2_real *dw, m2_real *out)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
@@ -396,10 +464,10 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv
     m2_act_dispatch(at, [&](auto *ta) {
         using TA = m2_elem_t<decltype(ta)>;
         const TA *y = (const TA *)yv, *z = (const TA *)zv;
-        if (norm_vec4(n, G, {dout, y, z, w, dy, dz}, {ld_z, ld_dz}))
-            gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+        if (norm_vec4(n, G, {dout, y, z, w, dy, dz, out}, {ld_z, ld_dz}))
+            gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         else
-            gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz);
+            gated_bwd_run<norm_v1>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         norm_bwd_weight(c, p, rows, n, gated_dw_term<TA>{dout, y, z, p.rstd, ld_z, n, G, n / G}, dw,
                         "gated_norm_bwd (weight)");
     });

@@ -8,7 +8,8 @@
  * zxbcdt and y are stored in the backend's activation type (ops.h m2_act_type, read once at creation: bf16 on the
  * CUDA backend at bf16 precision, m2_real on the CPU); h_l, the lanes' intermediates and every gradient are m2_real.
  *   saved            the SSD's own (chunk-start states; ssd.h)
- * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, dt = softplus, A, the gated norm's output.
+ * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, dt = softplus, A, the gated norm's output (the two norms'
+ * outputs by their own backwards, which read the same inputs).
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
  *
  * Backward order: loss -> head -> norm_f (bucket 0) -> layers L-1..0 (buckets 1..L) -> embed (bucket L+1).
@@ -176,7 +177,8 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     ln->w_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve(base, &c, R * d->Win);
-    ln->dxbc = carve(base, &c, R * d->Cc);
+    /* d(xBC); before the SSD's backward d(o) [rows,Di] and after the conv's d(u) [rows,D] (layer_backward) */
+    ln->dxbc = carve(base, &c, R * (size_t)(d->Cc > d->D ? d->Cc : d->D));
     ln->ddt = carve(base, &c, R * d->H);
     ln->dy = carve(base, &c, R * d->Di);
     return c;
@@ -412,7 +414,8 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
     const m2_act_type at = m->act;
 
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, at));
+    /* h_l = the previous layer's out_proj output + its h_{l-1}, added by this norm (ops.h rmsnorm_fwd's res) */
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, l > 0 ? h_at(m, c, un, l - 1) : NULL, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
     forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
@@ -422,9 +425,10 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y, at,
                                 c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
-    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real) */
+    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
+     * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
+     * norm's read of it comes first) */
     forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
-    OP(M2_OPK_OTHER, ops->add(ops, hn, hl, un->rows * D));
 }
 
 /* embed, the layers, the head; ln->u keeps RMSNorm_f(h_L) for the head's backward. */
@@ -440,7 +444,8 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
        ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0, h0, D));
     OP(M2_OPK_OTHER, ops->bias_add(ops, h0, D, c->params + lay->embed_b, R, D));
     for (int l = 0; l < d->L; l++) layer_forward(m, ln, c, un, l);
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), d->L > 0 ? h_at(m, c, un, d->L - 1) : NULL,
+                                     c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, d->O, D, 1, ln->u, D, c->params + lay->head_w, D, 0, pred, d->O));
     OP(M2_OPK_OTHER, ops->bias_add(ops, pred, d->O, c->params + lay->head_b, R, d->O));
 }
@@ -464,7 +469,7 @@ static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit 
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, O, 1, dpred, O, c->params + lay->head_w, D, 0, ln->u, D));
     OP(M2_OPK_OTHER, ops->memset0(ops, dh, un->rows * D * sizeof(m2_real)));
     OP(M2_OPK_NORM,
-       ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh, g + lay->normf_w));
+       ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh, g + lay->normf_w, NULL));
 }
 
 /* dh holds d(loss)/d(h_{l+1}) on entry and d(loss)/d(h_l) on exit. */
@@ -482,19 +487,18 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     m2_real *dh = m->dh + un->r0 * D;
     ln->phase = 1;
 
-    /* recompute the cheap forward values (the norm's output in m2_real: the backward GEMMs are m2_real) */
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, p.norm_w, R, D, ln->u, M2_ACT_REAL));
+    /* recompute the cheap forward values; the two norms' outputs (in m2_real: the backward GEMMs are m2_real) come
+     * back from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
     OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, M2_ACT_REAL));
 
-    /* out_proj: dW_out += dh^T o, then d(o) = dh W_out (into o, no longer needed) */
+    /* out_proj and the gated norm: d(o) = dh W_out (into dxbc, free until the SSD's backward), then the norm's
+     * backward (dy, dz into dzx's z columns, d(norm weight)) writing o, then dW_out += dh^T o */
+    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, Di, D, 1, dh, D, p.W_out, Di, 0, ln->dxbc, Di));
+    OP(M2_OPK_GNORM, ops->gated_norm_bwd(ops, ln->dxbc, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win,
+                                         g.gnorm_w, ln->o));
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, Di, D, 1, dh, D, p.W_out, Di, 0, ln->o, Di));
-    /* gated norm: dy, dz (into dzx's z columns), d(norm weight) */
-    OP(M2_OPK_GNORM,
-       ops->gated_norm_bwd(ops, ln->o, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win, g.gnorm_w));
     /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, ln->dy,
@@ -504,11 +508,11 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, ln->dzx + Di + Cc, g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        ln->dzx + Di, Win, g.conv_w, g.conv_b));
-    /* in_proj: dW_in += dzx^T u, then d(u) = dzx W_in (into u) */
+    /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward
+     * (its gradient joins the residual stream's) writing u, then dW_in += dzx^T u */
+    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, Win, 1, ln->dzx, Win, p.W_in, D, 0, ln->dxbc, D));
+    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u));
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, Win, D, R, 1, ln->dzx, Win, ln->u, D, 1, g.W_in, D));
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, Win, 1, ln->dzx, Win, p.W_in, D, 0, ln->u, D));
-    /* the norm's gradient joins the residual stream's */
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, hl, p.norm_w, R, D, dh, g.norm_w));
 }
 
 static void unit_embed_backward(m2_model *m, lane *ln, const call *c, const unit *un)

@@ -69,11 +69,15 @@ struct m2_ops {
     void (*add)(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
 
     /* ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w, per row of n (x, y, dx, dy [rows,n] contiguous) ---- */
-    /* y in type yt (bf16: the in_proj's input; the statistics stay fp32) */
-    void (*rmsnorm_fwd)(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y, m2_act_type yt);
-    /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. */
+    /* y in type yt (bf16: the in_proj's input; the statistics stay fp32). res [rows,n] (NULL: none) is first added
+     * into x (x ADDS res): the residual stream's add, made by the norm that reads x anyway (model.c layer_forward). */
+    void (*rmsnorm_fwd)(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+                        m2_act_type yt);
+    /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. y [rows,n] (m2_real; NULL: not wanted) is
+     * written with the forward's output, recomputed from the x the backward reads anyway, so that a model which needs
+     * it after the backward (the in_proj's weight gradient) makes no second pass over x (model.c layer_backward). */
     void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                        m2_real *dx, m2_real *dw);
+                        m2_real *dx, m2_real *dw, m2_real *y);
 
     /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
      * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous. Zero before each
@@ -115,9 +119,11 @@ struct m2_ops {
      * contiguous of type ot (bf16: the out_proj's input); w [n]; a group is n/G consecutive channels. ---- */
     void (*gated_norm_fwd)(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                            int rows, int n, int G, void *out, m2_act_type ot);
-    /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. */
+    /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. out [rows,n] contiguous (m2_real; NULL:
+     * not wanted) is written with the forward's output, as rmsnorm_bwd's y is (the out_proj's weight gradient). */
     void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z, m2_act_type at,
-                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw);
+                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw,
+                           m2_real *out);
 
     /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and
      * the number of terms (host scalars); dpred [B*T,O] = d(sse)/d(pred), exactly 0 where masked. ---- */

@@ -197,6 +197,24 @@ static void cpu_scale(const m2_ops *o, float *x, size_t n, double factor)
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * factor);
 }
 
+/* RMSNorm with its optional residual (ops.h): the add, then the level's norm (bitwise the two ops apart). */
+static void cpu_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+                            m2_act_type yt)
+{
+    if (res) cpu_add(o, x, res, (size_t)rows * n);
+    m2_cpu_act_rmsnorm_fwd(o, x, w, rows, n, y, yt);
+}
+
+/* The gated norm's backward with its optional recomputed output (ops.h): the level's backward, then, when wanted,
+ * its forward (the same values as a separate recompute, bitwise). */
+static void cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                               int ld_dz, m2_real *dw, m2_real *out)
+{
+    m2_cpu_act_gated_norm_bwd(o, dout, y, z, ld_z, at, w, rows, n, G, dy, dz, ld_dz, dw);
+    if (out) m2_cpu_act_gated_norm_fwd(o, y, z, ld_z, at, w, rows, n, G, out, M2_ACT_REAL);
+}
+
 /* The model runs one lane per thread (model.c: "Work units and lanes"). */
 static int cpu_lanes(const m2_ops *o) { return g_ctx.threads; }
 
@@ -215,7 +233,7 @@ static const m2_ops g_cpu_ops = {
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
     .add = cpu_add,
-    .rmsnorm_fwd = m2_cpu_act_rmsnorm_fwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .conv_silu_fwd = m2_cpu_act_conv_silu_fwd,
     .conv_silu_bwd = m2_cpu_act_conv_silu_bwd,
     .dt_fwd = m2_cpu_act_dt_fwd,
@@ -227,7 +245,7 @@ static const m2_ops g_cpu_ops = {
     .ssd_fwd = cpu_ssd_fwd,
     .ssd_bwd = cpu_ssd_bwd,
     .gated_norm_fwd = m2_cpu_act_gated_norm_fwd,
-    .gated_norm_bwd = m2_cpu_act_gated_norm_bwd,
+    .gated_norm_bwd = cpu_gated_norm_bwd,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,

@@ -48,7 +48,7 @@ static inline m2_real m2_sigmoid(m2_real a) { return (m2_real)1 / ((m2_real)1 + 
 #endif
 void m2_cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, m2_real *y);
 void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                        m2_real *dx, m2_real *dw);
+                        m2_real *dx, m2_real *dw, m2_real *y);
 void m2_cpu_gated_norm_fwd(const m2_ops *o, const m2_real *y, const m2_real *z, int ld_z, const m2_real *w, int rows,
                            int n, int G, m2_real *out);
 void m2_cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *y, const m2_real *z, int ld_z,
@@ -70,7 +70,7 @@ typedef struct {
     int level; /* m2_cpu_level */
     void (*rmsnorm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, int, m2_real *);
     void (*rmsnorm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, int, m2_real *,
-                        m2_real *);
+                        m2_real *, m2_real *);
     void (*gated_norm_fwd)(const m2_ops *, const m2_real *, const m2_real *, int, const m2_real *, int, int, int,
                            m2_real *);
     void (*gated_norm_bwd)(const m2_ops *, const m2_real *, const m2_real *, const m2_real *, int, const m2_real *, int,

@@ -46,9 +46,10 @@ static inline m2_real seg_rstd(const m2_real *v, int n)
     return (m2_real)1 / M2_SQRT(ss / (m2_real)n + (m2_real)M2_NORM_EPS);
 }
 
-/* dv (overwritten; it holds w * dout for the sums first) and dw partial (ADDS) of one segment. */
+/* dv (overwritten; it holds w * dout for the sums first) and dw partial (ADDS) of one segment; out (NULL: not
+ * wanted) the forward's v * r * w, the same expression from the same sum of squares as seg_rstd's (bitwise equal). */
 static inline void seg_bwd(const m2_real *dout, const m2_real *v, const m2_real *w, int n, m2_real *dv,
-                           m2_real *dw_part)
+                           m2_real *dw_part, m2_real *out)
 {
     m2_real ss, s;
     for (int j = 0; j < n; j++) dv[j] = w[j] * dout[j];
@@ -59,6 +60,8 @@ static inline void seg_bwd(const m2_real *dout, const m2_real *v, const m2_real 
         dv[j] = r * w[j] * dout[j] - c * v[j];
         dw_part[j] += dout[j] * v[j] * r;
     }
+    if (out)
+        for (int j = 0; j < n; j++) out[j] = v[j] * r * w[j];
 }
 
 static size_t n_blocks(int rows) { return ((size_t)rows + M2_CPU_ROW_BLOCK - 1) / M2_CPU_ROW_BLOCK; }
@@ -80,7 +83,7 @@ void m2_cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int
 }
 
 void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                        m2_real *dx, m2_real *dw)
+                        m2_real *dx, m2_real *dw, m2_real *y)
 {
     size_t nblk = n_blocks(rows);
     m2_real *part = m2_cpu_partials(nblk, (size_t)n);
@@ -90,7 +93,8 @@ void m2_cpu_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, co
 #pragma omp for schedule(static)
         for (size_t blk = 0; blk < nblk; blk++) {
             for (int r = (int)(blk * M2_CPU_ROW_BLOCK); r < block_end(blk, rows); r++) {
-                seg_bwd(dy + (size_t)r * n, x + (size_t)r * n, w, n, dv, part + blk * (size_t)n);
+                seg_bwd(dy + (size_t)r * n, x + (size_t)r * n, w, n, dv, part + blk * (size_t)n,
+                        y ? y + (size_t)r * n : NULL);
                 m2_real *dxr = dx + (size_t)r * n;
                 for (int j = 0; j < n; j++) dxr[j] += dv[j];
             }
@@ -141,7 +145,8 @@ void m2_cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const m2_real *
                     v[j] = yr[j] * zr[j] * sg[j];
                 }
                 for (int g = 0; g < G; g++)
-                    seg_bwd(dor + g * ng, v + g * ng, w + g * ng, ng, dv + g * ng, part + blk * (size_t)n + g * ng);
+                    seg_bwd(dor + g * ng, v + g * ng, w + g * ng, ng, dv + g * ng, part + blk * (size_t)n + g * ng,
+                            NULL);
                 m2_real *dyr = dy + (size_t)r * n, *dzr = dz + (size_t)r * ld_dz;
                 for (int j = 0; j < n; j++) {
                     dyr[j] = dv[j] * zr[j] * sg[j];

@@ -341,11 +341,11 @@ static void run_case(op_case *c)
 /* ---- RMSNorm: in = {x [rows,n], w [n]} ---- */
 static void rms_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->rmsnorm_fwd(ops, d[0], d[1], c->rows, c->n, out, M2_ACT_REAL);
+    ops->rmsnorm_fwd(ops, d[0], NULL, d[1], c->rows, c->n, out, M2_ACT_REAL);
 }
 static void rms_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->rmsnorm_bwd(ops, dr, d[0], d[1], c->rows, c->n, g[0], g[1]);
+    ops->rmsnorm_bwd(ops, dr, d[0], d[1], c->rows, c->n, g[0], g[1], NULL);
 }
 static void rms_naive(const op_case *c, double *out)
 {
@@ -490,7 +490,8 @@ static void gn_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 }
 static void gn_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->gated_norm_bwd(ops, dr, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, g[0], g[1], c->ld, g[2]);
+    ops->gated_norm_bwd(ops, dr, d[0], d[1], c->ld, M2_ACT_REAL, d[2], c->rows, c->n, c->G, g[0], g[1], c->ld, g[2],
+                        NULL);
 }
 static void gn_naive(const op_case *c, double *out)
 {
@@ -529,6 +530,77 @@ static void test_gated_norm(void **state)
         c.in[2] = rnd(c.in_n[2], 0.5, 1.5, 20);
         run_case(&c);
     }
+}
+
+/* ---- the norms' backwards with their recomputed outputs (ops.h: the model's backward takes the norms' outputs
+ * from them instead of a second forward): the output equals the forward's bitwise, and asking for it changes no
+ * other result's bits. Rows over two blocks of M2_CPU_ROW_BLOCK, a group wider than the 16 partial sums. ---- */
+static m2_real *run_norm_bwd(int gated, int rows, int n, int G, int ld, m2_real *const *d, const m2_real *dr,
+                             int want_out)
+{
+    const size_t nx = (size_t)rows * n, ng = (size_t)rows * ld;
+    m2_real *dx = zeros_dev(nx), *dz = zeros_dev(ng), *dw = zeros_dev((size_t)n), *out = zeros_dev(nx);
+    if (gated)
+        ops->gated_norm_bwd(ops, dr, d[0], d[1], ld, M2_ACT_REAL, d[2], rows, n, G, dx, dz, ld, dw,
+                            want_out ? out : NULL);
+    else
+        ops->rmsnorm_bwd(ops, dr, d[0], d[2], rows, n, dx, dw, want_out ? out : NULL);
+    m2_real *h = malloc((2 * nx + ng + (size_t)n) * sizeof *h), *hx = down(dx, nx), *hz = down(dz, ng);
+    m2_real *hw = down(dw, (size_t)n), *ho = down(out, nx);
+    assert_non_null(h);
+    memcpy(h, ho, nx * sizeof *h);
+    memcpy(h + nx, hx, nx * sizeof *h);
+    memcpy(h + 2 * nx, hz, ng * sizeof *h);
+    memcpy(h + 2 * nx + ng, hw, (size_t)n * sizeof *h);
+    free(hx), free(hz), free(hw), free(ho);
+    ops->free(ops, dx), ops->free(ops, dz), ops->free(ops, dw), ops->free(ops, out);
+    return h;
+}
+
+static void test_norm_bwd_outputs(void **state)
+{
+    const int rows = 150, n = 40, ld = 43;
+    for (int gated = 0; gated <= 1; gated++)
+        for (int G = 1; G <= (gated ? 2 : 1); G++) {
+            const size_t nx = (size_t)rows * n, ng = (size_t)rows * ld;
+            m2_real *hy = rnd(nx, -2, 2, 40 + G), *hz = rnd(ng, -3, 3, 42 + G), *hw = rnd((size_t)n, 0.5, 1.5, 44);
+            m2_real *hd = rnd(nx, -1, 1, 45);
+            m2_real *d[3] = {up(hy, nx), up(hz, ng), up(hw, (size_t)n)}, *dr = up(hd, nx), *fo = zeros_dev(nx);
+            if (gated)
+                ops->gated_norm_fwd(ops, d[0], d[1], ld, M2_ACT_REAL, d[2], rows, n, G, fo, M2_ACT_REAL);
+            else
+                ops->rmsnorm_fwd(ops, d[0], NULL, d[2], rows, n, fo, M2_ACT_REAL);
+            m2_real *fwd = down(fo, nx);
+            m2_real *with = run_norm_bwd(gated, rows, n, G, ld, d, dr, 1);
+            m2_real *without = run_norm_bwd(gated, rows, n, G, ld, d, dr, 0);
+            assert_memory_equal(with, fwd, nx * sizeof *fwd);
+            assert_memory_equal(with + nx, without + nx, (nx + ng + (size_t)n) * sizeof *fwd);
+            for (size_t i = 0; i < nx; i++) assert_true(without[i] == 0); /* NULL: nothing written */
+            free(hy), free(hz), free(hw), free(hd), free(fwd), free(with), free(without);
+            for (int i = 0; i < 3; i++) ops->free(ops, d[i]);
+            ops->free(ops, dr), ops->free(ops, fo);
+        }
+}
+
+/* ---- RMSNorm's residual (ops.h: the model's residual add made by the next norm): x ADDS res, then the norm of the
+ * sum, bitwise the add and the norm apart ---- */
+static void test_rmsnorm_residual(void **state)
+{
+    const int rows = 150, n = 40;
+    const size_t nx = (size_t)rows * n;
+    m2_real *hx = rnd(nx, -2, 2, 50), *hr = rnd(nx, -2, 2, 51), *hw = rnd((size_t)n, 0.5, 1.5, 52);
+    m2_real *x1 = up(hx, nx), *x2 = up(hx, nx), *r = up(hr, nx), *w = up(hw, (size_t)n);
+    m2_real *y1 = zeros_dev(nx), *y2 = zeros_dev(nx);
+    ops->rmsnorm_fwd(ops, x1, r, w, rows, n, y1, M2_ACT_REAL);
+    ops->add(ops, x2, r, nx);
+    ops->rmsnorm_fwd(ops, x2, NULL, w, rows, n, y2, M2_ACT_REAL);
+    m2_real *gx1 = down(x1, nx), *gx2 = down(x2, nx), *gy1 = down(y1, nx), *gy2 = down(y2, nx);
+    assert_memory_equal(gx1, gx2, nx * sizeof *gx1);
+    assert_memory_equal(gy1, gy2, nx * sizeof *gy1);
+    for (size_t i = 0; i < nx; i++) assert_true(gx1[i] != hx[i] || hr[i] == 0); /* the sum was written back */
+    free(hx), free(hr), free(hw), free(gx1), free(gx2), free(gy1), free(gy2);
+    ops->free(ops, x1), ops->free(ops, x2), ops->free(ops, r), ops->free(ops, w), ops->free(ops, y1),
+        ops->free(ops, y2);
 }
 
 /* ---- AdamW: against the rule of adamw.h in double, and by pieces == whole (ZeRO-1 shards) ---- */
@@ -581,9 +653,16 @@ int main(void)
     ops = m2_ops_cpu();
     m2_ops_cpu_set_threads(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm),       cmocka_unit_test(test_bias_and_add), cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_conv_silu),  cmocka_unit_test(test_dt),           cmocka_unit_test(test_a),
-        cmocka_unit_test(test_gated_norm), cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_bias_and_add),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_conv_silu),
+        cmocka_unit_test(test_dt),
+        cmocka_unit_test(test_a),
+        cmocka_unit_test(test_gated_norm),
+        cmocka_unit_test(test_norm_bwd_outputs),
+        cmocka_unit_test(test_rmsnorm_residual),
+        cmocka_unit_test(test_adamw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,8 +164,8 @@ static void gated_case(int rows, int n, int G, int ld_z)
     gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, ob, M2_ACT_BF16);
     expect_rounded("gated_norm_fwd (bf16 output)", ob, out.d, out.n);
     gpu->free(gpu, ob);
-    cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h);
-    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dy.d, dz.d, ld_z, dw.d);
+    cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h, NULL);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dy.d, dz.d, ld_z, dw.d, NULL);
     pair_expect("gated_norm_bwd dy (bf16 y, z)", dy, 1e-5);
     pair_expect("gated_norm_bwd dz (bf16 y, z)", dz, 1e-5);
     pair_expect("gated_norm_bwd dw (bf16 y, z)", dw, 1e-5);
@@ -188,8 +188,8 @@ static void test_rmsnorm_out(void **state)
     pair x = pair_uniform((size_t)rows * n, -2, 2, 30), w = pair_uniform(n, 0.5f, 1.5f, 31);
     pair y = pair_fill((size_t)rows * n, 0);
     void *yb = gpu->alloc(gpu, (size_t)rows * n * 2);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, yb, M2_ACT_BF16);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, y.d, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, yb, M2_ACT_BF16);
     expect_rounded("rmsnorm_fwd (bf16 output)", yb, y.d, y.n);
     gpu->free(gpu, yb);
     pair_free(&x);

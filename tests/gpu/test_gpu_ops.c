@@ -121,16 +121,32 @@ static void rmsnorm_case(int rows, int n)
     pair y = pair_fill((size_t)rows * n, 0), dy = pair_uniform((size_t)rows * n, -1, 1, 32);
     pair dx = pair_uniform((size_t)rows * n, -1, 1, 33), dw = pair_uniform(n, -1, 1, 34);
     char what[64];
-    cpu->rmsnorm_fwd(cpu, x.h, w.h, rows, n, y.h, M2_ACT_REAL);
-    gpu->rmsnorm_fwd(gpu, x.d, w.d, rows, n, y.d, M2_ACT_REAL);
+    cpu->rmsnorm_fwd(cpu, x.h, NULL, w.h, rows, n, y.h, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, y.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "rmsnorm_fwd %dx%d", rows, n);
     pair_expect(what, y, 1e-6);
-    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d);
+    /* with the residual added into x first (ops.h), on copies of x */
+    pair xs = pair_uniform((size_t)rows * n, -2, 2, 30), res = pair_uniform((size_t)rows * n, -1, 1, 35);
+    pair ys = pair_fill((size_t)rows * n, 7.0f);
+    cpu->rmsnorm_fwd(cpu, xs.h, res.h, w.h, rows, n, ys.h, M2_ACT_REAL);
+    gpu->rmsnorm_fwd(gpu, xs.d, res.d, w.d, rows, n, ys.d, M2_ACT_REAL);
+    snprintf(what, sizeof what, "rmsnorm_fwd + residual: x %dx%d", rows, n);
+    pair_expect(what, xs, 1e-6);
+    snprintf(what, sizeof what, "rmsnorm_fwd + residual: y %dx%d", rows, n);
+    pair_expect(what, ys, 1e-6);
+    pair_free(&xs);
+    pair_free(&res);
+    pair_free(&ys);
+    pair yb = pair_fill((size_t)rows * n, 7.0f); /* the backward's recomputed output */
+    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, yb.h);
+    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb.d);
     snprintf(what, sizeof what, "rmsnorm_bwd dx (adds) %dx%d", rows, n);
     pair_expect(what, dx, 1e-5);
     snprintf(what, sizeof what, "rmsnorm_bwd dw (adds) %dx%d", rows, n);
     pair_expect(what, dw, 1e-5);
+    snprintf(what, sizeof what, "rmsnorm_bwd y (the forward's) %dx%d", rows, n);
+    pair_expect(what, yb, 1e-6);
+    pair_free(&yb);
     pair_free(&x);
     pair_free(&w);
     pair_free(&y);
@@ -228,8 +244,12 @@ static void gated_case(int rows, int n, int G, int ld_z, int ld_dz)
     gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, out.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "gated_norm_fwd %dx%d G=%d", rows, n, G);
     pair_expect(what, out, 1e-6);
-    cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h);
-    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz.d, ld_dz, dw.d);
+    pair ob = pair_fill((size_t)rows * n, 7.0f); /* the backward's recomputed output */
+    cpu->gated_norm_bwd(cpu, dout.h, y.h, z.h, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_dz, dw.h, ob.h);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz.d, ld_dz, dw.d, ob.d);
+    snprintf(what, sizeof what, "gated_norm_bwd out (the forward's) %dx%d G=%d", rows, n, G);
+    pair_expect(what, ob, 1e-6);
+    pair_free(&ob);
     snprintf(what, sizeof what, "gated_norm_bwd dy %dx%d G=%d", rows, n, G);
     pair_expect(what, dy, 1e-5);
     snprintf(what, sizeof what, "gated_norm_bwd dz (+ untouched) %dx%d G=%d", rows, n, G);
@@ -321,7 +341,7 @@ static void test_deterministic(void **state)
         assert_non_null(dw);
         gpu->memset0(gpu, dx, (size_t)rows * n * sizeof(float));
         gpu->memset0(gpu, dw, n * sizeof(float));
-        gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx, dw);
+        gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx, dw, NULL);
         gpu->bias_grad(gpu, dy.d, n, rows, n, dw);
         runs[r] = m2_host_from(gpu, dw, n);
         gpu->free(gpu, dx);
