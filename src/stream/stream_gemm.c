@@ -220,6 +220,9 @@ static void gemm_block(const void *P, int w, int R, const void *x, int ldx, floa
 #undef TILES
 #undef TILE_CASE
 
+/* Part i of n split into `parts` near-equal parts, the larger ones first. */
+static inline int part_size(int n, int parts, int i) { return n / parts + (i < n % parts); }
+
 /* A column block v0 starts 64 v0 bytes into each row (16 fp32, or 16 words of bf16 pairs, per vector). */
 static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, int bf16)
 {
@@ -228,7 +231,7 @@ static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, in
     const int blocks = (nv + widest - 1) / widest;
     for (int b = 0, v0 = 0; b < blocks; b++) {
         /* the widest blocks first; fp32 balances them (8 = 4 + 4, not 7 + 1) */
-        int nvb = bf16 ? (nv - v0 < widest ? nv - v0 : widest) : nv / blocks + (b < nv % blocks);
+        int nvb = bf16 ? (nv - v0 < widest ? nv - v0 : widest) : part_size(nv, blocks, b);
         gemv_block((const char *)P + (size_t)v0 * 64, w, R, x, y + v0 * M2S_VEC, nvb, bf16);
         v0 += nvb;
     }
@@ -241,10 +244,14 @@ static void gemm_panel(const void *P, int nv, int R, int n, const void *x, int l
     for (int v0 = 0; v0 < nv; v0 += TILE_NV) {
         int nvb = nv - v0 < TILE_NV ? nv - v0 : TILE_NV;
         const void *Pv = (const char *)P + (size_t)v0 * 64;
-        for (int s0 = 0; s0 < n; s0 += TILE_NS) {
-            int nsb = n - s0 < TILE_NS ? n - s0 : TILE_NS;
+        /* stream tiles of near-equal size (8 = 4 + 4, not 6 + 2: a tile of 2 streams has too few accumulators to
+         * keep both FMA pipes busy) */
+        const int tiles = (n + TILE_NS - 1) / TILE_NS;
+        for (int t = 0, s0 = 0; t < tiles; t++) {
+            const int nsb = part_size(n, tiles, t);
             gemm_block(Pv, w, R, (const char *)x + (size_t)s0 * ldx * xsz, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC,
                        ldy, nsb, nvb, bf16);
+            s0 += nsb;
         }
     }
 }
