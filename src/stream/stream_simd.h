@@ -40,6 +40,8 @@ static inline m2vi v_loadi(const void *p)
     __asm__("" : "+v"(w));
     return w;
 }
+/* a plain load, which GCC may fold into the and, for loops with no register to spare for the word */
+static inline m2vi v_loadi_fold(const void *p) { return _mm512_loadu_si512(p); }
 static inline m2v v_bf16_lo(m2vi w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
 static inline m2v v_bf16_hi(m2vi w)
 {
@@ -95,6 +97,7 @@ static inline m2vi v_loadi(const void *p)
     __asm__("" : "+x"(w));
     return w;
 }
+static inline m2vi v_loadi_fold(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 static inline m2v v_bf16_lo(m2vi w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
 static inline m2v v_bf16_hi(m2vi w)
 {
