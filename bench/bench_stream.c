@@ -3,7 +3,7 @@
  * configs/latency.ini and the docs/MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
  * One thread, pinned to one core.
  *
- *   bench_stream [--config FILE] [--ticks N] [--cpu C]
+ *   bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm]
  *
  * The floor: time to read the model's weight bytes once with wide loads (m2_stream_floor_ns), "hot" (the
  * same buffer again and again, so it sits where the weights sit when ticks come back to back: L2 for the
@@ -32,10 +32,11 @@
 
 static void usage(void)
 {
-    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C]\n"
+    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm]\n"
            "  --config FILE  latency-model config (default: configs/latency.ini next to this source)\n"
            "  --ticks N      timed single-stream ticks per measurement (default 100000)\n"
-           "  --cpu C        core to pin to (default: the current one)\n");
+           "  --cpu C        core to pin to (default: the current one)\n"
+           "  --gemm         time the model's matrices alone through the GEMV/GEMM, and exit\n");
 }
 
 static int open_model(const m2_layout *lay, const float *params, int bf16, int max_streams, m2_stream **s)
@@ -237,6 +238,71 @@ static void widen_latency(const m2_layout *lay, const float *params, const float
     m2_cpu_set_bf16_dot(1);
 }
 
+/* --gemm: the model's matrices alone (embed, per layer W_in and W_out, head; planned in one buffer in tick order
+ * as the engine does) through the level's m2s_gemm, back to back: S=1 against the hot floor of the same weight
+ * bytes, S=8 and S=64 against the one-thread sgemm rate. Medians of 201 passes (S=1) or 41 (S>1), and the fastest
+ * pass (robust to other processes' time slices when old and new builds are compared on a shared machine). A kernel
+ * micro-timing (the ticks' other work, which shares the caches, is left out), not a goal. */
+static void gemm_only(const m2_dims *d, double gflop_rate)
+{
+    enum { NMAX = 64 };
+    const int nm = 2 * d->L + 2;
+    m2s_mat *m = calloc((size_t)nm, sizeof *m);
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        size_t cur = 0;
+        int kmax = 0, ldmax = 0;
+        m2s_mat_plan(&m[0], d->D, d->F, bf16, &cur);
+        for (int l = 0; l < d->L; l++) {
+            m2s_mat_plan(&m[1 + 2 * l], d->Win, d->D, bf16, &cur);
+            m2s_mat_plan(&m[2 + 2 * l], d->D, d->Di, bf16, &cur);
+        }
+        m2s_mat_plan(&m[nm - 1], d->O, d->D, bf16, &cur);
+        double flops = 0;
+        for (int i = 0; i < nm; i++) {
+            kmax = m[i].K > kmax ? m[i].K : kmax;
+            ldmax = m[i].M > ldmax ? m[i].M : ldmax;
+            flops += 2.0 * m[i].M * m[i].K;
+        }
+        ldmax = (ldmax + 15) / 16 * 16;
+        kmax = (kmax + 15) / 16 * 16;
+        const size_t wb = cur * (bf16 ? 2 : 4);
+        void *mats = m2s_alloc_pages(wb);
+        float *W = malloc((size_t)ldmax * kmax * sizeof *W), *x = malloc((size_t)NMAX * kmax * sizeof *x);
+        float *y = malloc((size_t)NMAX * ldmax * sizeof *y), *xq = malloc((size_t)NMAX * (kmax + 1) * sizeof *xq);
+        for (size_t i = 0; i < (size_t)ldmax * kmax; i++) W[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        for (size_t i = 0; i < (size_t)NMAX * kmax; i++) x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+        for (int i = 0; i < nm; i++) m2s_mat_pack(&m[i], W, mats, bf16);
+        const m2s_kernels *k = m2s_kernels_for(m2_cpu_active());
+        void (*gemm)(const m2s_mat *, const void *, int, int, const float *, int, float *, int,
+                     void *) = bf16 && k->level >= M2_CPU_AVX512 && m2_cpu_bf16_dot() ? m2s_gemm_avx512bf16 : k->gemm;
+        const double hot = m2_stream_floor_ns(wb, 0, 10001);
+        printf("%s weights %.1f KB, %s kernels: hot floor %.0f ns\n", bf16 ? "bf16" : "fp32", wb / 1024.0,
+               m2_cpu_name(k->level), hot);
+        static const int ns[] = {1, 8, 64};
+        for (int si = 0; si < 3; si++) {
+            const int n = ns[si], reps = n == 1 ? 201 : 41;
+            double t[201];
+            for (int r = -reps / 4; r < reps; r++) {
+                double t0 = m2_now_ns();
+                for (int i = 0; i < nm; i++) gemm(&m[i], mats, bf16, n, x, kmax, y, ldmax, xq);
+                if (r >= 0) t[r] = m2_now_ns() - t0;
+            }
+            m2_latency lat;
+            m2_latency_summarize(t, (size_t)reps, &lat);
+            printf("  S=%-2d %9.0f ns per pass (%.0f ns per stream; fastest pass %.0f ns): %.2fx the hot floor, %.1f "
+                   "GFLOP/s = %.2f of sgemm's %.1f\n",
+                   n, lat.p50, lat.p50 / n, t[0], lat.p50 / hot, n * flops / lat.p50,
+                   n * flops / lat.p50 / (gflop_rate / 1e9), gflop_rate / 1e9);
+        }
+        free(mats);
+        free(W);
+        free(x);
+        free(y);
+        free(xq);
+    }
+    free(m);
+}
+
 static int bench_shape(const char *name, fixture_shape shape, long ticks)
 {
     m2_layout lay;
@@ -301,7 +367,7 @@ int main(int argc, char **argv)
     snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0),
              "../configs/latency.ini");
     long ticks = 100000;
-    int cpu = -1;
+    int cpu = -1, gemm = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage();
@@ -312,6 +378,8 @@ int main(int argc, char **argv)
             ticks = atol(argv[++i]);
         else if (!strcmp(argv[i], "--cpu") && i + 1 < argc)
             cpu = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gemm"))
+            gemm = 1;
         else {
             fprintf(stderr, "bench_stream: error: unknown argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -353,6 +421,19 @@ int main(int argc, char **argv)
                          cfg.model.d_state,
                          cfg.model.ngroups,
                          cfg.model.d_conv};
+    if (gemm) {
+        const double rate = sgemm_rate();
+        fixture_shape shapes[2] = {lat, fixture_default()};
+        for (int i = 0; i < 2; i++) {
+            m2_layout lay;
+            if ((rc = fixture_layout(&lay, shapes[i]))) return m2_report("bench_stream", rc);
+            printf("\n== %s: D=%d L=%d Di=%d Win=%d\n", i ? "docs/MODEL.md default" : config, lay.d.D, lay.d.L,
+                   lay.d.Di, lay.d.Win);
+            gemm_only(&lay.d, rate);
+            m2_layout_free(&lay);
+        }
+        return 0;
+    }
     if ((rc = bench_shape(config, lat, ticks))) return m2_report("bench_stream", rc);
     if ((rc = bench_shape("docs/MODEL.md default", fixture_default(), ticks / 4 > 1000 ? ticks / 4 : 1000)))
         return m2_report("bench_stream", rc);

@@ -87,12 +87,28 @@ static inline __attribute__((always_inline)) void step(const void *P, int w, int
         for (int h = 0; h < NH; h++) a[s * NH + h] = _mm512_dpbf16_ps(a[s * NH + h], (__m512bh)wr[h], xb);
     }
 #else
+    if (NS == 1 && M2S_VW == 8) {
+        /* The AVX2 GEMV: each word loaded once, widened and used at once, so 8 accumulators, the word, its
+         * halves, the two broadcasts and the mask fit in 16 ymm registers (the loop below holds all of a row's
+         * widened vectors, and GCC then loads every word twice). */
+        const m2v x1 = v_set1(((const float *)x)[2 * k + 1]), x0 = v_set1(((const float *)x)[2 * k]);
+#pragma GCC unroll 16
+        for (int h = 0; h < NH; h++) {
+            const m2vi raw = v_loadi(row + 2 * M2S_VW * h);
+            a[h] = v_fma(v_bf16_hi(raw), x1, a[h]);
+            a[h] = v_fma(v_bf16_lo(raw), x0, a[h]);
+        }
+        return;
+    }
 #pragma GCC unroll 2
     for (int half = 1; half >= 0; half--) {
         m2v wv[M2S_MAX_NV * M2S_VR];
 #pragma GCC unroll 16
         for (int h = 0; h < NH; h++) {
-            m2vi raw = v_loadi(row + 2 * M2S_VW * h);
+            /* AVX2's tiles of more than 8 accumulators have no register for the word (measured: 6% slower
+             * at 64 streams with v_loadi; 10-20% faster with it at 8, in tiles of 4 streams) */
+            const void *p = row + 2 * M2S_VW * h;
+            const m2vi raw = M2S_VW == 8 && NS * NH > 8 ? v_loadi_fold(p) : v_loadi(p);
             wv[h] = half ? v_bf16_hi(raw) : v_bf16_lo(raw);
         }
 #pragma GCC unroll 8
@@ -149,7 +165,7 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
  * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
  * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (R rows of 64 floats or
  * 64 bf16) is reused from L1 by every stream tile. */
-enum { GEMV_NV = 8, TILE_NS = 6, TILE_NV = 4 };
+enum { GEMV_NV = 8, GEMV_NV_BF16 = 8, TILE_NS = 6, TILE_NV = 4 };
 static void gemv_block(const void *P, int w, int R, const void *x, float *y, int nv, int bf16)
 {
     const int ldx = 0, ldy = 0;
@@ -170,10 +186,13 @@ static void gemv_block(const void *P, int w, int R, const void *x, float *y, int
     TILE_CASE(NS, 3, 1); \
     TILE_CASE(NS, 4, 1)
 #else
-/* AVX2 (16 registers of 8 lanes). GEMV: column blocks of up to 4 vectors (8 accumulators; the block's rows are
- * 4 x 64 bytes apart, two to four sequential streams the prefetcher follows). GEMM: tiles of up to 6 streams x
- * 1 vector (12 accumulators + 2 weight registers + 1 broadcast), fp32 and bf16 alike. */
-enum { GEMV_NV = 4, TILE_NS = 6, TILE_NV = 1 };
+/* AVX2 (16 registers of 8 lanes). GEMV, fp32: one pass over a panel of up to 7 vectors (14 accumulators and
+ * one broadcast; each weight vector is an FMA's memory operand), so the panel is read in address order; a panel
+ * of 8 as two column blocks of 4 (rows 512 bytes apart, two sequential streams the prefetcher follows).
+ * bf16: column blocks of up to 4 vectors (8 accumulators, the loaded words, their two halves, the two
+ * broadcasts and the mask). GEMM: tiles of up to 6 streams x 1 vector (12 accumulators + 2 weight registers +
+ * 1 broadcast), fp32 and bf16 alike. */
+enum { GEMV_NV = 7, GEMV_NV_BF16 = 4, TILE_NS = 6, TILE_NV = 1 };
 static void gemv_block(const void *P, int w, int R, const void *x, float *y, int nv, int bf16)
 {
     const int ldx = 0, ldy = 0;
@@ -182,6 +201,9 @@ static void gemv_block(const void *P, int w, int R, const void *x, float *y, int
         TILE_CASE(1, 2, 2);
         TILE_CASE(1, 3, 1);
         TILE_CASE(1, 4, 1);
+    case 16 + 5: tile(P, w, R, x, ldx, y, ldy, 1, 5, 1, 0); break;
+    case 16 + 6: tile(P, w, R, x, ldx, y, ldy, 1, 6, 1, 0); break;
+    case 16 + 7: tile(P, w, R, x, ldx, y, ldy, 1, 7, 1, 0); break;
     }
 }
 #define TILES(NS) TILE_CASE(NS, 1, 1)
@@ -201,13 +223,20 @@ static void gemm_block(const void *P, int w, int R, const void *x, int ldx, floa
 #undef TILES
 #undef TILE_CASE
 
+/* Part i of n split into `parts` near-equal parts, the larger ones first. */
+static inline int part_size(int n, int parts, int i) { return n / parts + (i < n % parts); }
+
 /* A column block v0 starts 64 v0 bytes into each row (16 fp32, or 16 words of bf16 pairs, per vector). */
 static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, int bf16)
 {
     const int w = nv * M2S_VEC;
-    for (int v0 = 0; v0 < nv; v0 += GEMV_NV) {
-        int nvb = nv - v0 < GEMV_NV ? nv - v0 : GEMV_NV;
+    const int widest = bf16 ? GEMV_NV_BF16 : GEMV_NV;
+    const int blocks = (nv + widest - 1) / widest;
+    for (int b = 0, v0 = 0; b < blocks; b++) {
+        /* the widest blocks first; fp32 balances them (8 = 4 + 4, not 7 + 1) */
+        int nvb = bf16 ? (nv - v0 < widest ? nv - v0 : widest) : part_size(nv, blocks, b);
         gemv_block((const char *)P + (size_t)v0 * 64, w, R, x, y + v0 * M2S_VEC, nvb, bf16);
+        v0 += nvb;
     }
 }
 
@@ -218,10 +247,14 @@ static void gemm_panel(const void *P, int nv, int R, int n, const void *x, int l
     for (int v0 = 0; v0 < nv; v0 += TILE_NV) {
         int nvb = nv - v0 < TILE_NV ? nv - v0 : TILE_NV;
         const void *Pv = (const char *)P + (size_t)v0 * 64;
-        for (int s0 = 0; s0 < n; s0 += TILE_NS) {
-            int nsb = n - s0 < TILE_NS ? n - s0 : TILE_NS;
+        /* stream tiles of near-equal size (8 = 4 + 4, not 6 + 2: a tile of 2 streams has too few accumulators to
+         * keep both FMA pipes busy) */
+        const int tiles = (n + TILE_NS - 1) / TILE_NS;
+        for (int t = 0, s0 = 0; t < tiles; t++) {
+            const int nsb = part_size(n, tiles, t);
             gemm_block(Pv, w, R, (const char *)x + (size_t)s0 * ldx * xsz, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC,
                        ldy, nsb, nvb, bf16);
+            s0 += nsb;
         }
     }
 }

@@ -32,13 +32,16 @@ static inline float v_hsum(m2v v) { return _mm512_reduce_add_ps(v); }
 /* bf16 (layout: engine.h): 16 32-bit words whose low halves are k-row 2q's lanes, high halves k-row 2q+1's */
 /* The empty asm makes the loaded words opaque, so GCC keeps one load in a register for both halves instead of
  * folding the load into the shift and again into the and (two loads of the same 64 bytes). Measured on one
- * core, min of blocks: the bf16 GEMV 5-14% faster (BENCHMARKS.md, issue 14); AVX2 (below) was slower with it. */
+ * core, min of blocks: the bf16 GEMV 5-14% faster (BENCHMARKS.md, issue 14). AVX2 (below) has it too, for its
+ * GEMV's word-at-a-time order (stream_gemm.c, step). */
 static inline m2vi v_loadi(const void *p)
 {
     m2vi w = _mm512_loadu_si512(p);
     __asm__("" : "+v"(w));
     return w;
 }
+/* a plain load, which GCC may fold into the and, for loops with no register to spare for the word */
+static inline m2vi v_loadi_fold(const void *p) { return _mm512_loadu_si512(p); }
 static inline m2v v_bf16_lo(m2vi w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
 static inline m2v v_bf16_hi(m2vi w)
 {
@@ -88,7 +91,13 @@ static inline float v_hsum(m2v v)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-static inline m2vi v_loadi(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline m2vi v_loadi(const void *p)
+{
+    m2vi w = _mm256_loadu_si256((const __m256i *)p);
+    __asm__("" : "+x"(w));
+    return w;
+}
+static inline m2vi v_loadi_fold(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 static inline m2v v_bf16_lo(m2vi w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
 static inline m2v v_bf16_hi(m2vi w)
 {
