@@ -194,18 +194,8 @@ struct ssd_y_op {
     };
     /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
      * holds one kind of operand, with the head's rows and arrays located once per block */
-    struct chunk_parts {
-        int at;
-        past_view lo;
-        own_view hi;
-        __device__ int split() const { return at; }
-    };
-    struct view {
-        int at;
-        state_view lo;
-        chunk_parts hi;
-        __device__ int split() const { return at; }
-    };
+    using chunk_parts = m2tile::split_view<past_view, own_view>;
+    using view = m2tile::split_view<state_view, chunk_parts>;
     static constexpr int shared_floats = SSD_OWN_FLOATS;
     __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {

@@ -140,18 +140,8 @@ struct ssd_dx_op {
     };
     /* the tile's own outputs, the later ones, then the state (tile_gemm.cuh, split): each loop holds one kind of
      * operand, with the head's rows and arrays located once per block */
-    struct chunk_parts {
-        int at;
-        own_view lo;
-        later_view hi;
-        __device__ int split() const { return at; }
-    };
-    struct view {
-        int at;
-        chunk_parts lo;
-        state_view hi;
-        __device__ int split() const { return at; }
-    };
+    using chunk_parts = m2tile::split_view<own_view, later_view>;
+    using view = m2tile::split_view<chunk_parts, state_view>;
     static constexpr int shared_floats = SSD_OWN_FLOATS;
     __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
@@ -276,12 +266,8 @@ struct ssd_dc_op {
         kb = 0;
         ke = s.hpg * s.P + i1; /* s <= l < i1 */
     }
-    struct view { /* the heads' channels, then the positions (tile_gemm.cuh, split) */
-        int at;
-        ssd_group_heads lo;
-        ssd_causal_view<false> hi;
-        __device__ int split() const { return at; }
-    };
+    /* the heads' channels, then the positions (tile_gemm.cuh, split) */
+    using view = m2tile::split_view<ssd_group_heads, ssd_causal_view<false>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
@@ -313,12 +299,8 @@ struct ssd_db_op {
         kb = i0; /* l >= s >= i0 */
         ke = s.len(zg / s.G) + s.hpg * s.P;
     }
-    struct view { /* the positions, then the heads' channels (tile_gemm.cuh, split) */
-        int at;
-        ssd_causal_view<true> lo;
-        ssd_group_heads hi;
-        __device__ int split() const { return at; }
-    };
+    /* the positions, then the heads' channels (tile_gemm.cuh, split) */
+    using view = m2tile::split_view<ssd_causal_view<true>, ssd_group_heads>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;

@@ -87,6 +87,14 @@ static_assert(BM == 16 * SUB && BN == 16 * SUB && THREADS == 256, "16x16 threads
 constexpr int TBK = 32, WARPS = THREADS / 32, FRAGS = (BM / 16) * (BN / 16) / WARPS, CPAD = 4;
 static_assert(FRAGS == 2 && BN / 16 == 2 * FRAGS, "a warp owns one row of 16 and two columns of 16");
 
+/* A split view (file comment, "a view with split()"): lo read for the k below at, hi from at on. */
+template <class Lo, class Hi> struct split_view {
+    int at;
+    Lo lo;
+    Hi hi;
+    __device__ int split() const { return at; }
+};
+
 /* How the operands reach shared memory, per path: the element type and the rounding applied on the way. */
 struct fp32_operands {
     typedef float elem;
