@@ -62,8 +62,8 @@ size_t m2_ssd_scratch_size(const m2_ssd_shape *s, int n_threads)
     return pl.off_thread + (size_t)(n_threads > 0 ? n_threads : 1) * pl.per_thread;
 }
 
-/* FLOPs of the GEMMs as executed (2 per multiply-add; the causal L×L blocks counted in full, as BLAS runs
- * them), per chunk of length L, summed over batch and chunks; the O(L²) elementwise work (decays, masks) and
+/* FLOPs of the GEMMs as executed (2 per multiply-add; each causal L×L product counted as m2_ssd_gemm_tri runs
+ * it, without the block above the diagonal that it skips: m2_ssd_tri_products(L) for L²), per chunk of length L, summed over batch and chunks; the O(L²) elementwise work (decays, masks) and
  * the O(P·N) state passing are left out. Forward: C·Bᵀ once per group (L²N), per head the intra-chunk
  * product (L²P), the chunk state (LPN, not for the last chunk) and the inter-chunk output (LPN, not for the
  * first). Backward: per group C·Bᵀ again, dC and dB from the group's d(C·Bᵀ) (3·L²N); per head dY·Xᵀ and
@@ -75,10 +75,10 @@ void m2_ssd_flops(const m2_ssd_shape *s, double *fwd, double *bwd)
     const double P = s->P, N = s->N, H = s->H, G = s->G;
     double f = 0, b = 0;
     for (int c = 0; c < nc; c++) {
-        const double L = m2_ssd_chunk_len(s, c);
+        const double L = m2_ssd_chunk_len(s, c), LL = m2_ssd_tri_products(m2_ssd_chunk_len(s, c));
         const double first = c == 0, last = c == nc - 1;
-        f += G * L * L * N + H * (L * L * P + (2 - first - last) * L * P * N);
-        b += 3 * G * L * L * N + H * (2 * L * L * P + (1 - first) * 2 * L * P * N + (1 - last) * 2 * L * P * N);
+        f += G * LL * N + H * (LL * P + (2 - first - last) * L * P * N);
+        b += 3 * G * LL * N + H * (2 * LL * P + (1 - first) * 2 * L * P * N + (1 - last) * 2 * L * P * N);
     }
     *fwd = 2.0 * s->B * f;
     *bwd = 2.0 * s->B * b;

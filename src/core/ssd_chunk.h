@@ -231,10 +231,20 @@ static inline void m2_ssd_gemm(int ta, int tb, int M, int N, int K, const m2_rea
  * bench_ssd 1 thread, CPU time: forward -4%, backward -6%. */
 typedef enum { M2_SSD_TRI_OUT, M2_SSD_TRI_A, M2_SSD_TRI_AT } m2_ssd_tri;
 
+/* Where m2_ssd_gemm_tri splits C's rows: a multiple of 8 (whole kernel tiles); 0 = one GEMM. */
+static inline int m2_ssd_tri_split(int L) { return (L / 2) & ~7; }
+
+/* Of the L·L products per unit of the other size, the ones m2_ssd_gemm_tri runs: each kind skips h·(L-h). */
+static inline double m2_ssd_tri_products(int L)
+{
+    const double h = m2_ssd_tri_split(L);
+    return (double)L * L - h * (L - h);
+}
+
 static inline void m2_ssd_gemm_tri(m2_ssd_tri kind, int tb, int L, int n, int K, const m2_real *A, int lda,
                                    const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc)
 {
-    const int ta = kind == M2_SSD_TRI_AT, h = (L / 2) & ~7; /* split rows on a multiple of 8: whole kernel tiles */
+    const int ta = kind == M2_SSD_TRI_AT, h = m2_ssd_tri_split(L);
     if (h == 0) {
         m2_ssd_gemm(ta, tb, L, n, K, A, lda, B, ldb, beta, C, ldc);
         return;
