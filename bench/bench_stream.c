@@ -268,7 +268,7 @@ static void gemm_only(const m2_dims *d, double gflop_rate)
         const size_t wb = cur * (bf16 ? 2 : 4);
         void *mats = m2s_alloc_pages(wb);
         float *W = malloc((size_t)ldmax * kmax * sizeof *W), *x = malloc((size_t)NMAX * kmax * sizeof *x);
-        float *y = malloc((size_t)NMAX * ldmax * sizeof *y), *xq = malloc((size_t)NMAX * (kmax + 1) * sizeof *xq);
+        float *y = malloc((size_t)NMAX * ldmax * sizeof *y), *xq = malloc(m2s_xq_floats(NMAX, kmax + 1) * sizeof *xq);
         for (size_t i = 0; i < (size_t)ldmax * kmax; i++) W[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
         for (size_t i = 0; i < (size_t)NMAX * kmax; i++) x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
         for (int i = 0; i < nm; i++) m2s_mat_pack(&m[i], W, mats, bf16);

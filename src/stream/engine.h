@@ -70,8 +70,8 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
 #define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
 
 /* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
- * receive 0). n == 1 takes the GEMV path. bf16: x is first rounded to bf16 into xq (n Kp floats), the bf16
- * mode's arithmetic (docs/MODEL.md, "bf16 weights"). */
+ * receive 0). n == 1 takes the GEMV path. bf16: x is first rounded to bf16 into xq, the bf16 mode's arithmetic
+ * (docs/MODEL.md, "bf16 weights"); xq holds m2s_xq_floats(n, Kp) floats. */
 void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
               void *xq);
 
@@ -118,6 +118,10 @@ typedef struct {
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);
 } m2s_kernels;
+
+/* The floats m2s_gemm's xq must hold for n streams and a matrix of Kp (its K rounded up to even): n rows of
+ * rounded inputs, then (AVX2, n >= 16) one column block of the weights widened to fp32 (stream_gemm.c). */
+static inline size_t m2s_xq_floats(int n, int Kp) { return ((size_t)n + M2S_VEC) * (size_t)Kp; }
 
 /* m2s_gemm with AVX-512-BF16 (the avx512bf16 object of cmake/isa.cmake), which the engine takes for bf16
  * weights when m2_cpu_bf16_dot() says so. */

@@ -171,7 +171,7 @@ static int alloc_buffers(m2_stream *s)
     s->decay = alloc64(pad16(S * d->H) * sizeof(float));
     int kmax = d->F > d->D ? d->F : d->D;
     kmax = kmax > d->Di ? kmax : d->Di;
-    s->xq = alloc64(S * (size_t)(kmax + 1) * sizeof(float));
+    s->xq = alloc64(m2s_xq_floats(S, kmax + 1) * sizeof(float));
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
         !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->mean || !s->inv_std)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);

@@ -23,8 +23,8 @@
  * other levels widen each half by a shift or an and and do two FMAs. */
 
 /* n rows of K values (stride ldx) into rows of Kp (K rounded up to even, the padding 0): bf16 bits with
- * the dot instruction, else their fp32 values. */
-static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
+ * the dot instruction, else their fp32 values, each pair's two swapped where swap is 1 (widened_gemm_panel). */
+static void round_rows(const float *x, int ldx, int n, int K, int Kp, int swap, void *xq)
 {
     for (int s = 0; s < n; s++) {
         const float *xs = x + (size_t)s * ldx;
@@ -38,6 +38,7 @@ static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
             const __mmask32 m = left >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << left) - 1);
             _mm512_mask_storeu_epi16(q + k, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
+        (void)swap;
 #else
         float *q = (float *)xq + (size_t)s * Kp;
         for (int k = 0; k < K; k++) {
@@ -45,6 +46,14 @@ static void round_rows(const float *x, int ldx, int n, int K, int Kp, void *xq)
             memcpy(q + k, &b, sizeof b);
         }
         if (Kp > K) q[K] = 0.0f;
+        /* a second pass, not q[k ^ swap] above: that index keeps GCC from vectorising the rounding (measured: 8 us
+         * more per 64-stream pass of latency.ini) */
+        if (swap)
+            for (int k = 0; k < Kp; k += 2) {
+                const float t = q[k];
+                q[k] = q[k + 1];
+                q[k + 1] = t;
+            }
 #endif
     }
 }
@@ -259,6 +268,42 @@ static void gemm_panel(const void *P, int nv, int R, int n, const void *x, int l
     }
 }
 
+#if M2S_VW == 8 && !M2_ISA_BF16DOT
+/* AVX2, bf16, from WIDEN_STREAMS streams: the tiles of gemm_panel have no register left for a loaded word and
+ * would load and widen it again in each of their n / 6 stream tiles (and twice per tile, once per half). Here
+ * each column block is widened once into fp32 k-rows (buf, 64 bytes a row, in L1 or L2) in the order the bf16
+ * mode sums a pair, its second product first: buf row 2q is the high halves (k = 2q + 1), row 2q + 1 the low
+ * halves (k = 2q); the inputs come pair-swapped to match (round_rows), and the fp32 tiles (one accumulator
+ * chain per output, k in buf order) then add the same products in the same order as the word-by-word path.
+ * Measured on Zen 3 (bench_stream --gemm, latency.ini, 64 streams): 61 -> 47 us; fp32 43 us. Below 16 streams
+ * the widening costs more than the reloads it saves. */
+enum { WIDEN_STREAMS = 16 };
+static void widened_gemm_panel(const void *P, int nv, int R, int n, const float *x, int ldx, float *y, int ldy,
+                               float *buf)
+{
+    const int w = nv * M2S_VEC;
+    const int tiles = (n + TILE_NS - 1) / TILE_NS;
+    for (int v0 = 0; v0 < nv; v0++) {
+        const uint16_t *Pv = (const uint16_t *)P + (size_t)v0 * 2 * M2S_VEC;
+        for (int q = 0; q < R; q++) {
+            const uint16_t *row = Pv + (size_t)2 * q * w;
+#pragma GCC unroll 2
+            for (int h = 0; h < M2S_VR; h++) {
+                const m2vi raw = v_loadi(row + 2 * M2S_VW * h);
+                v_store(buf + (size_t)2 * q * M2S_VEC + M2S_VW * h, v_bf16_hi(raw));
+                v_store(buf + (size_t)(2 * q + 1) * M2S_VEC + M2S_VW * h, v_bf16_lo(raw));
+            }
+        }
+        for (int t = 0, s0 = 0; t < tiles; t++) {
+            const int nsb = part_size(n, tiles, t);
+            gemm_block(buf, M2S_VEC, 2 * R, x + (size_t)s0 * ldx, ldx, y + (size_t)s0 * ldy + v0 * M2S_VEC, ldy, nsb, 1,
+                       0);
+            s0 += nsb;
+        }
+    }
+}
+#endif
+
 #else /* the scalar level: portable C */
 
 /* Row r of a panel as fp32: the k-row itself (fp32), or a k-pair's two k-rows decoded into buf (the low
@@ -310,9 +355,14 @@ static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, in
 void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy, void *xq)
 {
     const size_t esz = bf16 ? 2 : 4;
+#if M2S_VW == 8 && !M2_ISA_BF16DOT
+    const int widen = bf16 && n >= WIDEN_STREAMS;
+#else
+    const int widen = 0;
+#endif
     const void *xin = x;
     if (bf16) {
-        round_rows(x, ldx, n, m->K, m->Kp, xq);
+        round_rows(x, ldx, n, m->K, m->Kp, widen, xq);
         xin = xq;
         ldx = m->Kp;
     }
@@ -321,8 +371,11 @@ void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *
         int nv, r0;
         m2s_panel(m, p, &nv, &r0);
         const void *P = (const char *)mats + (m->offset + (size_t)r0 * m->Kp) * esz;
-        if (n == 1)
-            gemv_panel(P, nv, R, xin, y + r0, bf16);
+        if (n == 1) gemv_panel(P, nv, R, xin, y + r0, bf16);
+#if M2S_VW == 8 && !M2_ISA_BF16DOT
+        else if (widen)
+            widened_gemm_panel(P, nv, R, n, xin, ldx, y + r0, ldy, (float *)xq + (size_t)n * m->Kp);
+#endif
         else
             gemm_panel(P, nv, R, n, xin, ldx, y + r0, ldy, bf16);
     }

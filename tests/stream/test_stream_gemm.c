@@ -36,7 +36,7 @@ static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t 
     void *mats = m2s_alloc_pages(elems * (bf16 ? 2 : 4));
     const int ldx = K + 3, ldy = (M + 15) / 16 * 16 + 16, Kp = K + 1;
     float *W = malloc((size_t)M * K * sizeof *W), *x = malloc((size_t)n * ldx * sizeof *x);
-    float *y = malloc((size_t)n * ldy * sizeof *y), *xq = malloc((size_t)n * Kp * sizeof *xq);
+    float *y = malloc((size_t)n * ldy * sizeof *y), *xq = malloc(m2s_xq_floats(n, Kp) * sizeof *xq);
     uint64_t key = m2_rng_key(seed, (uint64_t)M, (uint64_t)K, (uint64_t)n);
     for (size_t i = 0; i < (size_t)M * K; i++) W[i] = (float)(m2_rng_u01(key, i) * 2 - 1);
     for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = (float)(m2_rng_u01(key, (1u << 30) + i) * 4 - 2);
@@ -77,8 +77,9 @@ static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t 
 static void check_fn(gemm_fn gemm, const char *name, int bf16)
 {
     /* M: 1 vector, 3 (odd), 6, 8 (one full panel), 9 (panels of 5 and 4) and 21 vectors (three of 7): every
-     * GEMV block width; K odd and even; n: the GEMV, then stream tiles of 2, 4 + 3, 6 + 6 and 5 + 4 + 4 */
-    static const int Ms[] = {16, 40, 96, 128, 130, 330}, Ks[] = {1, 8, 33, 64, 127}, ns[] = {1, 2, 7, 12, 13};
+     * GEMV block width; K odd and even, 301 a long k loop; n: the GEMV, then stream tiles of 2, 4 + 3, 6 + 6,
+     * 5 + 4 + 4 and, from 16 streams (AVX2's bf16 GEMM from a widened column block), 5 + 5 + 5 + 4 */
+    static const int Ms[] = {16, 40, 96, 128, 130, 330}, Ks[] = {1, 8, 33, 64, 127, 301}, ns[] = {1, 2, 7, 12, 13, 19};
     double worst = 0;
     for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
         for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
@@ -113,6 +114,40 @@ static void test_levels(void **state)
     m2_cpu_set_cap(M2_CPU_N_LEVELS - 1);
 }
 
+/* From 16 streams AVX2 runs bf16 from a widened column block in another loop (stream_gemm.c); it adds the same
+ * products in the same order, so each stream's outputs are bitwise those of a call with fewer streams. */
+static void test_batched_bf16_same_sums(void **state)
+{
+    enum { M = 130, K = 127, N = 19, FEW = 13, LDY = 144 };
+    m2s_mat m;
+    size_t elems = 0;
+    m2s_mat_plan(&m, M, K, 1, &elems);
+    void *mats = m2s_alloc_pages(elems * 2);
+    float *W = malloc((size_t)M * K * sizeof *W), *x = malloc((size_t)N * K * sizeof *x);
+    float *many = malloc((size_t)N * LDY * sizeof *many), *few = malloc((size_t)FEW * LDY * sizeof *few);
+    float *xq = malloc(m2s_xq_floats(N, K + 1) * sizeof *xq);
+    const uint64_t key = m2_rng_key(11, M, K, N);
+    for (size_t i = 0; i < (size_t)M * K; i++) W[i] = (float)(m2_rng_u01(key, i) * 2 - 1);
+    for (size_t i = 0; i < (size_t)N * K; i++) x[i] = (float)(m2_rng_u01(key, (1u << 30) + i) * 4 - 2);
+    m2s_mat_pack(&m, W, mats, 1);
+    for (int level = 0; level <= (int)m2_cpu_active(); level++) {
+        const gemm_fn gemm = m2s_kernels_for((m2_cpu_level)level)->gemm;
+        gemm(&m, mats, 1, N, x, K, many, LDY, xq);
+        gemm(&m, mats, 1, FEW, x, K, few, LDY, xq);
+        int differ = 0;
+        for (int s = 0; s < FEW; s++)
+            for (int j = 0; j < M; j++) differ += many[s * LDY + j] != few[s * LDY + j];
+        printf("  %-12s bf16, %d vs %d streams: %d outputs differ\n", m2_cpu_name((m2_cpu_level)level), N, FEW, differ);
+        assert_int_equal(differ, 0);
+    }
+    free(W);
+    free(x);
+    free(many);
+    free(few);
+    free(xq);
+    free(mats);
+}
+
 /* The bf16 dot instructions are chosen only at the avx512 level and can be turned off. */
 static void test_bf16_dot_choice(void **state)
 {
@@ -130,6 +165,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_batched_bf16_same_sums),
         cmocka_unit_test(test_bf16_dot_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
