@@ -35,11 +35,13 @@ struct conv_v1k16 {
     static constexpr int V = 1, KM = 16;
 };
 
-/* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load). */
+/* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load) and of the
+ * forward's output (the SSD's x, B, C: rounded once on the store when bf16). */
 template <class TI> struct conv_args {
     const TI *in;
     const float *w, *b, *dout;
-    float *out, *din, *part;
+    TI *out;
+    float *din, *part;
     int ld_in, ld_din, T, C, K, rows, per;
 };
 
@@ -111,7 +113,7 @@ __device__ void conv_window(const TI *col, int ld, int t0, int K, float (&win)[C
 
 /* One forward row: shift tick t's input (the row at src) into the window, out(t) = silu(pre(t)) stored at dst. */
 template <class Cfg, bool Masked, class TI>
-__device__ __forceinline__ void conv_fwd_row(const conv_args<TI> &a, const TI *src, float *dst, int t,
+__device__ __forceinline__ void conv_fwd_row(const conv_args<TI> &a, const TI *src, TI *dst, int t,
                                              const float (&bias)[Cfg::V], const float (&wr)[Cfg::KM][Cfg::V],
                                              float (&win)[Cfg::KM][Cfg::V])
 {
@@ -138,7 +140,7 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
     conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
     /* the rows by pointer steps (no index product per row) */
     const TI *src = col + (size_t)t0 * a.ld_in;
-    float *dst = a.out + (seq * a.T + t0) * a.C + c0;
+    TI *dst = a.out + (seq * a.T + t0) * a.C + c0;
     int t = t0;
     for (; t < t1 && t < Cfg::KM - 1; t++, src += a.ld_in, dst += a.C)
         conv_fwd_row<Cfg, true>(a, src, dst, t, bias, wr, win);
@@ -302,13 +304,13 @@ template <class CA> static bool conv_vec4(const CA &a)
                   : ((a).K <= 4 ? call(conv_v1k4) : call(conv_v1k16)))
 
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
-                           const m2_real *b, int B, int T, int C, int K, m2_real *out)
+                           const m2_real *b, int B, int T, int C, int K, void *out)
 {
     if ((size_t)B * T * C == 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
-        conv_args<TI> a = {(const TI *)in, w, b, NULL, out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
+        conv_args<TI> a = {(const TI *)in, w, b, NULL, (TI *)out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
 #define CONV_FWD(Cfg) conv_fwd_run<Cfg>(c, a)
         CONV_DISPATCH(a, CONV_FWD);
 #undef CONV_FWD

@@ -252,10 +252,10 @@ void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, c
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                             int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                            m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
-                            int ld_dz, m2_real *dw, m2_real *out);
+                            m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz, int ld_dz,
+                            m2_real *dw, m2_real *out);
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
-                           const m2_real *b, int B, int T, int C, int K, m2_real *out);
+                           const m2_real *b, int B, int T, int C, int K, void *out);
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
                            const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
                            m2_real *dw, m2_real *db);
@@ -268,11 +268,12 @@ double m2_cuda_sumsq(const m2_ops *o, const float *x, size_t n);
 void m2_cuda_scale(const m2_ops *o, float *x, size_t n, double factor);
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s);
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
-void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
+void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                     const void *Bm, const void *Cm, const m2_real *Dsk, void *y, m2_act_type at, m2_real *saved,
                      m2_real *scratch);
-void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
-                     m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
+void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                     const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
+                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                     m2_real *dD, m2_real *scratch);
 
 #endif

@@ -356,11 +356,13 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     }
 }
 
-/* The gated norm's rows for norm_bwd_rows: v = y * silu(z); dy and dz written from dv. */
+/* The gated norm's rows for norm_bwd_rows: v = y * silu(z); dy (in TA: the SSD backward's input, ops.h) and dz
+ * written from dv. */
 template <int V, class TA> struct gated_seg {
     const float *dout;
     const TA *y, *z;
-    float *dy, *dz;
+    TA *dy;
+    float *dz;
     int n, ld_z, ld_dz;
     struct in {
         m2_vec<V> y, z, d; /* y, z, dout */
@@ -368,7 +370,8 @@ template <int V, class TA> struct gated_seg {
     struct row {
         const float *d;
         const TA *y, *z;
-        float *dy, *dz;
+        TA *dy;
+        float *dz;
         __device__ in load(int j) const { return in{m2_vload<V>(y + j), m2_vload<V>(z + j), m2_vload<V>(d + j)}; }
         __device__ void store(int j, const in &a, const m2_vec<V> &dv) const
         {
@@ -395,7 +398,7 @@ template <int V, class TA> struct gated_seg {
 template <class Cfg, class TA>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     gated_norm_bwd_kernel(const float *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
-                          int per, float *dy, float *dz, int ld_dz, float *part, float *rstd, float *out)
+                          int per, TA *dy, float *dz, int ld_dz, float *part, float *rstd, float *out)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
@@ -428,7 +431,7 @@ static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, c
 
 template <class Cfg, class TA>
 static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const TA *y, const TA *z,
-                          int ld_z, const float *w, int rows, int n, int G, float *dy, float *dz, int ld_dz, float *out)
+                          int ld_z, const float *w, int rows, int n, int G, TA *dy, float *dz, int ld_dz, float *out)
 {
     gated_norm_bwd_kernel<Cfg, TA><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy,
                                                                              dz, ld_dz, p.part, p.rstd, out);
@@ -455,8 +458,8 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int
 }
 
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv, const void *zv, int ld_z,
-                            m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
-                            int ld_dz, m2_real *dw, m2_real *out)
+                            m2_act_type at, const m2_real *w, int rows, int n, int G, void *dyv, m2_real *dz, int ld_dz,
+                            m2_real *dw, m2_real *out)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
@@ -464,6 +467,7 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv
     m2_act_dispatch(at, [&](auto *ta) {
         using TA = m2_elem_t<decltype(ta)>;
         const TA *y = (const TA *)yv, *z = (const TA *)zv;
+        TA *dy = (TA *)dyv;
         if (norm_vec4(n, G, {dout, y, z, w, dy, dz, out}, {ld_z, ld_dz}))
             gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         else

@@ -61,8 +61,8 @@ __global__ void ssd_tables_kernel(ssd_args s)
 }
 
 /* ---- 3. chunk states: S[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
-struct ssd_states_op {
-    ssd_args s;
+template <class TX> struct ssd_states_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     /* batch entry z = (b*(nc-1) + c)*H + h over the chunks that have a successor */
     __device__ int zh_of(int z) const
@@ -83,7 +83,7 @@ struct ssd_states_op {
     }
     bool vec4() const { return s.vec4(); }
     struct view {
-        ssd_mat X, Bg;
+        ssd_mat_t<TX> X, Bg;
         const float *wR;
         __device__ float a(int p, int l) const { return X(l, p); }
         __device__ m2_vec<4> a4(int p, int l) const { return X.row4(l, p); } /* p..p+3 */
@@ -128,10 +128,8 @@ __global__ void ssd_pass_kernel(ssd_args s)
  * by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
  * positions of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table
  * (ssd_own_decays). */
-struct ssd_y_op {
-    ssd_args s;
-    void *y; /* [B*T, H*P] the kept output, in type yt (ops.h m2_act_type: fp32 or bf16, rounded once here) */
-    m2_act_type yt;
+template <class TX> struct ssd_y_op {
+    ssd_io<TX> s; /* s.y [B*T, H*P]: the kept output, in TX (rounded once here when bf16) */
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -149,7 +147,8 @@ struct ssd_y_op {
     struct state_view {
         static constexpr bool row_scaled = true, b_jfast = false;
         float w; /* e^{a_r} */
-        ssd_mat C, S;
+        ssd_mat_t<TX> C;
+        ssd_mat S;
         __device__ float a(int l, int k) const { return C(l, k); }
         __device__ m2_vec<4> a4(int l, int k) const { return C.row4(l, k); }
         __device__ float b(int k, int p) const { return w * S(p, k); }
@@ -161,7 +160,7 @@ struct ssd_y_op {
         int N, Q;
         float ar;
         const float *acs, *CB, *dt;
-        ssd_mat x;
+        ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
         __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
         __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + k - N); }
@@ -172,7 +171,7 @@ struct ssd_y_op {
     struct own_view {
         int N, Q, i0;
         const float *CB, *tab; /* tab: ssd_own_decays */
-        ssd_mat x;
+        ssd_mat_t<TX> x;
         __device__ float a(int l, int k) const
         {
             const int j = k - N;
@@ -201,7 +200,7 @@ struct ssd_y_op {
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
         const float *acs = s.acs + (size_t)zh * s.Q, *CB = s.QQ(s.CB, bc * s.G + g), *dt = s.dtc + (size_t)zh * s.Q;
-        const ssd_mat x = s.x_of(bc, h);
+        const ssd_mat_t<TX> x = s.x_of(bc, h);
         const float *tab = ssd_own_decays(acs, dt, t.i0, t.i1, sh);
         return view{s.N, state_view{s.eA[(size_t)zh * s.Q + t.i0], s.C_of(bc, g), ssd_mat{s.S_of(zh), (size_t)s.N, 1}},
                     chunk_parts{s.N + t.i0, past_view{s.N, s.Q, acs[t.i0], acs, CB, dt, x},
@@ -217,33 +216,26 @@ struct ssd_y_op {
     {
         const int bc = zh / s.H, h = zh % s.H;
         const size_t i = s.row(bc, l) * ((size_t)s.H * s.P) + (size_t)h * s.P + p;
-        const float v = acc + s.Dsk[h] * s.xv(bc, l, h, p);
-        if (yt == M2_ACT_BF16)
-            m2_st((__nv_bfloat16 *)y + i, v);
-        else
-            m2_st((float *)y + i, v);
+        m2_st(s.y + i, acc + s.Dsk[h] * s.xv(bc, l, h, p));
     }
 };
 
-void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2])
+template <class TX> void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const char *const what[2])
 {
-    m2_tile_gemm(c, ssd_states_op{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
+    m2_tile_gemm(c, ssd_states_op<TX>{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
     ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED(what[1]);
 }
 
-void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
-                     m2_real *scratch)
+template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<float> &, const char *const[2]);
+template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<__nv_bfloat16> &, const char *const[2]);
+
+template <class TX>
+static void ssd_forward(const m2_cuda_ctx *c, ssd_io<TX> a, const ssd_layout &L, m2_real *saved, m2_real *scratch)
 {
-    if (sh->B <= 0 || sh->T <= 0) return;
-    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     cudaStream_t st = c->stream;
-    const ssd_layout L = ssd_layout_of(sh);
-    ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
     ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
-    a.y = yt == M2_ACT_REAL ? (float *)y : NULL; /* ssd_y_op stores the outputs */
     const int heads = a.B * a.nc * a.H;
 
     ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
@@ -252,5 +244,20 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     ssd_compute_cb(c, a);
     static const char *const states[2] = {"ssd_fwd (chunk states)", "ssd_fwd (state passing)"};
     ssd_compute_states(c, a, states);
-    m2_tile_gemm(c, ssd_y_op{a, y, yt}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+    m2_tile_gemm(c, ssd_y_op<TX>{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+}
+
+void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, const m2_real *dt, const m2_real *A,
+                     const void *Bm, const void *Cm, const m2_real *Dsk, void *y, m2_act_type at, m2_real *saved,
+                     m2_real *scratch)
+{
+    if (sh->B <= 0 || sh->T <= 0) return;
+    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    const ssd_layout L = ssd_layout_of(sh);
+    m2_act_dispatch(at, [&](auto tag) {
+        using TX = m2_elem_t<decltype(tag)>;
+        ssd_io<TX> a = ssd_io_of(sh, (const TX *)x, dt, A, (const TX *)Bm, (const TX *)Cm, Dsk);
+        a.y = (TX *)y;
+        ssd_forward(c, a, L, saved, scratch);
+    });
 }

@@ -12,7 +12,8 @@
  * is applied by not reading (or zeroing) the masked term before any product. Everything is fp32 (cumsums, decays,
  * masks, dt scaling, chunk states, reductions) except the operands of the per-chunk products when the backend's
  * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
- * accumulates in fp32 (docs/MODEL.md §3).
+ * accumulates in fp32 (docs/MODEL.md §3); and, at bf16, the token rows x, B, C, dy and the output y are stored in
+ * bf16 and widened on every load (ssd_io, docs/MODEL.md §8).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
@@ -101,22 +102,26 @@ __device__ __forceinline__ const float *ssd_own_decays(const float *acs, const f
     return tab;
 }
 
-/* A strided matrix view: element (r, c) at p[r*rs + c*cs]; T() is the transpose. The tile products' operand
- * views (tile_gemm.cuh, bind) are built from these once per block. */
-struct ssd_mat {
-    const float *p;
+/* A strided matrix view: element (r, c) at p[r*rs + c*cs], of element type E (fp32, or bf16 for the stored token
+ * rows: ssd_io), widened to fp32 on every load; T() is the transpose. The tile products' operand views
+ * (tile_gemm.cuh, bind) are built from these once per block. */
+template <class E> struct ssd_mat_t {
+    const E *p;
     size_t rs, cs;
-    __device__ float operator()(int r, int c) const { return p[(size_t)r * rs + (size_t)c * cs]; }
-    __device__ ssd_mat T() const { return ssd_mat{p, cs, rs}; }
-    /* (r, c..c+3) in one 16-byte load, c a multiple of 4, for contiguous 16-byte aligned rows (ssd_args::vec4) */
+    __device__ float operator()(int r, int c) const { return m2_ld(p + (size_t)r * rs + (size_t)c * cs); }
+    __device__ ssd_mat_t T() const { return ssd_mat_t{p, cs, rs}; }
+    /* (r, c..c+3) in one load (16 bytes of fp32, 8 of bf16), c a multiple of 4, for contiguous aligned rows
+     * (ssd_io::vec4) */
     __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
 };
+using ssd_mat = ssd_mat_t<float>;
 
-/* A product whose operands are plain strided matrices: A(i, k), B(k, j). 16-byte loads of A along k: only for the
- * Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of B along j (b4: b_jfast,
- * B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
-struct ssd_plain_view {
-    ssd_mat A, B;
+/* A product whose operands are plain strided matrices: A(i, k), B(k, j), of element types TA and TB. 16-byte loads
+ * of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of
+ * B along j (b4: b_jfast, B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
+template <class TA, class TB> struct ssd_plain_view {
+    ssd_mat_t<TA> A;
+    ssd_mat_t<TB> B;
     __device__ float a(int i, int k) const { return A(i, k); }
     __device__ m2_vec<4> a4(int i, int k) const { return A.row4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
@@ -124,14 +129,15 @@ struct ssd_plain_view {
     __device__ m2_vec<4> b4k(int k, int j) const { return B.T().row4(j, k); }
 };
 
-/* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head scaled per row
- * (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dC, dB); M's and R's rows contiguous
- * (16-byte loads along k and j). */
-struct ssd_scaled_view {
+/* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type
+ * TM) scaled per row (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dC, dB); M's and
+ * R's rows contiguous (16-byte loads along k and j). */
+template <class TM> struct ssd_scaled_view {
     static constexpr bool a_kfast = true;
     int k0;
     const float *w;
-    ssd_mat M, R;
+    ssd_mat_t<TM> M;
+    ssd_mat R;
     __device__ float a(int i, int k) const { return w[i] * M(i, k - k0); }
     __device__ m2_vec<4> a4(int i, int k) const { return ssd_scaled4(w[i], M.row4(i, k - k0)); }
     __device__ float b(int k, int j) const { return R(k - k0, j); }
@@ -140,25 +146,26 @@ struct ssd_scaled_view {
 
 /* The heads of a group as the parts of one reduction (tile_gemm.cuh, over_parts), P values of k each: head q's
  * weights w + q*Q, its columns of the token rows M (at q*P) and its matrix R + q*P*N. */
-struct ssd_group_heads {
+template <class TM> struct ssd_group_heads {
     int n, P, Q, N;
     const float *w;
-    ssd_mat M;
+    ssd_mat_t<TM> M;
     const float *R;
     __device__ int parts() const { return n; }
     __device__ int part_len() const { return P; }
-    __device__ ssd_scaled_view part(int q, int k0) const
+    __device__ ssd_scaled_view<TM> part(int q, int k0) const
     {
-        return ssd_scaled_view{k0, w + (size_t)q * Q, ssd_mat{M.p + (size_t)q * P, M.rs, 1},
-                               ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
+        return ssd_scaled_view<TM>{k0, w + (size_t)q * Q, ssd_mat_t<TM>{M.p + (size_t)q * P, M.rs, 1},
+                                   ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
     }
 };
 
-/* Everything a kernel needs, passed by value. */
+/* The shape, the fp32 inputs and outputs and the work arrays: everything the kernels that read no token rows need,
+ * passed by value. */
 struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
-    const float *x, *dt, *A, *Bm, *Cm, *Dsk, *dy;
-    float *y, *dx, *ddt, *dBm, *dCm;
+    const float *dt, *A, *Dsk;
+    float *dx, *ddt, *dBm, *dCm;
     float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
@@ -169,47 +176,67 @@ struct ssd_args {
     __device__ float a_last(int zh) const { return acs[(size_t)zh * Q + Q - 1]; }
     /* exp of a quantity that is <= 0 mathematically (docs/MODEL.md §3) */
     __device__ static float dexp(float d) { return expf(fminf(d, 0.0f)); }
-    __device__ float xv(int bc, int l, int h, int p) const { return x[row(bc, l) * ld_x + (size_t)h * P + p]; }
-    __device__ float dyv(int bc, int l, int h, int p) const
-    {
-        return dy[row(bc, l) * ((size_t)H * P) + (size_t)h * P + p];
-    }
     __device__ float dtv(int bc, int l, int h) const { return dt[row(bc, l) * H + h]; }
-    __device__ float Bv(int bc, int l, int g, int n) const { return Bm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
-    __device__ float Cv(int bc, int l, int g, int n) const { return Cm[row(bc, l) * ld_bc + (size_t)g * N + n]; }
-    /* one chunk's rows of a head (x, dy: [l][p]) or of a group (B, C: [l][n]), and a head's state [p][n] */
-    __device__ ssd_mat x_of(int bc, int h) const
-    {
-        return ssd_mat{x + row(bc, 0) * ld_x + (size_t)h * P, (size_t)ld_x, 1};
-    }
-    __device__ ssd_mat dy_of(int bc, int h) const
-    {
-        return ssd_mat{dy + row(bc, 0) * ((size_t)H * P) + (size_t)h * P, (size_t)H * P, 1};
-    }
-    __device__ ssd_mat B_of(int bc, int g) const
-    {
-        return ssd_mat{Bm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
-    }
-    __device__ ssd_mat C_of(int bc, int g) const
-    {
-        return ssd_mat{Cm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
-    }
     __device__ const float *dt_of(int bc, int h) const { return dt + row(bc, 0) * H + h; } /* stride H */
     __device__ float *S_of(int zh) const { return S + (size_t)zh * P * N; }
     __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
-    /* (host) Whether every block of every product may load its operands 16 bytes at a time (tile_gemm.cuh,
-     * vec4): sizes and row strides multiples of 4 floats and the arrays 16-byte aligned, so that every row start,
-     * range end and view pointer a block derives from them is too (the scratch regions are rounded to 64 floats). */
+};
+
+/* ssd_args with the token rows the products read: x, B, C (the conv+SiLU output) and dy (the gated norm's
+ * gradient), stored activations of element type TX (ops.h m2_act_type: fp32, or bf16 at model.precision = bf16,
+ * docs/MODEL.md §8), widened on every load; and y, the forward's output, written in TX. With bf16 token rows the
+ * tensor-core operands are the values the fp32 path would have rounded them to, and every fp32 expression is the
+ * same on the widened values, so the results are those of fp32 token rows holding the same values, up to the
+ * multiply-adds the compiler fuses differently in the two instantiations (tests/gpu/test_gpu_act.c). */
+template <class TX> struct ssd_io : ssd_args {
+    const TX *x, *Bm, *Cm, *dy;
+    TX *y;
+
+    __device__ float xv(int bc, int l, int h, int p) const { return m2_ld(x + row(bc, l) * ld_x + (size_t)h * P + p); }
+    __device__ float dyv(int bc, int l, int h, int p) const
+    {
+        return m2_ld(dy + row(bc, l) * ((size_t)H * P) + (size_t)h * P + p);
+    }
+    __device__ float Bv(int bc, int l, int g, int n) const
+    {
+        return m2_ld(Bm + row(bc, l) * ld_bc + (size_t)g * N + n);
+    }
+    __device__ float Cv(int bc, int l, int g, int n) const
+    {
+        return m2_ld(Cm + row(bc, l) * ld_bc + (size_t)g * N + n);
+    }
+    /* one chunk's rows of a head (x, dy: [l][p]) or of a group (B, C: [l][n]) */
+    __device__ ssd_mat_t<TX> x_of(int bc, int h) const
+    {
+        return ssd_mat_t<TX>{x + row(bc, 0) * ld_x + (size_t)h * P, (size_t)ld_x, 1};
+    }
+    __device__ ssd_mat_t<TX> dy_of(int bc, int h) const
+    {
+        return ssd_mat_t<TX>{dy + row(bc, 0) * ((size_t)H * P) + (size_t)h * P, (size_t)H * P, 1};
+    }
+    __device__ ssd_mat_t<TX> B_of(int bc, int g) const
+    {
+        return ssd_mat_t<TX>{Bm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
+    }
+    __device__ ssd_mat_t<TX> C_of(int bc, int g) const
+    {
+        return ssd_mat_t<TX>{Cm + row(bc, 0) * ld_bc + (size_t)g * N, (size_t)ld_bc, 1};
+    }
+    /* (host) Whether every block of every product may load its operands 4 elements at a time (tile_gemm.cuh,
+     * vec4): sizes and row strides multiples of 4 elements and the arrays 16-byte aligned, so that every row start,
+     * range end and view pointer a block derives from them is aligned for its load (16 bytes of fp32, 8 of bf16; the
+     * scratch regions are rounded to 64 floats). */
     bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS, dCBw, dtc}, {T, Q, N, P, ld_x, ld_bc}); }
 };
 
 /* Fills the shape and the input pointers; the caller sets the buffers it uses. */
-static inline ssd_args ssd_args_of(const m2_ssd_shape *s, const float *x, const float *dt, const float *A,
-                                   const float *Bm, const float *Cm, const float *Dsk)
+template <class TX>
+static inline ssd_io<TX> ssd_io_of(const m2_ssd_shape *s, const TX *x, const float *dt, const float *A, const TX *Bm,
+                                   const TX *Cm, const float *Dsk)
 {
-    ssd_args a;
+    ssd_io<TX> a;
     memset(&a, 0, sizeof a);
     a.B = s->B;
     a.T = s->T;
@@ -268,8 +295,8 @@ static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
  * used (every reader masks s > l), so the tiles wholly above the diagonal are neither computed nor stored; the
  * diagonal tiles are stored whole, because the readers' 16-byte loads of a row group may reach past the diagonal
  * (masked after the load, but the memory they read must have been written: compute-sanitizer's initcheck). */
-struct ssd_cb_op {
-    ssd_args s;
+template <class TX> struct ssd_cb_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_tiles = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
@@ -282,22 +309,22 @@ struct ssd_cb_op {
         kb = 0;
         ke = j0 > i1 - 1 ? 0 : s.N;
     }
-    __device__ ssd_plain_view bind(int zg) const
+    __device__ ssd_plain_view<TX, TX> bind(int zg) const
     {
-        return ssd_plain_view{s.C_of(zg / s.G, zg % s.G), s.B_of(zg / s.G, zg % s.G).T()};
+        return ssd_plain_view<TX, TX>{s.C_of(zg / s.G, zg % s.G), s.B_of(zg / s.G, zg % s.G).T()};
     }
     __device__ void store(int zg, int l, int j, float acc) const { s.QQ(s.CB, zg)[(size_t)l * s.Q + j] = acc; }
 };
 
-static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_args &a)
+template <class TX> static inline void ssd_compute_cb(const m2_cuda_ctx *c, const ssd_io<TX> &a)
 {
-    m2_tile_gemm(c, ssd_cb_op{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
+    m2_tile_gemm(c, ssd_cb_op<TX>{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
 }
 
 /* The chunk-start states S (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums and the decay tables;
  * the backward runs them again when the states are not kept (what = the launches' names, chunk states first). */
-void ssd_compute_states(const m2_cuda_ctx *c, const ssd_args &a, const char *const what[2]);
+template <class TX> void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const char *const what[2]);
 /* dCBw and the per-tile row and column sums of CB.E of every head (ssd_cuda_dcb.cu) */
-void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a);
+template <class TX> void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_io<TX> &a);
 
 #endif

@@ -22,8 +22,8 @@
 #include "ssd_cuda.cuh"
 
 /* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n] ---- */
-struct ssd_dsoff_op {
-    ssd_args s;
+template <class TX> struct ssd_dsoff_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
@@ -38,7 +38,7 @@ struct ssd_dsoff_op {
     }
     bool vec4() const { return s.vec4(); }
     struct view {
-        ssd_mat dyT, C;
+        ssd_mat_t<TX> dyT, C;
         const float *eA;
         __device__ float a(int p, int l) const { return dyT(p, l); }
         __device__ m2_vec<4> a4(int p, int l) const { return dyT.T().row4(l, p); } /* p..p+3 */
@@ -78,8 +78,8 @@ __global__ void ssd_pass_bwd_kernel(ssd_args s)
  * e^{a_last-a_r} dSt^T, multiplied by e^{a_r-a_s} dt_s once per output (tile_gemm.cuh, row_scaled), so their k
  * loops carry no exp per element; the outputs of the tile's own rows (s <= l <= r) take the exact decay of each
  * element from the block's table (ssd_own_decays). */
-struct ssd_dx_op {
-    ssd_args s;
+template <class TX> struct ssd_dx_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -97,7 +97,7 @@ struct ssd_dx_op {
     struct own_view {
         int Q, i0;
         const float *CB, *tab; /* tab: ssd_own_decays */
-        ssd_mat dy;
+        ssd_mat_t<TX> dy;
         __device__ float a(int si, int k) const
         {
             return CB[(size_t)k * Q + si] * tab[(k - i0) * m2tile::BM + si - i0];
@@ -121,7 +121,7 @@ struct ssd_dx_op {
         int Q;
         float ar;
         const float *acs, *CB;
-        ssd_mat dy;
+        ssd_mat_t<TX> dy;
         __device__ float a(int si, int k) const { return CB[(size_t)k * Q + si]; }
         __device__ m2_vec<4> a4(int si, int k) const { return m2_vload<4>(CB + (size_t)k * Q + si); }
         __device__ float b(int k, int p) const { return ssd_args::dexp(acs[k] - ar) * dy(k, p); }
@@ -132,7 +132,8 @@ struct ssd_dx_op {
         static constexpr bool row_scaled = true, a_kfast = true, b_jfast = false;
         int k0;
         float w; /* e^{a_last-a_r} */
-        ssd_mat Bg, dSt;
+        ssd_mat_t<TX> Bg;
+        ssd_mat dSt;
         __device__ float a(int si, int k) const { return Bg(si, k - k0); }
         __device__ m2_vec<4> a4(int si, int k) const { return Bg.row4(si, k - k0); }
         __device__ float b(int k, int p) const { return w * dSt(p, k - k0); }
@@ -148,7 +149,7 @@ struct ssd_dx_op {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg, Lc = s.len(bc);
         const float *acs = s.acs + (size_t)zh * s.Q, *CB = s.QQ(s.CB, bc * s.G + g);
         const float ar = acs[t.i1 - 1];
-        const ssd_mat dy = s.dy_of(bc, h);
+        const ssd_mat_t<TX> dy = s.dy_of(bc, h);
         const float *tab = ssd_own_decays(acs, s.dtc + (size_t)zh * s.Q, t.i0, t.i1, sh);
         return view{
             Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later_view{s.Q, ar, acs, CB, dy}},
@@ -168,8 +169,8 @@ struct ssd_dx_op {
 };
 
 /* The shape of the two products through the state: a chunk's rows x the N states, summed over the P channels. */
-struct ssd_rows_by_states {
-    ssd_args s;
+template <class TX> struct ssd_rows_by_states {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -196,10 +197,11 @@ __device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int
 
 /* ---- the row sums of dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] with C_l: dCoff itself is never stored
  * (dC sums it over the group's heads inside its own product) ---- */
-struct ssd_dcoff_op : ssd_rows_by_states {
-    __device__ ssd_plain_view bind(int zh) const
+template <class TX> struct ssd_dcoff_op : ssd_rows_by_states<TX> {
+    using ssd_rows_by_states<TX>::s;
+    __device__ ssd_plain_view<TX, float> bind(int zh) const
     {
-        return ssd_plain_view{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
+        return ssd_plain_view<TX, float>{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
     }
     __device__ void store(int zh, int l, int n, float acc) const {}
     __device__ float row_term(int zh, int l, int n, float acc) const
@@ -211,10 +213,11 @@ struct ssd_dcoff_op : ssd_rows_by_states {
 
 /* ---- the row sums of dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] with B_s (dBst is never stored: dB
  * sums dt_s dBst over the group's heads inside its own product) ---- */
-struct ssd_dbst_op : ssd_rows_by_states {
-    __device__ ssd_plain_view bind(int zh) const
+template <class TX> struct ssd_dbst_op : ssd_rows_by_states<TX> {
+    using ssd_rows_by_states<TX>::s;
+    __device__ ssd_plain_view<TX, float> bind(int zh) const
     {
-        return ssd_plain_view{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
+        return ssd_plain_view<TX, float>{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
     }
     __device__ void store(int zh, int si, int n, float acc) const {}
     __device__ float row_term(int zh, int si, int n, float acc) const
@@ -227,8 +230,9 @@ struct ssd_dbst_op : ssd_rows_by_states {
 /* dCBw (UPPER: its transpose) as the A operand of the k from k0 on, zero where s > l: A(i, k - k0) for k - k0 <= i
  * (UPPER: >= i). a4: 4 along its contiguous dimension, k (dCBw's rows) or i (UPPER: the transpose's columns), masked
  * after the 16-byte load (ssd_cuda_dcb.cu writes the diagonal tiles whole, so the load reads written memory). */
-template <bool UPPER> struct ssd_causal_view {
-    ssd_mat A, B;
+template <bool UPPER, class TB> struct ssd_causal_view {
+    ssd_mat A;
+    ssd_mat_t<TB> B;
     int k0;
     __device__ float a(int i, int k) const
     {
@@ -251,8 +255,8 @@ template <bool UPPER> struct ssd_causal_view {
 /* ---- dC_l[n] = sum_h e^{a_l,h} dy_l,h . S_h[:, n] + sum_{s<=l} dCBw[l][s] B_s[n] (per group, overwrites): one
  * reduction over the group's heads' channels (k < hpg*P, a part per head: the C gradient through the state, dCoff
  * summed over the heads) and then the chunk's positions (k - hpg*P = s) ---- */
-struct ssd_dc_op {
-    ssd_args s;
+template <class TX> struct ssd_dc_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
@@ -267,13 +271,14 @@ struct ssd_dc_op {
         ke = s.hpg * s.P + i1; /* s <= l < i1 */
     }
     /* the heads' channels, then the positions (tile_gemm.cuh, split) */
-    using view = m2tile::split_view<ssd_group_heads, ssd_causal_view<false>>;
+    using view = m2tile::split_view<ssd_group_heads<TX>, ssd_causal_view<false, TX>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{s.hpg * s.P,
-                    ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
-                    ssd_causal_view<false>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), s.hpg * s.P}};
+        return view{
+            s.hpg * s.P,
+            ssd_group_heads<TX>{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
+            ssd_causal_view<false, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), s.hpg * s.P}};
     }
     __device__ void store(int zg, int l, int n, float acc) const
     {
@@ -284,8 +289,8 @@ struct ssd_dc_op {
 /* ---- dB_s[n] = sum_{l>=s} dCBw[l][s] C_l[n] + sum_h e^{a_last-a_s} dt_s,h x_s,h . dSt_h[:, n] (per group,
  * overwrites): one reduction over the chunk's positions l (k < Lc) and then the group's heads' channels (a part per
  * head: the B gradient through the state, dt dBst summed over the heads) ---- */
-struct ssd_db_op {
-    ssd_args s;
+template <class TX> struct ssd_db_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true; /* the heads' parts: a_kfast (ssd_scaled_view) */
     bool vec4() const { return s.vec4(); }
     __device__ void dims(int zg, int &m, int &n, int &k) const
@@ -300,12 +305,13 @@ struct ssd_db_op {
         ke = s.len(zg / s.G) + s.hpg * s.P;
     }
     /* the positions, then the heads' channels (tile_gemm.cuh, split) */
-    using view = m2tile::split_view<ssd_causal_view<true>, ssd_group_heads>;
+    using view = m2tile::split_view<ssd_causal_view<true, TX>, ssd_group_heads<TX>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{s.len(bc), ssd_causal_view<true>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
-                    ssd_group_heads{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg), s.dS_of(zh)}};
+        return view{
+            s.len(bc), ssd_causal_view<true, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
+            ssd_group_heads<TX>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg), s.dS_of(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
@@ -386,21 +392,10 @@ __global__ void ssd_param_grads_kernel(ssd_args s, float *dA, float *dD)
     dD[h] += sd;
 }
 
-void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, const m2_real *dt, const m2_real *A,
-                     const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
-                     m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch)
+template <class TX>
+static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_layout &L, float *dA, float *dD)
 {
-    if (sh->B <= 0 || sh->T <= 0) return;
-    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     cudaStream_t st = c->stream;
-    const ssd_layout L = ssd_layout_of(sh);
-    ssd_args a = ssd_args_of(sh, x, dt, A, Bm, Cm, Dsk);
-    ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
-    a.dy = dy;
-    a.dx = dx;
-    a.ddt = ddt;
-    a.dBm = dBm;
-    a.dCm = dCm;
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
     const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
@@ -411,15 +406,15 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
         ssd_compute_states(c, a, states);
     }
     ssd_compute_cb(c, a);
-    m2_tile_gemm(c, ssd_dsoff_op{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
+    m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
-    m2_tile_gemm(c, ssd_dx_op{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
+    m2_tile_gemm(c, ssd_dx_op<TX>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
     ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
-    m2_tile_gemm(c, ssd_dcoff_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
-    m2_tile_gemm(c, ssd_dbst_op{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
-    m2_tile_gemm(c, ssd_dc_op{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
-    m2_tile_gemm(c, ssd_db_op{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
+    m2_tile_gemm(c, ssd_dcoff_op<TX>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
+    m2_tile_gemm(c, ssd_dbst_op<TX>{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
+    m2_tile_gemm(c, ssd_dc_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+    m2_tile_gemm(c, ssd_db_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);
     if (shmem > 48 * 1024) /* a block's default dynamic shared memory; chunk sizes are 64..256 in practice */
         m2_cuda_check(cudaErrorInvalidValue, "ssd_bwd: chunk_size above 6144 (per-position scalars in shared memory)");
@@ -427,4 +422,25 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const m2_real *x, 
     M2_CUDA_LAUNCHED("ssd_bwd (ddt, dA, dD)");
     ssd_param_grads_kernel<<<(a.H + 63) / 64, 64, 0, st>>>(a, dA, dD);
     M2_CUDA_LAUNCHED("ssd_bwd (dA, dD)");
+}
+
+void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, const m2_real *dt, const m2_real *A,
+                     const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
+                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                     m2_real *dD, m2_real *scratch)
+{
+    if (sh->B <= 0 || sh->T <= 0) return;
+    const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    const ssd_layout L = ssd_layout_of(sh);
+    m2_act_dispatch(at, [&](auto tag) {
+        using TX = m2_elem_t<decltype(tag)>;
+        ssd_io<TX> a = ssd_io_of(sh, (const TX *)x, dt, A, (const TX *)Bm, (const TX *)Cm, Dsk);
+        ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
+        a.dy = (const TX *)dy;
+        a.dx = dx;
+        a.ddt = ddt;
+        a.dBm = dBm;
+        a.dCm = dCm;
+        ssd_backward(c, a, L, dA, dD);
+    });
 }

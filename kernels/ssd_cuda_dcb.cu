@@ -19,8 +19,8 @@
 #include "ssd_cuda.cuh"
 
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
-struct ssd_dcb_op {
-    ssd_args s;
+template <class TX> struct ssd_dcb_op {
+    ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_only = true;
     __device__ void dims(int zg, int &m, int &n, int &k) const
     {
@@ -33,8 +33,9 @@ struct ssd_dcb_op {
         ke = s.P;
     }
     /* head h's dy rows times its x rows transposed; the group's next heads are P columns on in both */
-    __device__ ssd_plain_view head(int bc, int h) const { return ssd_plain_view{s.dy_of(bc, h), s.x_of(bc, h).T()}; }
-    __device__ static ssd_plain_view next(ssd_plain_view v, int P)
+    typedef ssd_plain_view<TX, TX> view;
+    __device__ view head(int bc, int h) const { return view{s.dy_of(bc, h), s.x_of(bc, h).T()}; }
+    __device__ static view next(view v, int P)
     {
         v.A.p += P;
         v.B.p += P;
@@ -85,13 +86,12 @@ static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_opera
  * holds dy_l[p] and x_l[p] of the same (l, p) in fp32, and adds their product to dd (dD = sum dy.x, formed in fp32
  * on the way: docs/MODEL.md §3), so that no other kernel reads dy and x for it (the caller keeps the diagonal
  * tiles' dd only). */
-template <class Prec, int W>
-__device__ __forceinline__ void load_step(const ssd_plain_view &v, const span &t, int k0, int ke, smem<Prec> &sm,
-                                          float &dd)
+template <class Prec, int W, class V>
+__device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int ke, smem<Prec> &sm, float &dd)
 {
     typedef smem<Prec> S;
     constexpr int PER = S::KB / W;
-    const ssd_mat X = v.B.T();
+    const auto X = v.B.T();
 #pragma unroll
     for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
         const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
@@ -123,8 +123,8 @@ __device__ __forceinline__ void load_step(const ssd_plain_view &v, const span &t
 
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
  * after a barrier). ONE: a single step (ke - kb <= KB). */
-template <class Prec, bool V4, bool ONE>
-__device__ __forceinline__ void product(const ssd_plain_view &v, const span &t, smem<Prec> &sm, float &dd)
+template <class Prec, bool V4, bool ONE, class V>
+__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd)
 {
     typedef smem<Prec> S;
     const int tid = threadIdx.x;
@@ -196,7 +196,7 @@ template <class S> __device__ __forceinline__ void decays(const ssd_args &s, con
     }
 }
 
-template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(const ssd_dcb_op &op, int tiles_q)
+template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ void tiles(const Op &op, int tiles_q)
 {
     typedef smem<Prec> S;
     __shared__ S sm;
@@ -209,15 +209,15 @@ template <class Prec, bool V4, bool ONE> __device__ __forceinline__ void tiles(c
     const float *CB = s.QQ(s.CB, t.z);
     for (int e = tid; e < BM * BN; e += THREADS) {
         const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
-        sm.cb[li * S::LDCB + sj] = stored<ssd_dcb_op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
+        sm.cb[li * S::LDCB + sj] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
     }
     float keep[SUB][SUB];
 #pragma unroll
     for (int r = 0; r < SUB; r++)
 #pragma unroll
         for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
-    ssd_plain_view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
-    for (int q = 0; q < s.hpg; q++, v = ssd_dcb_op::next(v, s.P)) {
+    typename Op::view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
+    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P)) {
         const int zh = bc * s.H + g * s.hpg + q;
         decays(s, t, zh, sm);
         float dd = 0.0f;
@@ -301,23 +301,25 @@ __global__ void __launch_bounds__(m2tile::THREADS, 2) ssd_dcb_ksteps_kernel(Op o
     ssd_dcb::tiles<Prec, false, false>(op, n);
 }
 
-template <class Prec> static void launch(const m2_cuda_ctx *c, const ssd_dcb_op &op, Prec prec, unsigned blocks, int n)
+/* Op first among the template arguments: the emulation keys the launches by it (tests/gpu/emu/emu_count.cpp). */
+template <class Op, class Prec>
+static void launch(const m2_cuda_ctx *c, const Op &op, Prec prec, unsigned blocks, int n)
 {
     if (op.s.P > ssd_dcb::kb<Prec>())
-        ssd_dcb_ksteps_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+        ssd_dcb_ksteps_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
     else if (op.s.vec4())
-        ssd_dcb_v4_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+        ssd_dcb_v4_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
     else
-        ssd_dcb_kernel<ssd_dcb_op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
+        ssd_dcb_kernel<Op><<<blocks, m2tile::THREADS, 0, c->stream>>>(op, prec, n);
 }
 
-void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a)
+template <class TX> void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_io<TX> &a)
 {
     const int n = (a.Q + m2tile::BM - 1) / m2tile::BM;
     const long long nblocks = (long long)a.B * a.nc * a.G * n * n;
     if (nblocks <= 0) return;
     if (nblocks > 0x7fffffffLL) m2_cuda_check(cudaErrorInvalidConfiguration, "ssd_bwd (dCB)");
-    const ssd_dcb_op op{a};
+    const ssd_dcb_op<TX> op{a};
     switch (c->gemm_prec) {
     case M2_CUDA_GEMM_FP32: launch(c, op, m2tile::fp32_operands(), (unsigned)nblocks, n); break;
     case M2_CUDA_GEMM_TF32: launch(c, op, m2tile::tf32_operands(), (unsigned)nblocks, n); break;
@@ -326,3 +328,5 @@ void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_args &a)
     }
     M2_CUDA_LAUNCHED("ssd_bwd (dCB)");
 }
+template void ssd_compute_dcb(const m2_cuda_ctx *, const ssd_io<float> &);
+template void ssd_compute_dcb(const m2_cuda_ctx *, const ssd_io<__nv_bfloat16> &);

@@ -42,7 +42,7 @@ typedef struct {
     m2_real *u;    /* [rows,D] RMSNorm output; in the backward d(norm output) */
     void *w_act;   /* [Win,D] W_in, then W_out, in the activation type, made before each forward projection (NULL:
                     * m2_real); the projections' inputs (u, o) are written in that type into u's and o's bytes */
-    m2_real *xbc;  /* [rows,Cc] conv+SiLU output: x, B, C */
+    void *xbc;     /* [rows,Cc] conv+SiLU output: x, B, C, in the activation type */
     m2_real *dt;   /* [rows,H] */
     m2_real *A;    /* [H] */
     m2_real *dA;   /* [H] */
@@ -50,7 +50,7 @@ typedef struct {
     m2_real *dzx;  /* [rows,Win] gradient of the in_proj output */
     m2_real *dxbc; /* [rows,Cc] */
     m2_real *ddt;  /* [rows,H] */
-    m2_real *dy;   /* [rows,Di] */
+    void *dy;      /* [rows,Di] the gated norm's d(y), in the activation type (the SSD backward's input) */
     m2_real *scratch;
     size_t scratch_n;
     m2_real *grads; /* this lane's gradient sums (only when several lanes run); zero between calls */
@@ -169,7 +169,7 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     const size_t R = m->unit_rows;
     size_t c = 0;
     ln->u = carve(base, &c, R * d->D);
-    ln->xbc = carve(base, &c, R * d->Cc);
+    ln->xbc = carve_bytes(base, &c, R * d->Cc, m2_act_bytes(m->act));
     ln->dt = carve(base, &c, R * d->H);
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
@@ -180,7 +180,7 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     /* d(xBC); before the SSD's backward d(o) [rows,Di] and after the conv's d(u) [rows,D] (layer_backward) */
     ln->dxbc = carve(base, &c, R * (size_t)(d->Cc > d->D ? d->Cc : d->D));
     ln->ddt = carve(base, &c, R * d->H);
-    ln->dy = carve(base, &c, R * d->Di);
+    ln->dy = carve_bytes(base, &c, R * d->Di, m2_act_bytes(m->act));
     return c;
 }
 
@@ -422,8 +422,8 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, y, at,
-                                c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
+    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
+                                p.Dsk, y, at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
     /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
      * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
@@ -501,9 +501,9 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));
     /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
-    OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, ln->xbc + Di, ln->xbc + Di + GN, p.Dsk, ln->dy,
-                                saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, ln->dxbc + Di, ln->dxbc + Di + GN,
-                                g.Dsk, ln->scratch));
+    OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
+                                p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, ln->dxbc + Di,
+                                ln->dxbc + Di + GN, g.Dsk, ln->scratch));
     OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
     OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, ln->dzx + Di + Cc, g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,

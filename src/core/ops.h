@@ -29,10 +29,12 @@
 typedef struct m2_ops m2_ops;
 
 /* Element type of the activations a backend stores between kernels (docs/MODEL.md §8, docs/ARCHITECTURE.md "The ops
- * interface"): the kept in_proj output zxbcdt, the SSD output y and the forward's in_proj input. M2_ACT_REAL is
+ * interface"): the kept in_proj output zxbcdt, the conv+SiLU output xBC, the SSD output y and its gradient dy (the
+ * gated norm's), and the forward projections' inputs. M2_ACT_REAL is
  * m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of an fp32), widened to fp32 by every reader, which computes
  * in fp32. An op's `void *` activation arguments are in the type its m2_act_type argument names, and a backend is
- * only handed the types its act_type reports (the CPU backend: M2_ACT_REAL always). Gradients stay m2_real. */
+ * only handed the types its act_type reports (the CPU backend: M2_ACT_REAL always). Gradients stay m2_real, but for
+ * dy, which only the SSD backward reads (docs/MODEL.md §8). */
 typedef enum { M2_ACT_REAL = 0, M2_ACT_BF16 = 1 } m2_act_type;
 static inline size_t m2_act_bytes(m2_act_type t) { return t == M2_ACT_BF16 ? 2 : sizeof(m2_real); }
 
@@ -80,10 +82,10 @@ struct m2_ops {
                         m2_real *dx, m2_real *dw, m2_real *y);
 
     /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
-     * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous. Zero before each
-     * sequence's first tick. */
+     * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous, of type it too (the
+     * SSD's x, B, C). Zero before each sequence's first tick. */
     void (*conv_silu_fwd)(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
-                          const m2_real *b, int B, int T, int C, int K, m2_real *out);
+                          const m2_real *b, int B, int T, int C, int K, void *out);
     /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din is written; dw [C,K] and db [C] ADD. The
      * pre-activation is recomputed from in (nothing but the conv input is kept). */
     void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
@@ -106,23 +108,26 @@ struct m2_ops {
     size_t (*ssd_saved_size)(const m2_ops *o, const m2_ssd_shape *s);
     /* scratch for ssd_fwd and ssd_bwd; with_backward 0: for ssd_fwd with saved == NULL only (inference) */
     size_t (*ssd_scratch_size)(const m2_ops *o, const m2_ssd_shape *s, int with_backward);
-    /* y [B*T, H*P] in type yt (the kept SSD output) */
-    void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt, m2_real *saved,
+    /* x, Bm, Cm (slices of the conv output) and y [B*T, H*P] (the kept SSD output) in type at */
+    void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                    const void *Bm, const void *Cm, const m2_real *Dsk, void *y, m2_act_type at, m2_real *saved,
                     m2_real *scratch);
-    void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                    const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved,
-                    m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);
+    /* x, Bm, Cm and dy [B*T, H*P] in type at; the gradients m2_real */
+    void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                    const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
+                    const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
+                    m2_real *dD, m2_real *scratch);
 
     /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
      * * w. y [rows,n] contiguous and z [rows,n] ld_z both of type at (the kept activations); out [rows,n]
      * contiguous of type ot (bf16: the out_proj's input); w [n]; a group is n/G consecutive channels. ---- */
     void (*gated_norm_fwd)(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                            int rows, int n, int G, void *out, m2_act_type ot);
-    /* dy [rows,n] contiguous and dz [rows,n] ld_dz are written; dw [n] ADDS. out [rows,n] contiguous (m2_real; NULL:
-     * not wanted) is written with the forward's output, as rmsnorm_bwd's y is (the out_proj's weight gradient). */
+    /* dy [rows,n] contiguous (of type at: the SSD backward's input) and dz [rows,n] ld_dz (m2_real) are written; dw
+     * [n] ADDS. out [rows,n] contiguous (m2_real; NULL: not wanted) is written with the forward's output, as
+     * rmsnorm_bwd's y is (the out_proj's weight gradient). */
     void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z, m2_act_type at,
-                           const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz, int ld_dz, m2_real *dw,
+                           const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz, int ld_dz, m2_real *dw,
                            m2_real *out);
 
     /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and

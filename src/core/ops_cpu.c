@@ -161,19 +161,21 @@ static size_t cpu_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int w
  * of the table (a test's stand-in device) keeps its level. */
 static const m2_cpu_kernels *table_kernels(const m2_ops *o);
 
-static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, void *y, m2_act_type yt,
-                        m2_real *saved, m2_real *scratch)
+static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                        const void *Bm, const void *Cm, const m2_real *Dsk, void *y, m2_act_type at, m2_real *saved,
+                        m2_real *scratch)
 {
-    table_kernels(o)->ssd_forward(s, x, dt, A, Bm, Cm, Dsk, (m2_real *)y, saved, scratch);
+    table_kernels(o)->ssd_forward(s, (const m2_real *)x, dt, A, (const m2_real *)Bm, (const m2_real *)Cm, Dsk,
+                                  (m2_real *)y, saved, scratch);
 }
 
-static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A,
-                        const m2_real *Bm, const m2_real *Cm, const m2_real *Dsk, const m2_real *dy,
+static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
+                        const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
                         const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
                         m2_real *dD, m2_real *scratch)
 {
-    table_kernels(o)->ssd_backward(s, x, dt, A, Bm, Cm, Dsk, dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
+    table_kernels(o)->ssd_backward(s, (const m2_real *)x, dt, A, (const m2_real *)Bm, (const m2_real *)Cm, Dsk,
+                                   (const m2_real *)dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
 }
 
 static void cpu_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,
@@ -208,7 +210,7 @@ static void cpu_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, con
 /* The gated norm's backward with its optional recomputed output (ops.h): the level's backward, then, when wanted,
  * its forward (the same values as a separate recompute, bitwise). */
 static void cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                               m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz,
                                int ld_dz, m2_real *dw, m2_real *out)
 {
     m2_cpu_act_gated_norm_bwd(o, dout, y, z, ld_z, at, w, rows, n, G, dy, dz, ld_dz, dw);

@@ -98,7 +98,7 @@ const m2_cpu_kernels *m2_cpu_kernels_for(int level);
 void m2_cpu_act_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w, int rows, int n, void *y,
                             m2_act_type yt);
 void m2_cpu_act_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
-                              const m2_real *b, int B, int T, int C, int K, m2_real *out);
+                              const m2_real *b, int B, int T, int C, int K, void *out);
 void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
                               const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
                               m2_real *dw, m2_real *db);
@@ -109,7 +109,7 @@ void m2_cpu_act_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, 
 void m2_cpu_act_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at,
                                const m2_real *w, int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                               m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz,
                                int ld_dz, m2_real *dw);
 
 #endif

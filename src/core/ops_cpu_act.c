@@ -12,9 +12,9 @@ void m2_cpu_act_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w,
 }
 
 void m2_cpu_act_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
-                              const m2_real *b, int B, int T, int C, int K, m2_real *out)
+                              const m2_real *b, int B, int T, int C, int K, void *out)
 {
-    kern(o)->conv_silu_fwd(o, (const m2_real *)in, ld_in, w, b, B, T, C, K, out);
+    kern(o)->conv_silu_fwd(o, (const m2_real *)in, ld_in, w, b, B, T, C, K, (m2_real *)out);
 }
 
 void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
@@ -43,8 +43,9 @@ void m2_cpu_act_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, in
 }
 
 void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                               m2_act_type at, const m2_real *w, int rows, int n, int G, m2_real *dy, m2_real *dz,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz,
                                int ld_dz, m2_real *dw)
 {
-    kern(o)->gated_norm_bwd(o, dout, (const m2_real *)y, (const m2_real *)z, ld_z, w, rows, n, G, dy, dz, ld_dz, dw);
+    kern(o)->gated_norm_bwd(o, dout, (const m2_real *)y, (const m2_real *)z, ld_z, w, rows, n, G, (m2_real *)dy, dz,
+                            ld_dz, dw);
 }

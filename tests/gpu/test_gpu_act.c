@@ -5,8 +5,11 @@
  * - Readers (conv+SiLU, dt, the gated norm, forward and backward) get a bf16 device copy; the CPU gets the same values
  *   widened to fp32 on the host (exact), so the inputs are identical and the tolerances are test_gpu_ops.c's for the
  *   fp32 ops: 1e-6 element-wise, 1e-5 where a reduction runs in another order.
- * - Writers (the rmsnorm output, the in_proj GEMM's output, the SSD output y) compute in fp32 and round once on the
- *   store: their bf16 output must equal, bitwise, the host rounding of the same op's fp32 output on the GPU. The GEMM
+ * - Writers (the rmsnorm output, the in_proj GEMM's output, the conv+SiLU output, the gated norm backward's dy, the
+ *   SSD output y) compute in fp32 and round once on the store: their bf16 output must equal, bitwise, the host
+ *   rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values.
+ * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (the
+ *   gradients up to an ulp per multiply-add the compiler fuses differently: ssd_rows_case). The GEMM
  *   on bf16 operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of
  *   two bf16 values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM). */
 #include <setjmp.h>
@@ -51,6 +54,9 @@ static act act_of(const float *host, size_t n)
     gpu->free(gpu, f);
     return a;
 }
+
+/* An fp32 device copy of the values a holds. */
+static float *act_wide(const act *a) { return m2_dev_from(gpu, a->ref, a->n); }
 
 static act act_uniform(size_t n, float lo, float hi, uint64_t stream)
 {
@@ -113,8 +119,14 @@ static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
     pair din = pair_fill((size_t)rows * ld_din, 7.0f), dw = pair_uniform((size_t)C * K, -1, 1, 44);
     pair db = pair_uniform(C, -1, 1, 45);
     cpu->conv_silu_fwd(cpu, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, out.h);
-    gpu->conv_silu_fwd(gpu, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, out.d);
-    pair_expect("conv_silu_fwd (bf16 input)", out, 1e-6);
+    float *in_wide = act_wide(&in);
+    gpu->conv_silu_fwd(gpu, in_wide, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, out.d);
+    pair_expect("conv_silu_fwd (the bf16 input's values)", out, 1e-6);
+    void *ob = gpu->alloc(gpu, out.n * 2); /* the SSD's x, B, C: the same output, rounded once */
+    gpu->conv_silu_fwd(gpu, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, ob);
+    expect_rounded("conv_silu_fwd (bf16 input and output)", ob, out.d, out.n);
+    gpu->free(gpu, ob);
+    gpu->free(gpu, in_wide);
     cpu->conv_silu_bwd(cpu, dout.h, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
     gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, din.d, ld_din, dw.d, db.d);
     pair_expect("conv_silu_bwd din (bf16 input)", din, 1e-5);
@@ -165,8 +177,20 @@ static void gated_case(int rows, int n, int G, int ld_z)
     expect_rounded("gated_norm_fwd (bf16 output)", ob, out.d, out.n);
     gpu->free(gpu, ob);
     cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h, NULL);
-    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dy.d, dz.d, ld_z, dw.d, NULL);
-    pair_expect("gated_norm_bwd dy (bf16 y, z)", dy, 1e-5);
+    /* dy in bf16 (the SSD backward's input): the fp32 dy of the same values, rounded once */
+    float *yw = act_wide(&y), *zw = act_wide(&z), *dz_wide = gpu->alloc(gpu, dz.n * sizeof(float));
+    float *dw_wide = gpu->alloc(gpu, dw.n * sizeof(float)); /* dz and dw of this run are not compared */
+    gpu->memset0(gpu, dw_wide, dw.n * sizeof(float));
+    void *dyb = gpu->alloc(gpu, dy.n * 2);
+    gpu->gated_norm_bwd(gpu, dout.d, yw, zw, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz_wide, ld_z, dw_wide, NULL);
+    pair_expect("gated_norm_bwd dy (the bf16 y, z's values)", dy, 1e-5);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dyb, dz.d, ld_z, dw.d, NULL);
+    expect_rounded("gated_norm_bwd dy (bf16 y, z and dy)", dyb, dy.d, dy.n);
+    gpu->free(gpu, dyb);
+    gpu->free(gpu, yw);
+    gpu->free(gpu, zw);
+    gpu->free(gpu, dz_wide);
+    gpu->free(gpu, dw_wide);
     pair_expect("gated_norm_bwd dz (bf16 y, z)", dz, 1e-5);
     pair_expect("gated_norm_bwd dw (bf16 y, z)", dw, 1e-5);
     act_free(&y);
@@ -215,24 +239,71 @@ static void test_gemm_act(void **state)
     pair_free(&C);
 }
 
-/* The SSD forward's y stored in bf16: the fp32 output, rounded once. */
-static void test_ssd_y(void **state)
+/* The SSD on bf16 token rows: x, B, C (the conv output) and dy (the gated norm's) in bf16, y stored in bf16. Against
+ * the same ops on fp32 rows holding the same values (ssd_cuda.cuh, ssd_io: the tensor-core operands and every fp32
+ * expression are the same): y is their y rounded once (expect_rounded), and the gradients are theirs up to the
+ * multiply-adds the compiler fuses differently in the two instantiations (the fp32 and bf16 kernels are separate
+ * code): an ulp per fused term, so 1e-6 relative; measured here 0 for dx, dB, dC, dD and ~1e-7 for ddt and dA,
+ * where the dC-through-the-state row sums differ by an ulp. A row, column or head read from the wrong place would
+ * be off by O(1). */
+static void ssd_rows_case(int T)
 {
-    /* one row of xbc holds x [H*P], B [G*N] and C [G*N]: 96 values */
-    const m2_ssd_shape s = {.B = 2, .T = 45, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 96, .ld_bc = 96};
-    const size_t rows = (size_t)s.B * s.T, ny = rows * s.H * s.P;
-    pair xbc = pair_uniform(rows * s.ld_x, -1, 1, 70), dt = pair_uniform(rows * s.H, 0.01f, 0.2f, 71);
-    pair A = pair_uniform(s.H, -2, -0.5f, 72), D = pair_uniform(s.H, -1, 1, 73), y = pair_fill(ny, 0);
-    const float *x = xbc.d, *Bm = xbc.d + s.H * s.P, *Cm = Bm + s.G * s.N;
-    float *scratch = gpu->alloc(gpu, gpu->ssd_scratch_size(gpu, &s, 0) * sizeof(float));
-    void *yb = gpu->alloc(gpu, ny * 2);
-    gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, y.d, M2_ACT_REAL, NULL, scratch);
-    gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, yb, M2_ACT_BF16, NULL, scratch);
-    expect_rounded("ssd_fwd y (bf16 store)", yb, y.d, ny);
-    gpu->free(gpu, yb);
+    /* one row of xbc holds x [H*P], B [G*N] and C [G*N]: 96 values; two heads per group */
+    const m2_ssd_shape s = {.B = 2, .T = T, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 96, .ld_bc = 96};
+    const size_t rows = (size_t)s.B * s.T, ny = rows * s.H * s.P, nxbc = rows * s.ld_x, ndt = rows * s.H;
+    const size_t HP = (size_t)s.H * s.P, GN = (size_t)s.G * s.N;
+    act xbc = act_uniform(nxbc, -1, 1, 70), dy = act_uniform(ny, -1, 1, 74);
+    pair dt = pair_uniform(ndt, 0.01f, 0.2f, 71), A = pair_uniform(s.H, -2, -0.5f, 72),
+         D = pair_uniform(s.H, -1, 1, 73);
+    float *xw = act_wide(&xbc), *dyw = act_wide(&dy);
+    float *saved = gpu->alloc(gpu, gpu->ssd_saved_size(gpu, &s) * sizeof(float));
+    float *scratch = gpu->alloc(gpu, gpu->ssd_scratch_size(gpu, &s, 1) * sizeof(float));
+    void *y[2];
+    float *got[2][4]; /* dxbc, ddt, dA, dD on the host */
+    const size_t n_out[4] = {nxbc, ndt, (size_t)s.H, (size_t)s.H};
+    for (int t = 0; t < 2; t++) { /* 0: fp32 rows, 1: bf16 rows */
+        const m2_act_type at = t ? M2_ACT_BF16 : M2_ACT_REAL;
+        const size_t eb = t ? 2 : sizeof(float);
+        const char *x = t ? (const char *)xbc.d : (const char *)xw;
+        const void *Bm = x + HP * eb, *Cm = x + (HP + GN) * eb, *dyp = t ? dy.d : (const void *)dyw;
+        y[t] = gpu->alloc(gpu, ny * eb);
+        float *d[4];
+        for (int k = 0; k < 4; k++) {
+            d[k] = gpu->alloc(gpu, n_out[k] * sizeof(float));
+            gpu->memset0(gpu, d[k], n_out[k] * sizeof(float));
+        }
+        gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, y[t], at, saved, scratch);
+        gpu->ssd_bwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, dyp, at, saved, d[0], d[1], d[2], d[0] + HP, d[0] + HP + GN,
+                     d[3], scratch);
+        for (int k = 0; k < 4; k++) {
+            got[t][k] = m2_host_from(gpu, d[k], n_out[k]);
+            gpu->free(gpu, d[k]);
+        }
+    }
+    printf("  T = %d:\n", T);
+    expect_rounded("ssd_fwd y (bf16 rows and store)", y[1], y[0], ny);
+    static const char *const names[4] = {"ssd_bwd dx, dB, dC (bf16 rows)", "ssd_bwd ddt (bf16 rows)",
+                                         "ssd_bwd dA (bf16 rows)", "ssd_bwd dD (bf16 rows)"};
+    for (int k = 0; k < 4; k++) {
+        m2_expect_close(names[k], got[1][k], got[0][k], n_out[k], 1e-6);
+        free(got[0][k]);
+        free(got[1][k]);
+    }
+    for (int t = 0; t < 2; t++) gpu->free(gpu, y[t]);
+    gpu->free(gpu, xw);
+    gpu->free(gpu, dyw);
+    gpu->free(gpu, saved);
     gpu->free(gpu, scratch);
-    pair *ps[] = {&xbc, &dt, &A, &D, &y};
-    for (int i = 0; i < 5; i++) pair_free(ps[i]);
+    act_free(&xbc);
+    act_free(&dy);
+    pair *ps[] = {&dt, &A, &D};
+    for (int i = 0; i < 3; i++) pair_free(ps[i]);
+}
+
+static void test_ssd_rows(void **state)
+{
+    ssd_rows_case(45); /* a short tail chunk; T not a multiple of 4: element loads */
+    ssd_rows_case(64); /* 4-element loads (8 bytes of bf16) */
 }
 
 int main(void)
@@ -241,7 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_to_act_ties), cmocka_unit_test(test_conv),        cmocka_unit_test(test_dt),
         cmocka_unit_test(test_gated_norm),  cmocka_unit_test(test_rmsnorm_out), cmocka_unit_test(test_gemm_act),
-        cmocka_unit_test(test_ssd_y),
+        cmocka_unit_test(test_ssd_rows),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

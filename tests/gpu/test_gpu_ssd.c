@@ -219,7 +219,7 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
      * nothing the forward left there (the chunk states, when not kept, are recomputed; a NaN read would show). */
     if (poison) g->to_device(g, scratch, poison, n_scratch * sizeof(float));
     free(poison);
-    g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
+    g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, M2_ACT_REAL, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
 
     results r;
     r.y = m2_host_from(g, y, ny);
@@ -234,7 +234,7 @@ static results run_backend(const m2_ops *g, const problem *p, const float *dA0, 
         g->to_device(g, dxbc, seven, nxbc * sizeof(float));
         g->to_device(g, dA, dA0, (size_t)s.H * sizeof(float));
         g->to_device(g, dD, dD0, (size_t)s.H * sizeof(float));
-        g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
+        g->ssd_bwd(g, &ss, xbc, dt, A, Bm, Cm, D, dy, M2_ACT_REAL, saved, dxbc, ddt, dA, dBm, dCm, dD, scratch);
         float *again = m2_host_from(g, dxbc, nxbc), *ddt2 = m2_host_from(g, ddt, ndt), *dA2 = m2_host_from(g, dA, s.H);
         assert_memory_equal(again, r.dxbc, nxbc * sizeof(float));
         assert_memory_equal(ddt2, r.ddt, ndt * sizeof(float));
