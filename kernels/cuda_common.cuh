@@ -108,6 +108,19 @@ template <int V> __device__ __forceinline__ m2_vec<V> m2_vload(const __nv_bfloat
     for (int e = 0; e < V; e++) r.v[e] = __bfloat162float(b.v[e]);
     return r;
 }
+/* V consecutive elements in one access in their stored type (m2_vec for fp32, m2_bvec for bf16), for callers that
+ * hand bf16 on as it is (tile_gemm.cuh, tile_elem); m2_widen gives an element's fp32 value. */
+template <int V> __device__ __forceinline__ m2_vec<V> m2_vload_raw(const float *p) { return m2_vload<V>(p); }
+template <int V> __device__ __forceinline__ m2_bvec<V> m2_vload_raw(const __nv_bfloat16 *p)
+{
+#ifdef M2EMU_VECTOR_LOAD
+    return M2EMU_VECTOR_LOAD(m2_bvec<V>, p);
+#else
+    return *reinterpret_cast<const m2_bvec<V> *>(p);
+#endif
+}
+__device__ __forceinline__ float m2_widen(float v) { return v; }
+__device__ __forceinline__ float m2_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 /* V consecutive floats stored as V bf16 in one access (8 bytes when V = 4), each rounded to nearest even. */
 template <int V> __device__ __forceinline__ void m2_vstore(__nv_bfloat16 *p, const m2_vec<V> &x)
 {

@@ -86,7 +86,7 @@ template <class TX> struct ssd_states_op {
         ssd_mat_t<TX> X, Bg;
         const float *wR;
         __device__ float a(int p, int l) const { return X(l, p); }
-        __device__ m2_vec<4> a4(int p, int l) const { return X.row4(l, p); } /* p..p+3 */
+        __device__ auto a4(int p, int l) const { return X.raw4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return wR[l] * Bg(l, n); }
         __device__ m2_vec<4> b4(int l, int n) const { return ssd_scaled4(wR[l], Bg.row4(l, n)); }
     };
@@ -150,7 +150,7 @@ template <class TX> struct ssd_y_op {
         ssd_mat_t<TX> C;
         ssd_mat S;
         __device__ float a(int l, int k) const { return C(l, k); }
-        __device__ m2_vec<4> a4(int l, int k) const { return C.row4(l, k); }
+        __device__ auto a4(int l, int k) const { return C.raw4(l, k); }
         __device__ float b(int k, int p) const { return w * S(p, k); }
         __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, S.row4(p, k)); }
     };
@@ -189,7 +189,7 @@ template <class TX> struct ssd_y_op {
             return r;
         }
         __device__ float b(int k, int p) const { return x(k - N, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return x.row4(k - N, p); }
+        __device__ auto b4(int k, int p) const { return x.raw4(k - N, p); }
     };
     /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
      * holds one kind of operand, with the head's rows and arrays located once per block */
@@ -254,10 +254,8 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const ssd_layout L = ssd_layout_of(sh);
-    m2_act_dispatch(at, [&](auto tag) {
-        using TX = m2_elem_t<decltype(tag)>;
-        ssd_io<TX> a = ssd_io_of(sh, (const TX *)x, dt, A, (const TX *)Bm, (const TX *)Cm, Dsk);
-        a.y = (TX *)y;
+    ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
+        a.y = (decltype(a.y))y;
         ssd_forward(c, a, L, saved, scratch);
     });
 }

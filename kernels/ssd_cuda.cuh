@@ -113,6 +113,9 @@ template <class E> struct ssd_mat_t {
     /* (r, c..c+3) in one load (16 bytes of fp32, 8 of bf16), c a multiple of 4, for contiguous aligned rows
      * (ssd_io::vec4) */
     __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
+    /* the same 4 elements in their stored type, for operands that reach the tiles unscaled (tile_gemm.cuh,
+     * tile_elem: bf16 rows go to bf16 tiles as they are) */
+    __device__ auto raw4(int r, int c) const { return m2_vload_raw<4>(p + (size_t)r * rs + c); }
 };
 using ssd_mat = ssd_mat_t<float>;
 
@@ -123,10 +126,10 @@ template <class TA, class TB> struct ssd_plain_view {
     ssd_mat_t<TA> A;
     ssd_mat_t<TB> B;
     __device__ float a(int i, int k) const { return A(i, k); }
-    __device__ m2_vec<4> a4(int i, int k) const { return A.row4(i, k); }
+    __device__ auto a4(int i, int k) const { return A.raw4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
-    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k, j); }
-    __device__ m2_vec<4> b4k(int k, int j) const { return B.T().row4(j, k); }
+    __device__ auto b4(int k, int j) const { return B.raw4(k, j); }
+    __device__ auto b4k(int k, int j) const { return B.T().raw4(j, k); }
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type
@@ -256,6 +259,18 @@ static inline ssd_io<TX> ssd_io_of(const m2_ssd_shape *s, const TX *x, const flo
     a.Cm = Cm;
     a.Dsk = Dsk;
     return a;
+}
+
+/* Calls f(a) with the ssd_io of the element type `at` names (ops.h m2_act_type) over the given inputs: the entry
+ * points' one dispatch on the token rows' type. */
+template <class F>
+static void ssd_on_rows(m2_act_type at, const m2_ssd_shape *s, const void *x, const float *dt, const float *A,
+                        const void *Bm, const void *Cm, const float *Dsk, F f)
+{
+    m2_act_dispatch(at, [&](auto tag) {
+        using TX = m2_elem_t<decltype(tag)>;
+        f(ssd_io_of(s, (const TX *)x, dt, A, (const TX *)Bm, (const TX *)Cm, Dsk));
+    });
 }
 
 /* Points acs (and S when the states are kept) at the saved buffer and the work arrays at the scratch buffer. */

@@ -41,7 +41,7 @@ template <class TX> struct ssd_dsoff_op {
         ssd_mat_t<TX> dyT, C;
         const float *eA;
         __device__ float a(int p, int l) const { return dyT(p, l); }
-        __device__ m2_vec<4> a4(int p, int l) const { return dyT.T().row4(l, p); } /* p..p+3 */
+        __device__ auto a4(int p, int l) const { return dyT.T().raw4(l, p); } /* p..p+3 */
         __device__ float b(int l, int n) const { return eA[l] * C(l, n); }
         __device__ m2_vec<4> b4(int l, int n) const { return ssd_scaled4(eA[l], C.row4(l, n)); }
     };
@@ -113,7 +113,7 @@ template <class TX> struct ssd_dx_op {
             return r;
         }
         __device__ float b(int k, int p) const { return dy(k, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return dy.row4(k, p); }
+        __device__ auto b4(int k, int p) const { return dy.raw4(k, p); }
     };
     /* the outputs l = k after the tile's rows: CB[l][s] . e^{a_l-a_r} dy_l[p] (no mask: l > r >= s) */
     struct later_view {
@@ -135,7 +135,7 @@ template <class TX> struct ssd_dx_op {
         ssd_mat_t<TX> Bg;
         ssd_mat dSt;
         __device__ float a(int si, int k) const { return Bg(si, k - k0); }
-        __device__ m2_vec<4> a4(int si, int k) const { return Bg.row4(si, k - k0); }
+        __device__ auto a4(int si, int k) const { return Bg.raw4(si, k - k0); }
         __device__ float b(int k, int p) const { return w * dSt(p, k - k0); }
         __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, dSt.row4(p, k - k0)); }
     };
@@ -249,7 +249,7 @@ template <bool UPPER, class TB> struct ssd_causal_view {
         return r;
     }
     __device__ float b(int k, int j) const { return B(k - k0, j); }
-    __device__ m2_vec<4> b4(int k, int j) const { return B.row4(k - k0, j); }
+    __device__ auto b4(int k, int j) const { return B.raw4(k - k0, j); }
 };
 
 /* ---- dC_l[n] = sum_h e^{a_l,h} dy_l,h . S_h[:, n] + sum_{s<=l} dCBw[l][s] B_s[n] (per group, overwrites): one
@@ -432,11 +432,9 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const ssd_layout L = ssd_layout_of(sh);
-    m2_act_dispatch(at, [&](auto tag) {
-        using TX = m2_elem_t<decltype(tag)>;
-        ssd_io<TX> a = ssd_io_of(sh, (const TX *)x, dt, A, (const TX *)Bm, (const TX *)Cm, Dsk);
+    ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
         ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
-        a.dy = (const TX *)dy;
+        a.dy = (decltype(a.dy))dy;
         a.dx = dx;
         a.ddt = ddt;
         a.dBm = dBm;

@@ -113,6 +113,19 @@ struct tf32_operands {
     __device__ static elem round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
 };
 
+/* An operand element as the tiles of element type T hold it: an fp32 value rounded by R; a bf16 value (a view's raw
+ * 4-element load of bf16 token rows, kernels/ssd_cuda.cuh) as it is where the tiles hold bf16 (rounding its fp32
+ * value to bf16 gives it back: the same tile, without the widening and the rounding instructions), else rounded
+ * from its fp32 value. */
+template <class R, class T> __device__ __forceinline__ T tile_elem(float v) { return R::round(v); }
+template <class R, class T> __device__ __forceinline__ T tile_elem(__nv_bfloat16 v)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value)
+        return v;
+    else
+        return R::round(__bfloat162float(v));
+}
+
 /* The operand reader of the block's entry: op.bind(z, t) or op.bind(z) where the Op has one, else the Op's own
  * a(z, ...) and b(z, ...). */
 template <class Op> struct entry_view {
@@ -304,10 +317,10 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
             const int ai = AK ? e / (KB / 4) : 4 * (e % (BM / 4));
             const int ak = AK ? 4 * (e % (KB / 4)) : e / (BM / 4);
             const int gi = t.i0 + ai, gka = k0 + ak;
-            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            decltype(v.a4(0, 0)) w{};
             if (gi < t.i1 && gka < ke) w = v.a4(gi, gka);
 #pragma unroll
-            for (int c = 0; c < 4; c++) As[(ak + (AK ? c : 0)) * lda + ai + (AK ? 0 : c)] = R::round(w.v[c]);
+            for (int c = 0; c < 4; c++) As[(ak + (AK ? c : 0)) * lda + ai + (AK ? 0 : c)] = tile_elem<R, T>(w.v[c]);
         }
     } else {
 #pragma unroll
@@ -318,20 +331,20 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
         for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q, bj = 4 * (e % (BN / 4)), bk = e / (BN / 4);
             const int gj = t.j0 + bj, gkb = k0 + bk;
-            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            decltype(v.b4(0, 0)) w{};
             if (gj < t.j1 && gkb < ke) w = v.b4(gkb, gj);
 #pragma unroll
-            for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = R::round(w.v[c]);
+            for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = tile_elem<R, T>(w.v[c]);
         }
     } else if constexpr (VB) { /* along k: consecutive threads take consecutive groups of 4 of one column j */
 #pragma unroll
         for (int q = 0; q < BN * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q, bj = e / (KB / 4), bk = 4 * (e % (KB / 4));
             const int gj = t.j0 + bj, gkb = k0 + bk;
-            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            decltype(v.b4k(0, 0)) w{};
             if (gj < t.j1 && gkb < ke) w = v.b4k(gkb, gj);
 #pragma unroll
-            for (int c = 0; c < 4; c++) Bs[(bk + c) * ldb + bj] = R::round(w.v[c]);
+            for (int c = 0; c < 4; c++) Bs[(bk + c) * ldb + bj] = tile_elem<R, T>(w.v[c]);
         }
     } else {
 #pragma unroll
@@ -365,11 +378,11 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
         for (int q = 0; q < ROWS * KB / (4 * THREADS); q++) {
             const int e = tid + THREADS * q, r = e / (KB / 4), k = 4 * (e % (KB / 4));
             const int gr = r0 + r, gk = k0 + k;
-            m2_vec<4> w = {{0.0f, 0.0f, 0.0f, 0.0f}};
+            decltype(get4(0, 0)) w{};
             if (gr < r1 && gk < ke) w = get4(gr, gk);
             pack p;
 #pragma unroll
-            for (int c = 0; c < 4; c++) p.v[c] = R::round(w.v[c]);
+            for (int c = 0; c < 4; c++) p.v[c] = tile_elem<R, T>(w.v[c]);
             *reinterpret_cast<pack *>(&S[r * ld + k]) = p;
         }
     } else {
@@ -380,7 +393,7 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
         for (int q = 0; q < ROWS * KB / (8 * THREADS); q++) {
             const int e = tid + THREADS * q, r = 4 * (e % (ROWS / 4)), k = 2 * (e / (ROWS / 4));
             const int gr = r0 + r, gk = k0 + k;
-            m2_vec<4> w0 = {{0.0f, 0.0f, 0.0f, 0.0f}}, w1 = w0;
+            decltype(get4(0, 0)) w0{}, w1{};
             if (gr < r1 && gk < ke) {
                 w0 = get4(gr, gk);
                 w1 = get4(gr, gk + 1);
@@ -388,8 +401,8 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 pair p;
-                p.v[0] = R::round(w0.v[c]);
-                p.v[1] = R::round(w1.v[c]);
+                p.v[0] = tile_elem<R, T>(w0.v[c]);
+                p.v[1] = tile_elem<R, T>(w1.v[c]);
                 *reinterpret_cast<pair *>(&S[(r + c) * ld + k]) = p;
             }
         }

@@ -66,7 +66,9 @@ def key_of(dem):
         # ssd_io), bf16 exactly when the products' precision is bf16 (the backend's act_type), so the row of the
         # other element type at a precision is never run and is left out.
         elem = first[first.index("<") + 1 : first.rindex(">")]
-        operands = [k for k in ("bf16", "tf32", "fp32") if any(k + "_operands" in a for a in args)]
+        operands = [k for k in ("bf16", "tf32", "fp32") if any(k + "_operands" in a for a in args)] or (
+            [prec] if prec != "-" else []
+        )
         if operands and ("bfloat16" in elem) != (operands[0] == "bf16"):
             return None, prec
         first = first[: first.index("<")]
