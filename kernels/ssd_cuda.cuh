@@ -119,8 +119,8 @@ template <class E> struct ssd_mat_t {
 };
 using ssd_mat = ssd_mat_t<float>;
 
-/* A product whose operands are plain strided matrices: A(i, k), B(k, j), of element types TA and TB. 16-byte loads
- * of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of
+/* A product whose operands are plain strided matrices: A(i, k), B(k, j), of element types TA and TB. 4-element loads
+ * (16 bytes of fp32, 8 of bf16) of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of
  * B along j (b4: b_jfast, B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
 template <class TA, class TB> struct ssd_plain_view {
     ssd_mat_t<TA> A;
@@ -134,7 +134,7 @@ template <class TA, class TB> struct ssd_plain_view {
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type
  * TM) scaled per row (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dC, dB); M's and
- * R's rows contiguous (16-byte loads along k and j). */
+ * R's rows contiguous (4-element loads along k and j). */
 template <class TM> struct ssd_scaled_view {
     static constexpr bool a_kfast = true;
     int k0;

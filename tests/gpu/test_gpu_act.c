@@ -7,11 +7,11 @@
  *   fp32 ops: 1e-6 element-wise, 1e-5 where a reduction runs in another order.
  * - Writers (the rmsnorm output, the in_proj GEMM's output, the conv+SiLU output, the gated norm backward's dy, the
  *   SSD output y) compute in fp32 and round once on the store: their bf16 output must equal, bitwise, the host
- *   rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values.
+ *   rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values. The GEMM on bf16
+ *   operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of two bf16
+ *   values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM).
  * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (the
- *   gradients up to an ulp per multiply-add the compiler fuses differently: ssd_rows_case). The GEMM
- *   on bf16 operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of
- *   two bf16 values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM). */
+ *   gradients up to an ulp per multiply-add the compiler fuses differently: ssd_rows_case). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
