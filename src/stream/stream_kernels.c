@@ -260,6 +260,21 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
      * stream's heads: its exp/log/division chains are independent, which the core overlaps, where one stream's
      * few heads at a time were one dependent chain per layer (docs/MODEL.md §2 step 4). */
     const int nh = n * H, nhp = (nh + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+#if M2S_SIMD
+    if (n == 1) {
+        /* One stream (the latency path): its H values are already dense, so they are read straight from the row.
+         * The masked loads give the padding lanes 0 (and A 0), the values the gathered path below gives them: the
+         * same results, without the gather's scalar stores, which the vector loads would wait for (a store is not
+         * forwarded into a wider load) on the tick's critical path. Measured on one Zen 4 core, the call alone
+         * at latency.ini's H = 2: 52 -> 21 ns (BENCHMARKS.md, issue 14, 2026-12-03). */
+        for (int j = 0; j < nhp; j += M2S_VW) {
+            const m2v sp = v_softplus(v_add(v_load_n(dt_raw + j, H - j), v_load_n(dt_bias + j, H - j)));
+            v_store(dt + j, sp);
+            v_store(decay + j, v_exp(v_max(v_mul(sp, v_load_n(A + j, H - j)), v_set1(DT_EXP_LO))));
+        }
+        return;
+    }
+#endif
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) dt[i * H + h] = dt_raw[(size_t)i * ld + h] + dt_bias[h];
     for (int j = nh; j < nhp; j++) dt[j] = 0.0f;

@@ -108,6 +108,50 @@ static void test_odd_sizes(void **state)
     check_shape(k5, "P=64,K=5");
 }
 
+/* m2s_dt_decay at each level: a stream alone (n = 1, read straight from its row) gives bitwise the values of the
+ * same stream inside a batch (n > 1, gathered densely first), padding lanes included (softplus(0), e^0); and each
+ * level within 1e-6 of the scalar level (other exp and softplus evaluations, each within a few ulp). H = 5, 19:
+ * tails inside one vector and across vectors at both widths. */
+static void test_dt_decay(void **state)
+{
+    enum { NS = 3, LD = 23, MAXH = 19 };
+    const int top = (int)m2_cpu_set_cap(M2_CPU_N_LEVELS - 1);
+    const int Hs[2] = {5, MAXH};
+    for (int ih = 0; ih < 2; ih++) {
+        const int H = Hs[ih], hp = (H + M2S_VEC - 1) / M2S_VEC * M2S_VEC, bp = (NS * H + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+        float raw[NS * LD], A[MAXH + M2S_VEC] = {0}, bias[MAXH + M2S_VEC] = {0};
+        for (int i = 0; i < NS * LD; i++) raw[i] = (float)(((i * 37) % 41) - 20) * 0.25f; /* -5 .. 5 */
+        for (int h = 0; h < H; h++) {
+            A[h] = -0.05f * (float)(h + 1);
+            bias[h] = 0.1f * (float)(h % 7) - 0.3f;
+        }
+        float ref_dt[NS * MAXH], ref_dec[NS * MAXH];
+        for (int level = M2_CPU_SCALAR; level <= top; level++) {
+            const m2s_kernels *k = m2s_kernels_for((m2_cpu_level)level);
+            float dt[NS * MAXH + M2S_VEC], dec[NS * MAXH + M2S_VEC];
+            k->dt_decay(A, bias, H, NS, raw, LD, dt, dec);
+            for (int i = 0; i < NS; i++) {
+                float dt1[MAXH + M2S_VEC], dec1[MAXH + M2S_VEC];
+                k->dt_decay(A, bias, H, 1, raw + (size_t)i * LD, LD, dt1, dec1);
+                assert_memory_equal(dt1, dt + i * H, H * sizeof *dt1);
+                assert_memory_equal(dec1, dec + i * H, H * sizeof *dec1);
+                for (int j = H; j < hp; j++) { /* the padding of a lone stream */
+                    assert_float_equal(dt1[j], dt[bp - 1], 0);
+                    assert_float_equal(dec1[j], 1.0f, 0);
+                }
+            }
+            if (level == M2_CPU_SCALAR) {
+                memcpy(ref_dt, dt, sizeof ref_dt);
+                memcpy(ref_dec, dec, sizeof ref_dec);
+            }
+            for (int j = 0; j < NS * H; j++) {
+                assert_float_equal(dt[j], ref_dt[j], 1e-6 * fabsf(ref_dt[j]));
+                assert_float_equal(dec[j], ref_dec[j], 1e-6 * fabsf(ref_dec[j]));
+            }
+        }
+    }
+}
+
 /* An unknown MAMBA2_CPU is a usage error at open, naming the variable. */
 static void test_bad_env(void **state)
 {
@@ -132,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_default),
         cmocka_unit_test(test_latency_shape),
         cmocka_unit_test(test_odd_sizes),
+        cmocka_unit_test(test_dt_decay),
         cmocka_unit_test(test_bad_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
