@@ -118,7 +118,8 @@ static void test_dt_decay(void **state)
     const int top = (int)m2_cpu_set_cap(M2_CPU_N_LEVELS - 1);
     const int Hs[2] = {5, MAXH};
     for (int ih = 0; ih < 2; ih++) {
-        const int H = Hs[ih], hp = (H + M2S_VEC - 1) / M2S_VEC * M2S_VEC, bp = (NS * H + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+        const int H = Hs[ih], hp = (H + M2S_VEC - 1) / M2S_VEC * M2S_VEC,
+                  bp = (NS * H + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
         float raw[NS * LD], A[MAXH + M2S_VEC] = {0}, bias[MAXH + M2S_VEC] = {0};
         for (int i = 0; i < NS * LD; i++) raw[i] = (float)(((i * 37) % 41) - 20) * 0.25f; /* -5 .. 5 */
         for (int h = 0; h < H; h++) {
@@ -173,11 +174,8 @@ int main(void)
 {
     printf("CPU supports %s\n", m2_cpu_name(m2_cpu_supported()));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default),
-        cmocka_unit_test(test_latency_shape),
-        cmocka_unit_test(test_odd_sizes),
-        cmocka_unit_test(test_dt_decay),
-        cmocka_unit_test(test_bad_env),
+        cmocka_unit_test(test_default),  cmocka_unit_test(test_latency_shape), cmocka_unit_test(test_odd_sizes),
+        cmocka_unit_test(test_dt_decay), cmocka_unit_test(test_bad_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
