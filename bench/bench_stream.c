@@ -3,7 +3,7 @@
  * configs/latency.ini and the docs/MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
  * One thread, pinned to one core.
  *
- *   bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm]
+ *   bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels]
  *
  * The floor: time to read the model's weight bytes once with wide loads (m2_stream_floor_ns), "hot" (the
  * same buffer again and again, so it sits where the weights sit when ticks come back to back: L2 for the
@@ -32,11 +32,12 @@
 
 static void usage(void)
 {
-    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm]\n"
+    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels]\n"
            "  --config FILE  latency-model config (default: configs/latency.ini next to this source)\n"
            "  --ticks N      timed single-stream ticks per measurement (default 100000)\n"
            "  --cpu C        core to pin to (default: the current one)\n"
-           "  --gemm         time the model's matrices alone through the GEMV/GEMM, and exit\n");
+           "  --gemm         time the model's matrices alone through the GEMV/GEMM, and exit\n"
+           "  --kernels      time the element-wise kernels alone and as a layer's chain, and exit\n");
 }
 
 static int open_model(const m2_layout *lay, const float *params, int bf16, int max_streams, m2_stream **s)
@@ -303,6 +304,66 @@ static void gemm_only(const m2_dims *d, double gflop_rate)
     free(m);
 }
 
+/* ns per call of f (a statement using r, the call's index): the fastest of 7 blocks of n calls, so that another
+ * process's time slice or a slower phase of a shared host lands in some blocks, not in the figure. */
+#define TIME_CALLS(best, n, f)                                \
+    do {                                                      \
+        (best) = 1e30;                                        \
+        for (int blk = 0; blk < 7; blk++) {                   \
+            const double t0_ = m2_now_ns();                   \
+            for (int r = 0; r < (n); r++) {                   \
+                f;                                            \
+                __asm__ volatile("" ::: "memory");            \
+            }                                                 \
+            (best) = fmin((best), (m2_now_ns() - t0_) / (n)); \
+        }                                                     \
+    } while (0)
+
+/* --kernels: each element-wise kernel of a tick (stream_kernels.c, the level in use) alone, called back to back on
+ * one stream's buffers, then a layer's element-wise middle as one dependent chain (dt and decay, conv + SiLU, SSM,
+ * gated norm, whose output is the next round's conv input and dt row): the tick's critical path between its two
+ * GEMVs. A kernel micro-timing for comparing builds, less moved by the host than a tick's p50 (BENCHMARKS.md,
+ * issue 14, 2026-12-03); not a goal. */
+static void kernels_only(const m2_dims *d)
+{
+    const int Ccp = (d->Cc + 15) / 16 * 16, ldp = (d->P + 15) / 16 * 16, Kw = d->K > 4 ? d->K : 4;
+    const size_t n_state = (size_t)d->H * d->N * ldp, n_vec = (size_t)(Ccp > d->Di ? Ccp : d->Di) + 16;
+    float *S = m2s_alloc_pages(n_state * sizeof *S), *ring = m2s_alloc_pages((size_t)Kw * Ccp * sizeof *ring);
+    float *wT = m2s_alloc_pages((size_t)Kw * Ccp * sizeof *wT), *v = m2s_alloc_pages((6 * n_vec + 5 * 64) * sizeof *v);
+    float *cb = v, *xbc = v + n_vec, *y = v + 2 * n_vec, *z = v + 3 * n_vec, *w = v + 4 * n_vec, *u = v + 5 * n_vec;
+    float *small = v + 6 * n_vec, *A = small, *bias = small + 64, *Dskip = small + 128, *dt = small + 192,
+          *dec = small + 256;
+    for (size_t i = 0; i < (size_t)Kw * Ccp; i++) wT[i] = 0.25f - 0.01f * (float)(i % 37), ring[i] = 0.01f * (i % 11);
+    for (size_t i = 0; i < 6 * n_vec; i++) v[i] = 0.02f * (float)(i % 23) - 0.2f;
+    for (size_t i = 0; i < n_state; i++) S[i] = 0.001f * (float)(i % 13);
+    /* dt and decay hold pad16(H) floats: H <= 64 here (the default model has 8 heads, latency.ini 2) */
+    for (int h = 0; h < 64; h++) A[h] = -0.5f, bias[h] = -2.0f, Dskip[h] = 1.0f, dt[h] = 0.1f, dec[h] = 0.95f;
+    for (int i = 0; i < d->Di; i++) w[i] = 1.0f;
+    const m2s_kernels *k = m2s_kernels_for(m2_cpu_active());
+    const int n = 20000, K = d->K;
+#define RING_POS (K > 1 ? r % (K - 1) : 0)
+    double t_rms, t_dt, t_conv, t_ssm, t_gn, t_chain;
+    TIME_CALLS(t_rms, n, k->rmsnorm(xbc, w, d->D, u));
+    TIME_CALLS(t_dt, n, k->dt_decay(A, bias, d->H, 1, xbc, 0, dt, dec));
+    TIME_CALLS(t_conv, n, k->conv_silu(wT, cb, ring, RING_POS, K, d->Cc, Ccp, xbc, u));
+    TIME_CALLS(t_ssm, n, k->ssm(d, Dskip, S, xbc, dt, dec, y, NULL));
+    TIME_CALLS(t_gn, n, k->gated_norm(y, z, w, d->Di, d->G));
+    TIME_CALLS(t_chain, n, {
+        k->dt_decay(A, bias, d->H, 1, y + 1, 0, dt, dec);
+        k->conv_silu(wT, cb, ring, RING_POS, K, d->Cc, Ccp, y, xbc);
+        k->ssm(d, Dskip, S, xbc, dt, dec, y, NULL);
+        k->gated_norm(y, z, w, d->Di, d->G);
+    });
+#undef RING_POS
+    printf("  %s kernels, ns per call: rmsnorm %.1f  dt+decay %.1f  conv+SiLU %.1f  SSM %.1f  gated norm %.1f;  the "
+           "four as one dependent chain %.1f\n",
+           m2_cpu_name(k->level), t_rms, t_dt, t_conv, t_ssm, t_gn, t_chain);
+    free(S);
+    free(ring);
+    free(wT);
+    free(v);
+}
+
 static int bench_shape(const char *name, fixture_shape shape, long ticks)
 {
     m2_layout lay;
@@ -367,7 +428,7 @@ int main(int argc, char **argv)
     snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0),
              "../configs/latency.ini");
     long ticks = 100000;
-    int cpu = -1, gemm = 0;
+    int cpu = -1, gemm = 0, kernels = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage();
@@ -380,6 +441,8 @@ int main(int argc, char **argv)
             cpu = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gemm"))
             gemm = 1;
+        else if (!strcmp(argv[i], "--kernels"))
+            kernels = 1;
         else {
             fprintf(stderr, "bench_stream: error: unknown argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -421,15 +484,18 @@ int main(int argc, char **argv)
                          cfg.model.d_state,
                          cfg.model.ngroups,
                          cfg.model.d_conv};
-    if (gemm) {
-        const double rate = sgemm_rate();
+    if (gemm || kernels) {
+        const double rate = gemm ? sgemm_rate() : 0;
         fixture_shape shapes[2] = {lat, fixture_default()};
         for (int i = 0; i < 2; i++) {
             m2_layout lay;
             if ((rc = fixture_layout(&lay, shapes[i]))) return m2_report("bench_stream", rc);
             printf("\n== %s: D=%d L=%d Di=%d Win=%d\n", i ? "docs/MODEL.md default" : config, lay.d.D, lay.d.L,
                    lay.d.Di, lay.d.Win);
-            gemm_only(&lay.d, rate);
+            if (gemm)
+                gemm_only(&lay.d, rate);
+            else
+                kernels_only(&lay.d);
             m2_layout_free(&lay);
         }
         return 0;
