@@ -160,11 +160,11 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
 #pragma unroll
             for (int kk = 0; kk < S::KB; kk += Prec::WK) {
                 wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-                wmma::load_matrix_sync(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
+                load_shared(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
 #pragma unroll
                 for (int f = 0; f < FRAGS; f++) {
                     wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-                    wmma::load_matrix_sync(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
+                    load_shared(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
                     wmma::mma_sync(acc[f], fa, fb, acc[f]);
                 }
             }
