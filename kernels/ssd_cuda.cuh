@@ -116,6 +116,8 @@ template <class E> struct ssd_mat_t {
     /* the same 4 elements in their stored type, for operands that reach the tiles unscaled (tile_gemm.cuh,
      * tile_elem: bf16 rows go to bf16 tiles as they are) */
     __device__ auto raw4(int r, int c) const { return m2_vload_raw<4>(p + (size_t)r * rs + c); }
+    /* the same 4 elements as 8 bytes (E bf16 only), for operands moved to bf16 tiles untouched */
+    __device__ uint64_t bits4(int r, int c) const { return m2_vload_bits4(p + (size_t)r * rs + c); }
 };
 using ssd_mat = ssd_mat_t<float>;
 

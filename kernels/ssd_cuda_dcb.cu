@@ -18,6 +18,8 @@
  * tile among them) take the exp per element, the same expression as the CPU's. */
 #include "ssd_cuda.cuh"
 
+#include <utility>
+
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
 template <class TX> struct ssd_dcb_op {
     ssd_io<TX> s;
@@ -81,11 +83,22 @@ static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_opera
                   sizeof(smem<fp32_operands>) <= 48 * 1024,
               "static shared memory");
 
+/* Whether dD's sum dy.x is read off the diagonal of the product's tile (dd_of below) instead of formed by load_step:
+ * with bf16 token rows and bf16 tiles the operands are dy and x exactly, their products exact in the tensor cores'
+ * fp32 accumulation, so the tile's diagonal on a diagonal tile is that sum over the tile's rows, formed in fp32 (in
+ * another order), and load_step hands the rows to the tiles as they are (no widening, no rounding). Elsewhere the
+ * tiles hold rounded operands (tf32, or fp32 rows at bf16), and load_step sums the fp32 values. */
+template <class Prec, class V> constexpr bool dd_from_tile()
+{
+    return std::is_same<typename Prec::elem, __nv_bfloat16>::value &&
+           std::is_same<std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<V>().A.p)>>, __nv_bfloat16>::value;
+}
+
 /* Loads [k0, k0 + KB) of the head's dy rows i0.. and x rows j0.. (zero outside the ranges; W = 4: 16-byte loads),
  * rounded by Prec. Thread e of a step takes row e / (KB / W) of both, at the same k: on a diagonal tile (i0 = j0) it
  * holds dy_l[p] and x_l[p] of the same (l, p) in fp32, and adds their product to dd (dD = sum dy.x, formed in fp32
  * on the way: docs/MODEL.md §3), so that no other kernel reads dy and x for it (the caller keeps the diagonal
- * tiles' dd only). */
+ * tiles' dd only), unless dd_from_tile. */
 template <class Prec, int W, class V>
 __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int ke, smem<Prec> &sm, float &dd)
 {
@@ -95,29 +108,37 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
 #pragma unroll
     for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
         const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
-        m2_vec<W> wa, wb;
-#pragma unroll
-        for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
-        if constexpr (W == 4) {
-            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
-            if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+        if constexpr (W == 4 && dd_from_tile<Prec, V>()) { /* bf16 rows to bf16 tiles: 8 bytes in, 8 bytes out */
+            uint64_t wa = 0, wb = 0; /* 4 elements as 8 bytes (m2_vload_bits4) */
+            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.bits4(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb = X.bits4(t.j0 + i, gk);
+            *reinterpret_cast<uint64_t *>(&sm.u.ab.a[i * S::LDK + k]) = wa;
+            *reinterpret_cast<uint64_t *>(&sm.u.ab.b[i * S::LDK + k]) = wb;
         } else {
-            if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
-            if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
-        }
-        /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only a
-         * diagonal tile's is used) */
-        struct alignas(sizeof(typename S::T) * W) pack {
-            typename S::T v[W];
-        } pa, pb;
+            m2_vec<W> wa, wb;
 #pragma unroll
-        for (int c = 0; c < W; c++) {
-            dd = fmaf(wa.v[c], wb.v[c], dd);
-            pa.v[c] = Prec::round(wa.v[c]);
-            pb.v[c] = Prec::round(wb.v[c]);
+            for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
+            if constexpr (W == 4) {
+                if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
+                if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+            } else {
+                if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
+                if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
+            }
+            /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only
+             * a diagonal tile's is used) */
+            struct alignas(sizeof(typename S::T) * W) pack {
+                typename S::T v[W];
+            } pa, pb;
+#pragma unroll
+            for (int c = 0; c < W; c++) {
+                if constexpr (!dd_from_tile<Prec, V>()) dd = fmaf(wa.v[c], wb.v[c], dd);
+                pa.v[c] = Prec::round(wa.v[c]);
+                pb.v[c] = Prec::round(wb.v[c]);
+            }
+            *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
+            *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
         }
-        *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
-        *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
     }
 }
 
@@ -211,6 +232,7 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
         sm.cb[li * S::LDCB + sj] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
     }
+    constexpr bool DDT = dd_from_tile<Prec, typename Op::view>();
     float keep[SUB][SUB];
 #pragma unroll
     for (int r = 0; r < SUB; r++)
@@ -234,6 +256,8 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                 const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
                 const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
                 keep[r][c] += Edt;            /* finite everywhere; 0 is written above the diagonal */
+                if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
+                    if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
