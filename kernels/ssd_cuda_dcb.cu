@@ -261,28 +261,28 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
-            /* row sums over the tile's 64 columns: the 16 threads of a row are 16 consecutive lanes */
-#pragma unroll
-        for (int r = 0; r < SUB; r++)
-#pragma unroll
-            for (int m = 1; m < 16; m <<= 1) rp[r] += __shfl_xor_sync(0xffffffffu, rp[r], m);
-                /* column sums over the tile's 64 rows: the two rows of a warp, then the 8 warps through shared memory */
-#pragma unroll
-        for (int c = 0; c < SUB; c++) cp[c] += __shfl_xor_sync(0xffffffffu, cp[c], 16);
-        if (lane < 16)
-#pragma unroll
-            for (int c = 0; c < SUB; c++) sm.colbuf[warp][tx + 16 * c] = cp[c];
+        /* Row sums over the tile's 64 columns (the 16 threads of a row are 16 consecutive lanes) and column sums
+         * over its 64 rows (the two rows of a warp, then the 8 warps through shared memory), as reduce-scatters: each
+         * exchange hands the partner the half of the sums the partner keeps (an add per sum, a select per value), 8
+         * shuffles for the 4 row sums instead of 16, 2 for the column sums instead of 4. Afterwards lane tx holds
+         * the sum of row block tx / 4, and a lane of the warp's upper half holds column blocks 2 and 3. */
+        const bool x8 = tx & 8, x4 = tx & 4, hi = lane & 16;
+        const float r0 = (x8 ? rp[2] : rp[0]) + __shfl_xor_sync(0xffffffffu, x8 ? rp[0] : rp[2], 8);
+        const float r1 = (x8 ? rp[3] : rp[1]) + __shfl_xor_sync(0xffffffffu, x8 ? rp[1] : rp[3], 8);
+        float rsum = (x4 ? r1 : r0) + __shfl_xor_sync(0xffffffffu, x4 ? r0 : r1, 4);
+        rsum += __shfl_xor_sync(0xffffffffu, rsum, 2);
+        rsum += __shfl_xor_sync(0xffffffffu, rsum, 1);
+        sm.colbuf[warp][tx + (hi ? 32 : 0)] = (hi ? cp[2] : cp[0]) + __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
+        sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) + __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
         if (diag) { /* uniform over the block */
 #pragma unroll
             for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
             if (lane == 0) sm.ddbuf[warp] = dd;
         }
-        if (tx == 0)
-#pragma unroll
-            for (int r = 0; r < SUB; r++) {
-                const int l = t.i0 + ty + 16 * r;
-                if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rp[r];
-            }
+        if (tx % 4 == 0) {
+            const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
+            if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rsum;
+        }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
         if (tid < BN && t.j0 + tid < t.j1) {
             float sum = 0.0f;
