@@ -49,7 +49,8 @@ namespace ssd_dcb
 {
 using namespace m2tile;
 /* The reduction over P in steps of KB: one step when P <= KB (the kernels without a k loop). 64 with bf16
- * operands; 32 with fp32 ones (tf32, CUDA cores), whose operand tiles would otherwise not fit 48 KB with CB's. */
+ * operands; 32 with fp32 ones (tf32, CUDA cores: chosen when CB's tile also sat in shared memory, which it no
+ * longer does; 64 would fit now, but those are the reference paths, not the production one). */
 template <class Prec> constexpr int kb() { return std::is_same<typename Prec::elem, float>::value ? 32 : 64; }
 template <class Prec> constexpr int pad()
 {
@@ -63,7 +64,6 @@ template <class Prec> struct smem {
     /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
      * elements of one row in both */
     static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
-    static constexpr int LDCB = BN + 16; /* the two rows a warp reads are 16 banks apart */
     union alignas(32) {
         struct {
             T a[BM * LDK];
@@ -71,7 +71,6 @@ template <class Prec> struct smem {
         } ab;
         float c[BM * LDC];
     } u;
-    float cb[BM * LDCB]; /* the group's CB tile, 0 where no term (kept over the heads) */
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
      * 16x16 blocks; dt per column */
@@ -228,10 +227,14 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
     const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
     const bool diag = t.i0 == t.j0;
     const float *CB = s.QQ(s.CB, t.z);
-    for (int e = tid; e < BM * BN; e += THREADS) {
-        const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
-        sm.cb[li * S::LDCB + sj] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
-    }
+    float cbr[SUB][SUB]; /* this thread's elements of the group's CB tile, 0 where no term (kept over the heads) */
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) {
+            const int l = t.i0 + ty + 16 * r, si = t.j0 + tx + 16 * c;
+            cbr[r][c] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
+        }
     constexpr bool DDT = dd_from_tile<Prec, typename Op::view>();
     float keep[SUB][SUB];
 #pragma unroll
@@ -254,7 +257,7 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                  * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
                  * nothing is stored or summed) */
                 const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
-                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = cbr[r][c];
                 keep[r][c] += Edt;            /* finite everywhere; 0 is written above the diagonal */
                 if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
                     if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
