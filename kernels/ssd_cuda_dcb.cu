@@ -8,7 +8,8 @@
  * epilogue the decayed E, its share of dCBw (kept in registers over the heads), and the row and column sums of Mq
  * reduced from the threads' elements by warp shuffles and one shared-memory step, written as one partial per tile
  * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds; the diagonal tiles also sum dy.x for dD (pDd[zh][tm],
- * load_step). E itself never reaches memory (BENCHMARKS.md, issue 16d).
+ * load_step, or the product tile's diagonal at bf16 rows: dd_from_tile). E itself never reaches memory (BENCHMARKS.md,
+ * issue 16d).
  *
  * The decays without an exp per element (docs/MODEL.md §3: exponents of quantities <= 0 only): for row l in the
  * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below

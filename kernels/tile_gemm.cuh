@@ -20,8 +20,9 @@
  * 32-byte aligned (the shared arrays are aligned to 32 bytes, fragment offsets are multiples of 16 rows of a
  * leading dimension whose row is a multiple of 16 bytes and of 16 (bf16) or 8 (tf32) elements along k) and ldm
  * is a multiple of 8 elements for bf16, 4 for float. Fragments are only touched through
- * fill_fragment / load_matrix_sync / mma_sync / store_matrix_sync, never element by element (the element layout
- * inside a fragment is unspecified; the emulation holds whole tiles, which is exact only under this rule).
+ * fill_fragment / load_matrix_sync (load_shared below: the same load with the shared state space named) / mma_sync /
+ * store_matrix_sync, never element by element (the element layout inside a fragment is unspecified; the emulation
+ * holds whole tiles, which is exact only under this rule).
  *
  * The Op concept (all members __device__ const, batch entry z):
  *   static constexpr bool a_kfast;  A(i,k) is contiguous in memory along k (else along i): picks the load order
