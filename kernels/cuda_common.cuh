@@ -119,6 +119,16 @@ template <int V> __device__ __forceinline__ m2_bvec<V> m2_vload_raw(const __nv_b
     return *reinterpret_cast<const m2_bvec<V> *>(p);
 #endif
 }
+/* 4 consecutive bf16 in one access as their 8 bytes, for callers that move them unchanged (kernels/ssd_cuda_dcb.cu):
+ * as an m2_bvec the compiler copies the four halves one by one (PRMT and LOP3 per element in sm_90 SASS). */
+__device__ __forceinline__ uint64_t m2_vload_bits4(const __nv_bfloat16 *p)
+{
+#ifdef M2EMU_VECTOR_LOAD
+    return M2EMU_VECTOR_LOAD(uint64_t, p);
+#else
+    return *reinterpret_cast<const uint64_t *>(p);
+#endif
+}
 __device__ __forceinline__ float m2_widen(float v) { return v; }
 __device__ __forceinline__ float m2_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 /* V consecutive floats stored as V bf16 in one access (8 bytes when V = 4), each rounded to nearest even. */

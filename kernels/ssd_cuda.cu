@@ -131,7 +131,7 @@ __global__ void ssd_pass_kernel(ssd_args s)
 template <class TX> struct ssd_y_op {
     ssd_io<TX> s; /* s.y [B*T, H*P]: the kept output, in TX (rounded once here when bf16) */
     static constexpr bool a_kfast = true, b_jfast = true;
-    bool vec4() const { return s.vec4(); }
+    bool vec4() const { return s.vec4() && ssd_ktab_fits(s.Q); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = s.len(zh / s.H);
@@ -159,13 +159,13 @@ template <class TX> struct ssd_y_op {
         static constexpr bool row_scaled = true;
         int N, Q;
         float ar;
-        const float *acs, *CB, *dt;
+        const float *acs, *CB, *dt, *wt; /* wt[j] = w(j): the block's table (ssd_k_factors) */
         ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
         __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
         __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + k - N); }
         __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(w(k - N), x.row4(k - N, p)); }
+        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - N], x.row4(k - N, p)); }
     };
     /* the positions of the tile's own rows: CB[l][j] (e^{a_l-a_j} dt_j, masked: the block's table) . x_j[p] */
     struct own_view {
@@ -195,16 +195,17 @@ template <class TX> struct ssd_y_op {
      * holds one kind of operand, with the head's rows and arrays located once per block */
     using chunk_parts = m2tile::split_view<past_view, own_view>;
     using view = m2tile::split_view<state_view, chunk_parts>;
-    static constexpr int shared_floats = SSD_OWN_FLOATS;
+    static constexpr int shared_floats = SSD_OWN_FLOATS + SSD_KTAB_FLOATS;
     __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg;
         const float *acs = s.acs + (size_t)zh * s.Q, *CB = s.QQ(s.CB, bc * s.G + g), *dt = s.dtc + (size_t)zh * s.Q;
         const ssd_mat_t<TX> x = s.x_of(bc, h);
         const float *tab = ssd_own_decays(acs, dt, t.i0, t.i1, sh);
+        past_view past{s.N, s.Q, acs[t.i0], acs, CB, dt, nullptr, x};
+        past.wt = ssd_k_factors(0, t.i0, sh + SSD_OWN_FLOATS, [&](int j) { return past.w(j); });
         return view{s.N, state_view{s.eA[(size_t)zh * s.Q + t.i0], s.C_of(bc, g), ssd_mat{s.S_of(zh), (size_t)s.N, 1}},
-                    chunk_parts{s.N + t.i0, past_view{s.N, s.Q, acs[t.i0], acs, CB, dt, x},
-                                own_view{s.N, s.Q, t.i0, CB, tab, x}}};
+                    chunk_parts{s.N + t.i0, past, own_view{s.N, s.Q, t.i0, CB, tab, x}}};
     }
     /* e^{a_l-a_r}, the row_scaled views' factor */
     __device__ float row_scale(int zh, const m2tile::span &t, int l) const

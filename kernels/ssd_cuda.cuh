@@ -102,6 +102,23 @@ __device__ __forceinline__ const float *ssd_own_decays(const float *acs, const f
     return tab;
 }
 
+/* The k factors of the outputs' and dx's row_scaled chunk views (ssd_cuda.cu past_view: e^{a_r-a_j} dt_j for the
+ * positions j before the tile's rows; ssd_cuda_bwd.cu later_view: e^{a_k-a_r} for the positions k after them), in a
+ * table of the block's own formed once per block (ssd_k_factors): their 16-byte loads read a factor from it instead
+ * of an exp per operand row and k step (every factor of a k step was formed by the 16 threads that load its row).
+ * The table holds the chunk's positions outside the tile's rows, at most Q - BM, so those ops take their 16-byte
+ * kernels only for Q - BM <= SSD_KTAB_FLOATS (their vec4; the scalar gathers form the factors as before, the same
+ * expressions: the same operands either way). */
+constexpr int SSD_KTAB_FLOATS = 256;
+__host__ __device__ constexpr bool ssd_ktab_fits(int Q) { return Q - m2tile::BM <= SSD_KTAB_FLOATS; }
+/* tab[k - k0] = f(k) for k in [k0, k1) (the first SSD_KTAB_FLOATS of them), every thread of the block a share */
+template <class F> __device__ __forceinline__ const float *ssd_k_factors(int k0, int k1, float *tab, F f)
+{
+    k1 = min(k1, k0 + SSD_KTAB_FLOATS);
+    for (int k = k0 + threadIdx.x; k < k1; k += m2tile::THREADS) tab[k - k0] = f(k);
+    return tab;
+}
+
 /* A strided matrix view: element (r, c) at p[r*rs + c*cs], of element type E (fp32, or bf16 for the stored token
  * rows: ssd_io), widened to fp32 on every load; T() is the transpose. The tile products' operand views
  * (tile_gemm.cuh, bind) are built from these once per block. */
@@ -116,6 +133,8 @@ template <class E> struct ssd_mat_t {
     /* the same 4 elements in their stored type, for operands that reach the tiles unscaled (tile_gemm.cuh,
      * tile_elem: bf16 rows go to bf16 tiles as they are) */
     __device__ auto raw4(int r, int c) const { return m2_vload_raw<4>(p + (size_t)r * rs + c); }
+    /* the same 4 elements as 8 bytes (E bf16 only), for operands moved to bf16 tiles untouched */
+    __device__ uint64_t bits4(int r, int c) const { return m2_vload_bits4(p + (size_t)r * rs + c); }
 };
 using ssd_mat = ssd_mat_t<float>;
 

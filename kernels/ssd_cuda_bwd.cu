@@ -81,7 +81,7 @@ __global__ void ssd_pass_bwd_kernel(ssd_args s)
 template <class TX> struct ssd_dx_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
-    bool vec4() const { return s.vec4(); }
+    bool vec4() const { return s.vec4() && ssd_ktab_fits(s.Q); }
     __device__ void dims(int zh, int &m, int &n, int &k) const
     {
         m = s.len(zh / s.H);
@@ -118,14 +118,15 @@ template <class TX> struct ssd_dx_op {
     /* the outputs l = k after the tile's rows: CB[l][s] . e^{a_l-a_r} dy_l[p] (no mask: l > r >= s) */
     struct later_view {
         static constexpr bool row_scaled = true;
-        int Q;
+        int Q, k0; /* wt[k - k0] = w(k): the block's table (ssd_k_factors) */
         float ar;
-        const float *acs, *CB;
+        const float *acs, *CB, *wt;
         ssd_mat_t<TX> dy;
+        __device__ float w(int k) const { return ssd_args::dexp(acs[k] - ar); }
         __device__ float a(int si, int k) const { return CB[(size_t)k * Q + si]; }
         __device__ m2_vec<4> a4(int si, int k) const { return m2_vload<4>(CB + (size_t)k * Q + si); }
-        __device__ float b(int k, int p) const { return ssd_args::dexp(acs[k] - ar) * dy(k, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(ssd_args::dexp(acs[k] - ar), dy.row4(k, p)); }
+        __device__ float b(int k, int p) const { return w(k) * dy(k, p); }
+        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - k0], dy.row4(k, p)); }
     };
     /* the state part B_s[n] . e^{a_last-a_r} dSt[p][n] (n = k - Lc; B's and dSt's rows contiguous along k) */
     struct state_view {
@@ -143,7 +144,7 @@ template <class TX> struct ssd_dx_op {
      * operand, with the head's rows and arrays located once per block */
     using chunk_parts = m2tile::split_view<own_view, later_view>;
     using view = m2tile::split_view<chunk_parts, state_view>;
-    static constexpr int shared_floats = SSD_OWN_FLOATS;
+    static constexpr int shared_floats = SSD_OWN_FLOATS + SSD_KTAB_FLOATS;
     __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
         const int bc = zh / s.H, h = zh % s.H, g = h / s.hpg, Lc = s.len(bc);
@@ -151,8 +152,10 @@ template <class TX> struct ssd_dx_op {
         const float ar = acs[t.i1 - 1];
         const ssd_mat_t<TX> dy = s.dy_of(bc, h);
         const float *tab = ssd_own_decays(acs, s.dtc + (size_t)zh * s.Q, t.i0, t.i1, sh);
+        later_view later{s.Q, t.i1, ar, acs, CB, nullptr, dy};
+        later.wt = ssd_k_factors(t.i1, Lc, sh + SSD_OWN_FLOATS, [&](int k) { return later.w(k); });
         return view{
-            Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later_view{s.Q, ar, acs, CB, dy}},
+            Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
             state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}}};
     }
     /* e^{a_r-a_s} dt_s, the row_scaled views' factor */

@@ -8,7 +8,8 @@
  * epilogue the decayed E, its share of dCBw (kept in registers over the heads), and the row and column sums of Mq
  * reduced from the threads' elements by warp shuffles and one shared-memory step, written as one partial per tile
  * (rMq[zh][l][tn], cMq[zh][s][tm]) that the scalars kernel adds; the diagonal tiles also sum dy.x for dD (pDd[zh][tm],
- * load_step). E itself never reaches memory (BENCHMARKS.md, issue 16d).
+ * load_step, or the product tile's diagonal at bf16 rows: dd_from_tile). E itself never reaches memory (BENCHMARKS.md,
+ * issue 16d).
  *
  * The decays without an exp per element (docs/MODEL.md §3: exponents of quantities <= 0 only): for row l in the
  * tile's row block r (16 rows from i0 + 16r) and a column s before that block starts (every column of a tile below
@@ -17,6 +18,8 @@
  * per tile, one exp per thread. The elements of the tile's four diagonal 16x16 blocks (the diagonal of a diagonal
  * tile among them) take the exp per element, the same expression as the CPU's. */
 #include "ssd_cuda.cuh"
+
+#include <utility>
 
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
 template <class TX> struct ssd_dcb_op {
@@ -47,7 +50,8 @@ namespace ssd_dcb
 {
 using namespace m2tile;
 /* The reduction over P in steps of KB: one step when P <= KB (the kernels without a k loop). 64 with bf16
- * operands; 32 with fp32 ones (tf32, CUDA cores), whose operand tiles would otherwise not fit 48 KB with CB's. */
+ * operands; 32 with fp32 ones (tf32, CUDA cores: chosen when CB's tile also sat in shared memory, which it no
+ * longer does; 64 would fit now, but those are the reference paths, not the production one). */
 template <class Prec> constexpr int kb() { return std::is_same<typename Prec::elem, float>::value ? 32 : 64; }
 template <class Prec> constexpr int pad()
 {
@@ -61,7 +65,6 @@ template <class Prec> struct smem {
     /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
      * elements of one row in both */
     static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
-    static constexpr int LDCB = BN + 16; /* the two rows a warp reads are 16 banks apart */
     union alignas(32) {
         struct {
             T a[BM * LDK];
@@ -69,7 +72,6 @@ template <class Prec> struct smem {
         } ab;
         float c[BM * LDC];
     } u;
-    float cb[BM * LDCB]; /* the group's CB tile, 0 where no term (kept over the heads) */
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
      * 16x16 blocks; dt per column */
@@ -81,11 +83,22 @@ static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_opera
                   sizeof(smem<fp32_operands>) <= 48 * 1024,
               "static shared memory");
 
+/* Whether dD's sum dy.x is read off the diagonal of the product's tile (dd_of below) instead of formed by load_step:
+ * with bf16 token rows and bf16 tiles the operands are dy and x exactly, their products exact in the tensor cores'
+ * fp32 accumulation, so the tile's diagonal on a diagonal tile is that sum over the tile's rows, formed in fp32 (in
+ * another order), and load_step hands the rows to the tiles as they are (no widening, no rounding). Elsewhere the
+ * tiles hold rounded operands (tf32, or fp32 rows at bf16), and load_step sums the fp32 values. */
+template <class Prec, class V> constexpr bool dd_from_tile()
+{
+    return std::is_same<typename Prec::elem, __nv_bfloat16>::value &&
+           std::is_same<std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<V>().A.p)>>, __nv_bfloat16>::value;
+}
+
 /* Loads [k0, k0 + KB) of the head's dy rows i0.. and x rows j0.. (zero outside the ranges; W = 4: 16-byte loads),
  * rounded by Prec. Thread e of a step takes row e / (KB / W) of both, at the same k: on a diagonal tile (i0 = j0) it
  * holds dy_l[p] and x_l[p] of the same (l, p) in fp32, and adds their product to dd (dD = sum dy.x, formed in fp32
  * on the way: docs/MODEL.md §3), so that no other kernel reads dy and x for it (the caller keeps the diagonal
- * tiles' dd only). */
+ * tiles' dd only), unless dd_from_tile. */
 template <class Prec, int W, class V>
 __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int ke, smem<Prec> &sm, float &dd)
 {
@@ -95,29 +108,37 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
 #pragma unroll
     for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
         const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
-        m2_vec<W> wa, wb;
-#pragma unroll
-        for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
-        if constexpr (W == 4) {
-            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
-            if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+        if constexpr (W == 4 && dd_from_tile<Prec, V>()) { /* bf16 rows to bf16 tiles: 8 bytes in, 8 bytes out */
+            uint64_t wa = 0, wb = 0; /* 4 elements as 8 bytes (m2_vload_bits4) */
+            if (t.i0 + i < t.i1 && gk < ke) wa = v.A.bits4(t.i0 + i, gk);
+            if (t.j0 + i < t.j1 && gk < ke) wb = X.bits4(t.j0 + i, gk);
+            *reinterpret_cast<uint64_t *>(&sm.u.ab.a[i * S::LDK + k]) = wa;
+            *reinterpret_cast<uint64_t *>(&sm.u.ab.b[i * S::LDK + k]) = wb;
         } else {
-            if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
-            if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
-        }
-        /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only a
-         * diagonal tile's is used) */
-        struct alignas(sizeof(typename S::T) * W) pack {
-            typename S::T v[W];
-        } pa, pb;
+            m2_vec<W> wa, wb;
 #pragma unroll
-        for (int c = 0; c < W; c++) {
-            dd = fmaf(wa.v[c], wb.v[c], dd);
-            pa.v[c] = Prec::round(wa.v[c]);
-            pb.v[c] = Prec::round(wb.v[c]);
+            for (int c = 0; c < W; c++) wa.v[c] = wb.v[c] = 0.0f;
+            if constexpr (W == 4) {
+                if (t.i0 + i < t.i1 && gk < ke) wa = v.A.row4(t.i0 + i, gk);
+                if (t.j0 + i < t.j1 && gk < ke) wb = X.row4(t.j0 + i, gk);
+            } else {
+                if (t.i0 + i < t.i1 && gk < ke) wa.v[0] = v.A(t.i0 + i, gk);
+                if (t.j0 + i < t.j1 && gk < ke) wb.v[0] = X(t.j0 + i, gk);
+            }
+            /* W elements of a row in one shared-memory store each; dd on every tile (no code path of its own: only
+             * a diagonal tile's is used) */
+            struct alignas(sizeof(typename S::T) * W) pack {
+                typename S::T v[W];
+            } pa, pb;
+#pragma unroll
+            for (int c = 0; c < W; c++) {
+                if constexpr (!dd_from_tile<Prec, V>()) dd = fmaf(wa.v[c], wb.v[c], dd);
+                pa.v[c] = Prec::round(wa.v[c]);
+                pb.v[c] = Prec::round(wb.v[c]);
+            }
+            *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
+            *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
         }
-        *reinterpret_cast<pack *>(&sm.u.ab.a[i * S::LDK + k]) = pa;
-        *reinterpret_cast<pack *>(&sm.u.ab.b[i * S::LDK + k]) = pb;
     }
 }
 
@@ -160,11 +181,11 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
 #pragma unroll
             for (int kk = 0; kk < S::KB; kk += Prec::WK) {
                 wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-                wmma::load_matrix_sync(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
+                load_shared(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
 #pragma unroll
                 for (int f = 0; f < FRAGS; f++) {
                     wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-                    wmma::load_matrix_sync(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
+                    load_shared(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
                     wmma::mma_sync(acc[f], fa, fb, acc[f]);
                 }
             }
@@ -207,10 +228,15 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
     const int bc = t.z / s.G, g = t.z % s.G, tm = t.i0 / BM, tn = t.j0 / BN;
     const bool diag = t.i0 == t.j0;
     const float *CB = s.QQ(s.CB, t.z);
-    for (int e = tid; e < BM * BN; e += THREADS) {
-        const int li = e / BN, sj = e % BN, l = t.i0 + li, si = t.j0 + sj;
-        sm.cb[li * S::LDCB + sj] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
-    }
+    float cbr[SUB][SUB]; /* this thread's elements of the group's CB tile, 0 where no term (kept over the heads) */
+#pragma unroll
+    for (int r = 0; r < SUB; r++)
+#pragma unroll
+        for (int c = 0; c < SUB; c++) {
+            const int l = t.i0 + ty + 16 * r, si = t.j0 + tx + 16 * c;
+            cbr[r][c] = stored<Op>(t, l, si) ? CB[(size_t)l * s.Q + si] : 0.0f;
+        }
+    constexpr bool DDT = dd_from_tile<Prec, typename Op::view>();
     float keep[SUB][SUB];
 #pragma unroll
     for (int r = 0; r < SUB; r++)
@@ -232,33 +258,35 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                  * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
                  * nothing is stored or summed) */
                 const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
-                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = sm.cb[li * S::LDCB + sj];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = cbr[r][c];
                 keep[r][c] += Edt;            /* finite everywhere; 0 is written above the diagonal */
+                if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
+                    if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
-            /* row sums over the tile's 64 columns: the 16 threads of a row are 16 consecutive lanes */
-#pragma unroll
-        for (int r = 0; r < SUB; r++)
-#pragma unroll
-            for (int m = 1; m < 16; m <<= 1) rp[r] += __shfl_xor_sync(0xffffffffu, rp[r], m);
-                /* column sums over the tile's 64 rows: the two rows of a warp, then the 8 warps through shared memory */
-#pragma unroll
-        for (int c = 0; c < SUB; c++) cp[c] += __shfl_xor_sync(0xffffffffu, cp[c], 16);
-        if (lane < 16)
-#pragma unroll
-            for (int c = 0; c < SUB; c++) sm.colbuf[warp][tx + 16 * c] = cp[c];
+        /* Row sums over the tile's 64 columns (the 16 threads of a row are 16 consecutive lanes) and column sums
+         * over its 64 rows (the two rows of a warp, then the 8 warps through shared memory), as reduce-scatters: each
+         * exchange hands the partner the half of the sums the partner keeps (an add per sum, a select per value), 8
+         * shuffles for the 4 row sums instead of 16, 2 for the column sums instead of 4. Afterwards lane tx holds
+         * the sum of row block tx / 4, and a lane of the warp's upper half holds column blocks 2 and 3. */
+        const bool x8 = tx & 8, x4 = tx & 4, hi = lane & 16;
+        const float r0 = (x8 ? rp[2] : rp[0]) + __shfl_xor_sync(0xffffffffu, x8 ? rp[0] : rp[2], 8);
+        const float r1 = (x8 ? rp[3] : rp[1]) + __shfl_xor_sync(0xffffffffu, x8 ? rp[1] : rp[3], 8);
+        float rsum = (x4 ? r1 : r0) + __shfl_xor_sync(0xffffffffu, x4 ? r0 : r1, 4);
+        rsum += __shfl_xor_sync(0xffffffffu, rsum, 2);
+        rsum += __shfl_xor_sync(0xffffffffu, rsum, 1);
+        sm.colbuf[warp][tx + (hi ? 32 : 0)] = (hi ? cp[2] : cp[0]) + __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
+        sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) + __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
         if (diag) { /* uniform over the block */
 #pragma unroll
             for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
             if (lane == 0) sm.ddbuf[warp] = dd;
         }
-        if (tx == 0)
-#pragma unroll
-            for (int r = 0; r < SUB; r++) {
-                const int l = t.i0 + ty + 16 * r;
-                if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rp[r];
-            }
+        if (tx % 4 == 0) {
+            const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
+            if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rsum;
+        }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
         if (tid < BN && t.j0 + tid < t.j1) {
             float sum = 0.0f;

@@ -20,8 +20,9 @@
  * 32-byte aligned (the shared arrays are aligned to 32 bytes, fragment offsets are multiples of 16 rows of a
  * leading dimension whose row is a multiple of 16 bytes and of 16 (bf16) or 8 (tf32) elements along k) and ldm
  * is a multiple of 8 elements for bf16, 4 for float. Fragments are only touched through
- * fill_fragment / load_matrix_sync / mma_sync / store_matrix_sync, never element by element (the element layout
- * inside a fragment is unspecified; the emulation holds whole tiles, which is exact only under this rule).
+ * fill_fragment / load_matrix_sync (load_shared below: the same load with the shared state space named) / mma_sync /
+ * store_matrix_sync, never element by element (the element layout inside a fragment is unspecified; the emulation
+ * holds whole tiles, which is exact only under this rule).
  *
  * The Op concept (all members __device__ const, batch entry z):
  *   static constexpr bool a_kfast;  A(i,k) is contiguous in memory along k (else along i): picks the load order
@@ -124,6 +125,45 @@ template <class R, class T> __device__ __forceinline__ T tile_elem(__nv_bfloat16
         return v;
     else
         return R::round(__bfloat162float(v));
+}
+
+/* An operand fragment from a tile in shared memory: A row-major (As[i][k]), B column-major (Bs[j][k]), the layouts
+ * of stage_rows. wmma::load_matrix_sync takes a generic pointer, and nvcc 13 compiles it, even for a pointer into
+ * a __shared__ array, to 4 generic 32-bit loads (LD.E, with 64-bit address arithmetic) per fragment; the same PTX
+ * instruction with the .shared state space named is one ldmatrix (LDSM.16.M88.4) per fragment (BENCHMARKS.md,
+ * "Fragments loaded from shared memory", 2026-12-03). Only the state space differs, so the fragment holds what
+ * load_matrix_sync would put there: the file comment's rule (no code reads a fragment's elements) still holds for
+ * the kernels, whose only view of the registers is this one instruction. The CPU emulation (no __CUDA_ARCH__)
+ * runs load_matrix_sync itself. "memory": the tile is rewritten between the k steps at the same addresses, so the
+ * compiler must neither merge nor move the loads across the stores and barriers around them. */
+template <class Use, int K, class P, class L, class T>
+__device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *p, unsigned ldm)
+{
+#ifdef __CUDA_ARCH__
+    namespace wmma = nvcuda::wmma;
+    constexpr bool A = std::is_same<Use, wmma::matrix_a>::value, BF = std::is_same<P, __nv_bfloat16>::value;
+    static_assert(std::is_same<L, std::conditional_t<A, wmma::row_major, wmma::col_major>>::value &&
+                      sizeof(f.x) == 16 && (BF || std::is_same<P, wmma::precision::tf32>::value),
+                  "row-major A or column-major B of bf16 m16n16k16 or tf32 m16n16k8: 4 registers");
+    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+#define M2_WMMA_LDS(OP)                                                                                                 \
+    asm volatile(OP " {%0, %1, %2, %3}, [%4], %5;"                                                                     \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                                      \
+                 : "r"(a), "r"(ldm)                                                                                    \
+                 : "memory")
+    if constexpr (A && BF)
+        M2_WMMA_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
+    else if constexpr (BF)
+        M2_WMMA_LDS("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
+    else if constexpr (A)
+        M2_WMMA_LDS("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
+    else
+        M2_WMMA_LDS("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
+#undef M2_WMMA_LDS
+#else
+    nvcuda::wmma::load_matrix_sync(f, p, ldm);
+#endif
 }
 
 /* The operand reader of the block's entry: op.bind(z, t) or op.bind(z) where the Op has one, else the Op's own
@@ -618,11 +658,11 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
 #pragma unroll
                 for (int kk = 0; kk < TBK; kk += WK) {
                     wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fa;
-                    wmma::load_matrix_sync(fa, sm.ab.a + wi * LDK + kk, LDK);
+                    load_shared(fa, sm.ab.a + wi * LDK + kk, LDK);
 #pragma unroll
                     for (int f = 0; f < FRAGS; f++) {
                         wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fb;
-                        wmma::load_matrix_sync(fb, sm.ab.b + (wj + 16 * f) * LDK + kk, LDK);
+                        load_shared(fb, sm.ab.b + (wj + 16 * f) * LDK + kk, LDK);
                         wmma::mma_sync(dst[f], fa, fb, dst[f]);
                     }
                 }
