@@ -109,7 +109,7 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
     for (int q = 0; q < BM * S::KB / (W * THREADS); q++) {
         const int e = threadIdx.x + THREADS * q, i = e / PER, k = W * (e % PER), gk = k0 + k;
         if constexpr (W == 4 && dd_from_tile<Prec, V>()) { /* bf16 rows to bf16 tiles: 8 bytes in, 8 bytes out */
-            uint64_t wa = 0, wb = 0; /* 4 elements as 8 bytes (m2_vload_bits4) */
+            uint64_t wa = 0, wb = 0;                       /* 4 elements as 8 bytes (m2_vload_bits4) */
             if (t.i0 + i < t.i1 && gk < ke) wa = v.A.bits4(t.i0 + i, gk);
             if (t.j0 + i < t.j1 && gk < ke) wb = X.bits4(t.j0 + i, gk);
             *reinterpret_cast<uint64_t *>(&sm.u.ab.a[i * S::LDK + k]) = wa;
@@ -259,7 +259,7 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                  * nothing is stored or summed) */
                 const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
                 const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = cbr[r][c];
-                keep[r][c] += Edt;            /* finite everywhere; 0 is written above the diagonal */
+                keep[r][c] += Edt; /* finite everywhere; 0 is written above the diagonal */
                 if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
                     if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
@@ -276,8 +276,10 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         float rsum = (x4 ? r1 : r0) + __shfl_xor_sync(0xffffffffu, x4 ? r0 : r1, 4);
         rsum += __shfl_xor_sync(0xffffffffu, rsum, 2);
         rsum += __shfl_xor_sync(0xffffffffu, rsum, 1);
-        sm.colbuf[warp][tx + (hi ? 32 : 0)] = (hi ? cp[2] : cp[0]) + __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
-        sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) + __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
+        sm.colbuf[warp][tx + (hi ? 32 : 0)] = (hi ? cp[2] : cp[0]) +
+                                              __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
+        sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) +
+                                               __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
         if (diag) { /* uniform over the block */
 #pragma unroll
             for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);

@@ -147,10 +147,10 @@ __device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, 
                   "row-major A or column-major B of bf16 m16n16k16 or tf32 m16n16k8: 4 registers");
     unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-#define M2_WMMA_LDS(OP)                                                                                                 \
-    asm volatile(OP " {%0, %1, %2, %3}, [%4], %5;"                                                                     \
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                                      \
-                 : "r"(a), "r"(ldm)                                                                                    \
+#define M2_WMMA_LDS(OP)                                           \
+    asm volatile(OP " {%0, %1, %2, %3}, [%4], %5;"                \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
+                 : "r"(a), "r"(ldm)                               \
                  : "memory")
     if constexpr (A && BF)
         M2_WMMA_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
