@@ -278,7 +278,7 @@ static void gemm_only(const m2_dims *d, double gflop_rate)
                      void *) = bf16 && k->level >= M2_CPU_AVX512 && m2_cpu_bf16_dot() ? m2s_gemm_avx512bf16 : k->gemm;
         const double hot = m2_stream_floor_ns(wb, 0, 10001);
         printf("%s weights %.1f KB, %s kernels: hot floor %.0f ns\n", bf16 ? "bf16" : "fp32", wb / 1024.0,
-               m2_cpu_name(k->level), hot);
+               gemm == m2s_gemm_avx512bf16 ? "avx512+bf16" : m2_cpu_name(k->level), hot);
         static const int ns[] = {1, 8, 64};
         for (int si = 0; si < 3; si++) {
             const int n = ns[si], reps = n == 1 ? 201 : 41;
