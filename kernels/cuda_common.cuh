@@ -164,7 +164,24 @@ static inline bool m2_vec4_ok(std::initializer_list<const void *> ptrs, std::ini
     return true;
 }
 
-__device__ __forceinline__ float m2_dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+/* sigma(a) = 1 / (1 + e^-a). On the GPU the reciprocal is the fast path of nvcc's IEEE division written out: rcp.approx
+ * and one Newton step (MUFU.RCP and 2 FFMA), which is the correctly rounded 1/x that `1.0f / x` gives for every
+ * x = 1 + e^-a below 2^126 (a > -87.3), without the division's range test, branch and slow-path call (~7 issued
+ * instructions per sigmoid of ~20; the conv and gated-norm kernels were bound by instruction issue, BENCHMARKS.md
+ * issue 16). Above (a < -87.3, sigma < 2^-126) the approximate reciprocal flushes to 0, x clamped to FLT_MAX so that
+ * e^-a = inf gives 0 and not NaN (a NaN a still gives NaN): sigma is 0 where the division gave a subnormal, a change
+ * below 2^-126 in absolute value. The CPU emulation (no __CUDA_ARCH__) divides as before. */
+__device__ __forceinline__ float m2_dev_sigmoid(float a)
+{
+#ifdef __CUDA_ARCH__
+    float x = 1.0f + expf(-a), r;
+    asm("min.NaN.f32 %0, %0, 0f7F7FFFFF;" : "+f"(x)); /* FLT_MAX; a NaN stays NaN (fminf would return FLT_MAX) */
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return fmaf(r, -fmaf(x, r, -1.0f), r);
+#else
+    return 1.0f / (1.0f + expf(-a));
+#endif
+}
 
 /* Sum of v over the block's M2_CUDA_THREADS threads in a fixed tree order (deterministic). Every thread of the
  * block must call it; all get the sum. sh: M2_CUDA_THREADS elements of shared memory. */
