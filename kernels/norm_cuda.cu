@@ -83,8 +83,9 @@ template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng,
  * ng = n/G channels in two passes: the sums of v^2 and w * dout * v (a thread's first C accesses of V channels kept
  * in registers, so a segment of up to C * V * 256 channels is read once), then dv, the weight gradient's term
  * dout * v * r and, when out is not NULL, the forward's output v * r * w (ops.h: the model's dW GEMM reads it instead
- * of a recompute; of type TO, rounded once when bf16). With V = 4 a thread's partial sums run over its 4 consecutive channels first (another fp32 order
- * than V = 1's: the emulated tests compare with the CPU at the same tolerance, 1e-5).
+ * of a recompute; of type TO, rounded once when bf16). With V = 4 a thread's partial sums run over its 4 consecutive
+ * channels first (another fp32 order than V = 1's: the emulated tests compare with the CPU at the same tolerance,
+ * 1e-5).
  * acc != NULL: the block forms the weight gradient's column partials of its rows in shared memory (n floats), each
  * thread owning the same channels in every row (no barrier), stored to part[blk][j] (the same blocks of rows and
  * order as m2_colsum's, so the same figures) and the second pass over the inputs that a separate column sum makes is

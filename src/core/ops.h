@@ -59,7 +59,8 @@ struct m2_ops {
     void (*gemm)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const m2_real *A,
                  int lda, const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc);
     /* The same product with A and B of type ab and C of type c (the projections and their gradients on stored
-     * activations: fp32 accumulation). NULL where act_type is NULL (then every activation is m2_real and gemm does it). */
+     * activations: fp32 accumulation). NULL where act_type is NULL (then every activation is m2_real and gemm does
+     * it). */
     void (*gemm_act)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const void *A,
                      int lda, const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type c);
     /* dst [n] of type t = x [n] rounded to t (a bf16 copy of a weight for gemm_act); NULL where act_type is. */
