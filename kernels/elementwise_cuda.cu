@@ -143,7 +143,7 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int
     m2_colsum_finish(c, part, nblk, H, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
 }
 
-/* ---- a weight in the activation type: dst = x rounded (the bf16 copies of W_in and W_out, ops.h to_act) ---- */
+/* ---- weights in the activation type: dst = x rounded (the model's bf16 copy of its parameters, ops.h to_act) ---- */
 __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *dst)
 {
     M2_GRID_STRIDE(i, n) dst[i] = __float2bfloat16(x[i]);

@@ -12,9 +12,9 @@
  * outputs by their own backwards, which read the same inputs).
  * The backward's GEMM operands around the two projections are in the activation type too (docs/MODEL.md §8): the
  * recomputed norm outputs u and o, d(o), the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw),
- * a copy of the residual stream's gradient dh (dh_act, written by the rmsnorm backward that adds into dh) and copies
- * of W_out and W_in (ln->w_act); dh itself, the SSD's gradients, d(u) and every parameter gradient (dt_bias's and the
- * conv's summed from fp32 values before dzx's rounding) are m2_real.
+ * a copy of the residual stream's gradient dh (dh_act, written by the rmsnorm backward that adds into dh) and W_out
+ * and W_in (params_act: the parameters rounded once per call); dh itself, the SSD's gradients, d(u) and every
+ * parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding) are m2_real.
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
  *
  * Backward order: loss -> head -> norm_f (bucket 0) -> layers L-1..0 (buckets 1..L) -> embed (bucket L+1).
@@ -44,16 +44,14 @@ enum { MAX_LANES = 256 };
 /* One lane's workspace, sized for one unit. */
 typedef struct {
     void *block;   /* the workspace allocation */
-    m2_real *u;    /* [rows,D] RMSNorm output (in the activation type before the in_proj, and as the backward's
-                    * recomputed output); in the head's backward d(norm_f output) */
-    void *w_act;   /* [Win,D] W_in or W_out in the activation type, made before each projection that uses it, forward
-                    * and backward (NULL: m2_real); u and o (the projections' inputs, and in the backward the recomputed
-                    * norm outputs) are written in that type into u's and o's bytes */
+    m2_real *u;    /* [rows,D] RMSNorm output, written in the activation type into u's bytes as the in_proj's input
+                    * and as the backward's recomputed output; in the head's backward d(norm_f output) (m2_real) */
     void *xbc;     /* [rows,Cc] conv+SiLU output: x, B, C, in the activation type */
     m2_real *dt;   /* [rows,H] */
     m2_real *A;    /* [H] */
     m2_real *dA;   /* [H] */
-    m2_real *o;    /* [rows,Di] gated norm output (in the activation type, forward and backward's recompute) */
+    m2_real *o;    /* [rows,Di] gated norm output, written in the activation type into o's bytes (the out_proj's
+                    * input, and the backward's recomputed output) */
     void *dzx;     /* [rows,Win] gradient of the in_proj output, in the activation type */
     m2_real *dxbc; /* [rows,Cc] */
     m2_real *ddt;  /* [rows,H] */
@@ -78,15 +76,17 @@ struct m2_model {
 
     /* kept by the forward for the backward, for the whole micro-batch */
     void *block;
-    m2_real *h;     /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
-    void *zx;       /* [L][M,Win] in_proj outputs (type act) */
-    void *y;        /* [L][M,Di] SSD outputs (type act) */
-    m2_real *saved; /* [L][saved_stride] */
-    m2_real *dh;    /* [M,D] gradient of the residual stream */
-    void *dh_act;   /* [M,D] dh in the activation type, for the backward's GEMMs (NULL when that is m2_real) */
-    m2_real *pred;  /* [M,O] when the caller wants no predictions back */
-    m2_real *dpred; /* [M,O] */
-    m2_real *dX;    /* [M,F] */
+    m2_real *h;       /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
+    void *zx;         /* [L][M,Win] in_proj outputs (type act) */
+    void *y;          /* [L][M,Di] SSD outputs (type act) */
+    m2_real *saved;   /* [L][saved_stride] */
+    m2_real *dh;      /* [M,D] gradient of the residual stream */
+    void *dh_act;     /* [M,D] dh in the activation type, for the backward's GEMMs (NULL when that is m2_real) */
+    void *params_act; /* [n_params] the parameters in the activation type, rounded at the start of every call (so an
+                       * optimizer step or a load is always seen): the projections' weight operands (NULL: m2_real) */
+    m2_real *pred;    /* [M,O] when the caller wants no predictions back */
+    m2_real *dpred;   /* [M,O] */
+    m2_real *dX;      /* [M,F] */
     double *unit_sse;
     int64_t *unit_count;
     int keep_dX, timing;
@@ -182,7 +182,6 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
-    ln->w_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve_bytes(base, &c, R * d->Win, m2_act_bytes(m->act));
     /* d(xBC); before the SSD's backward d(o) [rows,Di] (in the activation type) and after the conv's d(u) [rows,D]
@@ -271,6 +270,7 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
         m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
         m->dh = carve(base, &c, M * d->D);
         m->dh_act = m->act != M2_ACT_REAL && !inference ? carve_bytes(base, &c, M * d->D, ab) : NULL;
+        m->params_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, lay->n_params, ab) : NULL;
         m->pred = carve(base, &c, M * d->O);
         m->dpred = carve(base, &c, M * d->O);
         m->dX = carve(base, &c, M * d->F);
@@ -399,13 +399,19 @@ static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l
 }
 
 /* ---- the projections' GEMMs on operands in the activation type ---- */
-/* The weight W [n] (m2_real) as a GEMM operand in the activation type: W itself when that is m2_real, else its copy
- * rounded into ln->w_act now (so a parameter update is always seen). */
-static const void *weight_act(m2_model *m, lane *ln, const m2_real *W, size_t n)
+/* The parameters rounded to the activation type once per call (one to_act over the flat buffer, before any unit). */
+static void params_to_act(m2_model *m, const call *c)
 {
-    if (m->act == M2_ACT_REAL) return W;
-    OP(M2_OPK_OTHER, m->ops->to_act(m->ops, W, n, ln->w_act, m->act));
-    return ln->w_act;
+    lane *ln = &m->lanes[0];
+    ln->phase = 0;
+    if (m->params_act) OP(M2_OPK_OTHER, m->ops->to_act(m->ops, c->params, m->lay.n_params, m->params_act, m->act));
+}
+
+/* The weight W (m2_real, in the call's parameters) as a GEMM operand in the activation type: W itself when that is
+ * m2_real, else its rounded copy in params_act. */
+static const void *weight_act(const m2_model *m, const call *c, const m2_real *W)
+{
+    return m->params_act ? act_at(m, m->params_act, (size_t)(W - c->params)) : (const void *)W;
 }
 
 /* C (type ct) = alpha op(A) op(B) + beta C (ops.h gemm) with A and B in the activation type: gemm when that is
@@ -422,10 +428,10 @@ static void gemm_act(m2_model *m, lane *ln, int ta, int tb, int M, int N, int K,
 
 /* ---- forward of one unit ---- */
 /* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections. */
-static void forward_proj(m2_model *m, lane *ln, int R, int n, int k, const void *in, const m2_real *W, void *out,
-                         m2_act_type ot)
+static void forward_proj(m2_model *m, lane *ln, const call *c, int R, int n, int k, const void *in, const m2_real *W,
+                         void *out, m2_act_type ot)
 {
-    gemm_act(m, ln, 0, 1, R, n, k, in, k, weight_act(m, ln, W, (size_t)n * k), k, 0, out, n, ot);
+    gemm_act(m, ln, 0, 1, R, n, k, in, k, weight_act(m, c, W), k, 0, out, n, ot);
 }
 
 static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, int l)
@@ -442,7 +448,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     /* h_l = the previous layer's out_proj output + its h_{l-1}, added by this norm (ops.h rmsnorm_fwd's res) */
     OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, l > 0 ? h_at(m, c, un, l - 1) : NULL, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
-    forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
+    forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
@@ -453,7 +459,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
      * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
      * norm's read of it comes first) */
-    forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
+    forward_proj(m, ln, c, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
 }
 
 /* embed, the layers, the head; ln->u keeps RMSNorm_f(h_L) for the head's backward. */
@@ -528,7 +534,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
 
     /* out_proj and the gated norm: d(o) = dh W_out (into dxbc, free until the SSD's backward), then the norm's
      * backward (dy, dz into dzx's z columns, d(norm weight)) writing o, then dW_out += dh^T o */
-    gemm_act(m, ln, 0, 0, R, Di, D, dh_op, D, weight_act(m, ln, p.W_out, (size_t)D * Di), Di, 0, ln->dxbc, Di, at);
+    gemm_act(m, ln, 0, 0, R, Di, D, dh_op, D, weight_act(m, c, p.W_out), Di, 0, ln->dxbc, Di, at);
     OP(M2_OPK_GNORM, ops->gated_norm_bwd(ops, ln->dxbc, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win,
                                          g.gnorm_w, ln->o));
     gemm_act(m, ln, 1, 0, D, Di, R, dh_op, D, ln->o, Di, 1, g.W_out, Di, M2_ACT_REAL);
@@ -544,8 +550,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward
      * (its gradient joins the residual stream's; dh_act, for the layer below, is the sum) writing u, then
      * dW_in += dzx^T u */
-    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, ln, p.W_in, (size_t)Win * D), D, 0, ln->dxbc, D,
-             M2_ACT_REAL);
+    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, M2_ACT_REAL);
     OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
     gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
 }
@@ -592,6 +597,7 @@ int m2_model_forward(m2_model *m, const m2_real *params, const m2_real *X, int B
     call c = {.params = params, .X = X, .pred = pred, .B = B, .T = T};
     int nl, rc = begin_call(m, &c, &nl);
     if (rc) return rc;
+    params_to_act(m, &c);
 #pragma omp parallel num_threads(nl) if (nl > 1)
     {
         lane *ln = &m->lanes[omp_get_thread_num()];
@@ -622,6 +628,7 @@ int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads
               .user = user};
     int nl, rc = begin_call(m, &c, &nl);
     if (rc) return rc;
+    params_to_act(m, &c);
     const int L = m->lay.d.L;
     c.keep = 1;
 #pragma omp parallel num_threads(nl) if (nl > 1)
