@@ -35,13 +35,14 @@ struct conv_v1k16 {
     static constexpr int V = 1, KM = 16;
 };
 
-/* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load) and of the
- * forward's output (the SSD's x, B, C: rounded once on the store when bf16). */
+/* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load), of the
+ * forward's output (the SSD's x, B, C) and of the backward's input gradient (a slice of the in_proj output's gradient),
+ * each rounded once on the store when bf16. The weight and bias partials stay fp32 sums of fp32 values. */
 template <class TI> struct conv_args {
     const TI *in;
     const float *w, *b, *dout;
-    TI *out;
-    float *din, *part;
+    TI *out, *din;
+    float *part;
     int ld_in, ld_din, T, C, K, rows, per;
 };
 
@@ -318,7 +319,7 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_ty
 }
 
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
-                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                            m2_real *dw, m2_real *db)
 {
     const int rows = B * T;
@@ -328,8 +329,8 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in,
     float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
-        conv_args<TI> a = {(const TI *)in, w,      b, dout, NULL, din,  part,
-                           ld_in,          ld_din, T, C,    K,    rows, m2_colsum_rows_per_block(rows)};
+        conv_args<TI> a = {(const TI *)in, w,      b, dout, NULL, (TI *)din, part,
+                           ld_in,          ld_din, T, C,    K,    rows,      m2_colsum_rows_per_block(rows)};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
         CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD

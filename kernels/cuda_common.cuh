@@ -281,23 +281,23 @@ void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int
 void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
                     int H, m2_real *dt);
 void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                    const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+                    const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
 void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
 void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);
 void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
                          m2_act_type yt);
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw, m2_real *y);
+                         m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                             int rows, int n, int G, void *out, m2_act_type ot);
-void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                            m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz, int ld_dz,
-                            m2_real *dw, m2_real *out);
+void m2_cuda_gated_norm_bwd(const m2_ops *o, const void *dout, const void *y, const void *z, int ld_z, m2_act_type at,
+                            const m2_real *w, int rows, int n, int G, void *dy, void *dz, int ld_dz, m2_real *dw,
+                            void *out);
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, void *out);
 void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
-                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                            m2_real *dw, m2_real *db);
 void m2_cuda_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
                       m2_real *dpred, double *sse, int64_t *count);

@@ -90,15 +90,26 @@ __global__ void dt_fwd_kernel(const TR *dt_raw, int ld, const float *dt_bias, in
     }
 }
 
+/* ddt_raw = ddt * softplus'(dt_raw + dt_bias), stored in TR (rounded once when bf16), and dt_bias's gradient from
+ * the fp32 values before that rounding: the thread of column h walks the column-sum block of rows [r0, r1)
+ * (blockIdx.y) in order and leaves its sum in part[blk][h] for m2_colsum_finish, the same blocks of rows and order
+ * as m2_colsum's over the fp32 ddt_raw (so, at fp32, the figures of a separate column sum that reads ddt_raw back). */
 template <class TR>
 __global__ void dt_bwd_kernel(const float *ddt, const TR *dt_raw, int ld, const float *dt_bias, int rows, int H,
-                              float *ddt_raw)
+                              int per, TR *ddt_raw, float *part)
 {
-    M2_GRID_STRIDE(i, (size_t)rows * H)
-    {
-        const size_t r = i / H, h = i % H;
-        ddt_raw[r * ld + h] = ddt[i] * softplus_grad(m2_ld(dt_raw + r * ld + h) + dt_bias[h]);
+    const int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= H) return;
+    const int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+    const float bias = dt_bias[h];
+    float s = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        const size_t i = (size_t)r * ld + h;
+        const float g = ddt[(size_t)r * H + h] * softplus_grad(m2_ld(dt_raw + i) + bias);
+        m2_st(ddt_raw + i, g);
+        s += g;
     }
+    part[(size_t)blockIdx.y * H + h] = s;
 }
 
 void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
@@ -114,23 +125,25 @@ void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt,
     });
 }
 
-/* ddt_bias[h] sums ddt_raw[:, h], which the elementwise kernel just wrote: read it back (it has stride ld). */
+/* ddt_raw and dt_bias's column partials in one kernel (above), then the column sum's final pass. */
 void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                    const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias)
+                    const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias)
 {
-    const size_t total = (size_t)rows * H;
-    if (!total) return;
+    if ((size_t)rows * H == 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    const int per = m2_colsum_rows_per_block(rows), nblk = (rows + per - 1) / per;
+    float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, H));
     m2_act_dispatch(rt, [&](auto *tr) {
         using TR = m2_elem_t<decltype(tr)>;
-        dt_bwd_kernel<TR><<<m2_cuda_blocks(total), M2_CUDA_THREADS, 0, c->stream>>>(ddt, (const TR *)dt_raw, ld,
-                                                                                    dt_bias, rows, H, ddt_raw);
+        const dim3 grid((H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
+        dt_bwd_kernel<TR><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(ddt, (const TR *)dt_raw, ld, dt_bias, rows, H, per,
+                                                                   (TR *)ddt_raw, part);
         M2_CUDA_LAUNCHED("dt_bwd");
     });
-    m2_colsum(c, 0, rows, H, strided_value{ddt_raw, ld}, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
+    m2_colsum_finish(c, part, nblk, H, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
 }
 
-/* ---- a weight in the activation type: dst = x rounded (the bf16 copy of W_in for the in_proj, ops.h to_act) ---- */
+/* ---- weights in the activation type: dst = x rounded (the model's bf16 copy of its parameters, ops.h to_act) ---- */
 __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *dst)
 {
     M2_GRID_STRIDE(i, n) dst[i] = __float2bfloat16(x[i]);

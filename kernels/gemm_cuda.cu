@@ -10,9 +10,10 @@
  * docs/MODEL.md §8), _FAST_TF32 rounds to tf32, CUBLAS_COMPUTE_32F is plain fp32.
  * With one stream and an explicit workspace, cuBLAS gives bitwise-identical results run to run on one GPU.
  *
- * gemm_act (the forward's in_proj, docs/MODEL.md §8): bf16 A and B (the rmsnorm output and a bf16 copy of W_in: the
- * same operands the _FAST_16BF path rounds to) and a bf16 or fp32 C, CUBLAS_COMPUTE_32F: fp32 accumulation, one
- * rounding of the output. cublasGemmEx has no fp32-in/bf16-out combination, hence the bf16 inputs. */
+ * gemm_act (the projections and their gradients' GEMMs at bf16, docs/MODEL.md §8): bf16 A and B (e.g. the rmsnorm
+ * output and a bf16 copy of W_in: the same operands the _FAST_16BF path rounds to) and a bf16 or fp32 C,
+ * CUBLAS_COMPUTE_32F: fp32 accumulation, one rounding of the output. cublasGemmEx has no fp32-in/bf16-out
+ * combination and takes A and B of one type, hence the bf16 inputs (and the model's bf16 copy of dh). */
 #include "cuda_common.cuh"
 
 static cublasComputeType_t compute_type(m2_cuda_gemm_precision p)

@@ -9,7 +9,9 @@
  * backwards form the column partials of their blocks of rows themselves, in shared memory, so their inputs are read
  * once (BENCHMARKS.md, issue 16a). The two backwards are one body (norm_bwd_rows) over a per-norm view of a row, at
  * 4 channels per thread where the sizes allow, and each can write the forward's output too (ops.h: the model's
- * backward needs it for a weight gradient and would otherwise recompute it in a second pass over the same inputs). */
+ * backward needs it for a weight gradient and would otherwise recompute it in a second pass over the same inputs).
+ * The stored activations (ops.h m2_act_type) the backwards read and write are in the element type of a template
+ * argument, widened on load and rounded once on the store; the statistics and the weight gradient stay fp32. */
 #include "cuda_common.cuh"
 
 __device__ __forceinline__ float rstd_of(float sumsq, int ns)
@@ -81,16 +83,17 @@ template <int V> __device__ void norm_acc_store(const float *acc, int G, int ng,
  * ng = n/G channels in two passes: the sums of v^2 and w * dout * v (a thread's first C accesses of V channels kept
  * in registers, so a segment of up to C * V * 256 channels is read once), then dv, the weight gradient's term
  * dout * v * r and, when out is not NULL, the forward's output v * r * w (ops.h: the model's dW GEMM reads it instead
- * of a recompute). With V = 4 a thread's partial sums run over its 4 consecutive channels first (another fp32 order
- * than V = 1's: the emulated tests compare with the CPU at the same tolerance, 1e-5).
+ * of a recompute; of type TO, rounded once when bf16). With V = 4 a thread's partial sums run over its 4 consecutive
+ * channels first (another fp32 order than V = 1's: the emulated tests compare with the CPU at the same tolerance,
+ * 1e-5).
  * acc != NULL: the block forms the weight gradient's column partials of its rows in shared memory (n floats), each
  * thread owning the same channels in every row (no barrier), stored to part[blk][j] (the same blocks of rows and
  * order as m2_colsum's, so the same figures) and the second pass over the inputs that a separate column sum makes is
  * saved. acc == NULL (rows too wide for shared memory): per is 1 and rstd [rows, G] is kept for m2_colsum.
  * sh: the block reduction's NORM_WARPS floats. */
-template <class Cfg, class Seg>
+template <class Cfg, class Seg, class TO>
 __device__ __forceinline__ void norm_bwd_rows(const Seg &seg, const float *w, int rows, int n, int G, int per,
-                                              float *acc, float *sh, float *part, float *rstd, float *out)
+                                              float *acc, float *sh, float *part, float *rstd, TO *out)
 {
     constexpr int V = Cfg::V, C = Cfg::C;
     using In = typename Seg::in;
@@ -99,7 +102,7 @@ __device__ __forceinline__ void norm_bwd_rows(const Seg &seg, const float *w, in
     const int r0 = blockIdx.x * per, r1 = min(rows, r0 + per);
     for (int row = r0; row < r1; row++) {
         const typename Seg::row sr = seg.at(row);
-        float *outr = out ? out + (size_t)row * n : NULL;
+        TO *outr = out ? out + (size_t)row * n : NULL;
         for (int g = 0; g < G; g++) {
             const int jt = g * ng + V * threadIdx.x, end = (g + 1) * ng;
             In ac[C];
@@ -158,10 +161,11 @@ struct norm_v4 {
     static constexpr int V = 4, C = 2;
 };
 
-/* RMSNorm's rows for norm_bwd_rows: v = x, dx ADDS dv. */
-template <int V> struct rms_seg {
+/* RMSNorm's rows for norm_bwd_rows: v = x, dx ADDS dv; dxa (NULL: none) gets the new dx too, in TY (ops.h dx_act). */
+template <int V, class TY> struct rms_seg {
     const float *x, *dy;
     float *dx;
+    TY *dxa;
     int n;
     struct in {
         m2_vec<V> x, d; /* x, dout */
@@ -169,6 +173,7 @@ template <int V> struct rms_seg {
     struct row {
         const float *x, *dy;
         float *dx;
+        TY *dxa;
         __device__ in load(int j) const { return in{m2_vload<V>(x + j), m2_vload<V>(dy + j)}; }
         __device__ void store(int j, const in &, const m2_vec<V> &dv) const
         {
@@ -176,24 +181,27 @@ template <int V> struct rms_seg {
 #pragma unroll
             for (int e = 0; e < V; e++) o.v[e] += dv.v[e];
             m2_vstore<V>(dx + j, o);
+            if (dxa) m2_vstore<V>(dxa + j, o);
         }
     };
     __device__ row at(int r) const
     {
         const size_t o = (size_t)r * n;
-        return row{x + o, dy + o, dx + o};
+        return row{x + o, dy + o, dx + o, dxa ? dxa + o : NULL};
     }
     __device__ static float v(const in &a, int e) { return a.x.v[e]; }
 };
 
-template <class Cfg>
+/* TY: the element type of y and dx_act (ops.h rmsnorm_bwd). */
+template <class Cfg, class TY>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
     rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
-                       float *part, float *rstd, float *y)
+                       float *part, float *rstd, TY *y, TY *dxa)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
-    norm_bwd_rows<Cfg>(rms_seg<Cfg::V>{x, dy, dx, n}, w, rows, n, 1, per, part ? acc_sh : NULL, sh, part, rstd, y);
+    norm_bwd_rows<Cfg>(rms_seg<Cfg::V, TY>{x, dy, dx, dxa, n}, w, rows, n, 1, per, part ? acc_sh : NULL, sh, part, rstd,
+                       y);
 }
 
 struct rmsnorm_dw_term {
@@ -262,24 +270,29 @@ static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, st
 
 /* Launched from a template on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
  * (rmsnorm_bwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
-template <class Cfg>
+template <class Cfg, class TY>
 static void rmsnorm_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dy, const float *x, const float *w,
-                            int rows, int n, float *dx, float *y)
+                            int rows, int n, float *dx, TY *y, TY *dxa)
 {
-    rmsnorm_bwd_kernel<Cfg><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd, y);
+    rmsnorm_bwd_kernel<Cfg, TY>
+        <<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd, y, dxa);
     M2_CUDA_LAUNCHED("rmsnorm_bwd");
 }
 
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw, m2_real *y)
+                         m2_real *dx, m2_real *dw, void *yv, void *dx_act, m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
-    if (norm_vec4(n, 1, {dy, x, w, dx, y}, {}))
-        rmsnorm_bwd_run<norm_v4>(c->stream, p, dy, x, w, rows, n, dx, y);
-    else
-        rmsnorm_bwd_run<norm_v1>(c->stream, p, dy, x, w, rows, n, dx, y);
+    m2_act_dispatch(yt, [&](auto *ty) {
+        using TY = m2_elem_t<decltype(ty)>;
+        TY *y = (TY *)yv, *dxa = (TY *)dx_act;
+        if (norm_vec4(n, 1, {dy, x, w, dx, y, dxa}, {}))
+            rmsnorm_bwd_run<norm_v4>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+        else
+            rmsnorm_bwd_run<norm_v1>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+    });
     norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
 
@@ -356,22 +369,22 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
     }
 }
 
-/* The gated norm's rows for norm_bwd_rows: v = y * silu(z); dy (in TA: the SSD backward's input, ops.h) and dz
- * written from dv. */
+/* The gated norm's rows for norm_bwd_rows: v = y * silu(z); dout read and dy (the SSD backward's input) and dz
+ * written in TA (ops.h), dy and dz from dv, each rounded once when bf16. */
 template <int V, class TA> struct gated_seg {
-    const float *dout;
+    const TA *dout;
     const TA *y, *z;
     TA *dy;
-    float *dz;
+    TA *dz;
     int n, ld_z, ld_dz;
     struct in {
         m2_vec<V> y, z, d; /* y, z, dout */
     };
     struct row {
-        const float *d;
+        const TA *d;
         const TA *y, *z;
         TA *dy;
-        float *dz;
+        TA *dz;
         __device__ in load(int j) const { return in{m2_vload<V>(y + j), m2_vload<V>(z + j), m2_vload<V>(d + j)}; }
         __device__ void store(int j, const in &a, const m2_vec<V> &dv) const
         {
@@ -397,8 +410,8 @@ template <int V, class TA> struct gated_seg {
 
 template <class Cfg, class TA>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    gated_norm_bwd_kernel(const float *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
-                          int per, TA *dy, float *dz, int ld_dz, float *part, float *rstd, float *out)
+    gated_norm_bwd_kernel(const TA *dout, const TA *y, const TA *z, int ld_z, const float *w, int rows, int n, int G,
+                          int per, TA *dy, TA *dz, int ld_dz, float *part, float *rstd, TA *out)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
@@ -408,14 +421,13 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS)
 
 /* The weight gradient's term for m2_colsum, when the rows are too wide for the backward to form the partials. */
 template <class TA> struct gated_dw_term {
-    const float *dout;
-    const TA *y, *z;
+    const TA *dout, *y, *z;
     const float *rstd;
     int ld_z, n, G, ng;
     __device__ float operator()(int r, int j) const
     {
         const size_t i = (size_t)r * n + j;
-        return dout[i] * gate(m2_ld(y + i), m2_ld(z + (size_t)r * ld_z + j)) * rstd[(size_t)r * G + j / ng];
+        return m2_ld(dout + i) * gate(m2_ld(y + i), m2_ld(z + (size_t)r * ld_z + j)) * rstd[(size_t)r * G + j / ng];
     }
 };
 
@@ -430,8 +442,8 @@ static void gated_fwd_run(cudaStream_t st, const TA *y, const TA *z, int ld_z, c
 }
 
 template <class Cfg, class TA>
-static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dout, const TA *y, const TA *z,
-                          int ld_z, const float *w, int rows, int n, int G, TA *dy, float *dz, int ld_dz, float *out)
+static void gated_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const TA *dout, const TA *y, const TA *z, int ld_z,
+                          const float *w, int rows, int n, int G, TA *dy, TA *dz, int ld_dz, TA *out)
 {
     gated_norm_bwd_kernel<Cfg, TA><<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dout, y, z, ld_z, w, rows, n, G, p.per, dy,
                                                                              dz, ld_dz, p.part, p.rstd, out);
@@ -457,17 +469,17 @@ void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *yv, const void *zv, int
     });
 }
 
-void m2_cuda_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *yv, const void *zv, int ld_z,
-                            m2_act_type at, const m2_real *w, int rows, int n, int G, void *dyv, m2_real *dz, int ld_dz,
-                            m2_real *dw, m2_real *out)
+void m2_cuda_gated_norm_bwd(const m2_ops *o, const void *doutv, const void *yv, const void *zv, int ld_z,
+                            m2_act_type at, const m2_real *w, int rows, int n, int G, void *dyv, void *dzv, int ld_dz,
+                            m2_real *dw, void *outv)
 {
     if (rows <= 0 || n <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, G);
     m2_act_dispatch(at, [&](auto *ta) {
         using TA = m2_elem_t<decltype(ta)>;
-        const TA *y = (const TA *)yv, *z = (const TA *)zv;
-        TA *dy = (TA *)dyv;
+        const TA *dout = (const TA *)doutv, *y = (const TA *)yv, *z = (const TA *)zv;
+        TA *dy = (TA *)dyv, *dz = (TA *)dzv, *out = (TA *)outv;
         if (norm_vec4(n, G, {dout, y, z, w, dy, dz, out}, {ld_z, ld_dz}))
             gated_bwd_run<norm_v4>(c->stream, p, dout, y, z, ld_z, w, rows, n, G, dy, dz, ld_dz, out);
         else

@@ -5,11 +5,16 @@
  *   h_l     [M,D]    the residual stream entering the layer (RMSNorm and its input are recomputed from it)
  *   zxbcdt  [M,Win]  the in_proj output: z (gate), xBC before the conv, dt_raw
  *   y       [M,Di]   the SSD output before the gate (re-running the SSD would cost as much as its forward)
- * zxbcdt and y are stored in the backend's activation type (ops.h m2_act_type, read once at creation: bf16 on the
- * CUDA backend at bf16 precision, m2_real on the CPU); h_l, the lanes' intermediates and every gradient are m2_real.
  *   saved            the SSD's own (chunk-start states; ssd.h)
+ * zxbcdt and y are stored in the backend's activation type (ops.h m2_act_type, read once at creation: bf16 on the
+ * CUDA backend at bf16 precision, m2_real on the CPU); h_l is m2_real.
  * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, dt = softplus, A, the gated norm's output (the two norms'
  * outputs by their own backwards, which read the same inputs).
+ * The backward's GEMM operands around the two projections are in the activation type too (docs/MODEL.md §8): the
+ * recomputed norm outputs u and o, d(o), the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw),
+ * a copy of the residual stream's gradient dh (dh_act, written by the rmsnorm backward that adds into dh) and W_out
+ * and W_in (params_act: the parameters rounded once per call); dh itself, the SSD's gradients, d(u) and every
+ * parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding) are m2_real.
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
  *
  * Backward order: loss -> head -> norm_f (bucket 0) -> layers L-1..0 (buckets 1..L) -> embed (bucket L+1).
@@ -39,15 +44,15 @@ enum { MAX_LANES = 256 };
 /* One lane's workspace, sized for one unit. */
 typedef struct {
     void *block;   /* the workspace allocation */
-    m2_real *u;    /* [rows,D] RMSNorm output; in the backward d(norm output) */
-    void *w_act;   /* [Win,D] W_in, then W_out, in the activation type, made before each forward projection (NULL:
-                    * m2_real); the projections' inputs (u, o) are written in that type into u's and o's bytes */
+    m2_real *u;    /* [rows,D] RMSNorm output, written in the activation type into u's bytes as the in_proj's input
+                    * and as the backward's recomputed output; in the head's backward d(norm_f output) (m2_real) */
     void *xbc;     /* [rows,Cc] conv+SiLU output: x, B, C, in the activation type */
     m2_real *dt;   /* [rows,H] */
     m2_real *A;    /* [H] */
     m2_real *dA;   /* [H] */
-    m2_real *o;    /* [rows,Di] gated norm output; in the backward d(o) */
-    m2_real *dzx;  /* [rows,Win] gradient of the in_proj output */
+    m2_real *o;    /* [rows,Di] gated norm output, written in the activation type into o's bytes (the out_proj's
+                    * input, and the backward's recomputed output) */
+    void *dzx;     /* [rows,Win] gradient of the in_proj output, in the activation type */
     m2_real *dxbc; /* [rows,Cc] */
     m2_real *ddt;  /* [rows,H] */
     void *dy;      /* [rows,Di] the gated norm's d(y), in the activation type (the SSD backward's input) */
@@ -71,14 +76,17 @@ struct m2_model {
 
     /* kept by the forward for the backward, for the whole micro-batch */
     void *block;
-    m2_real *h;     /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
-    void *zx;       /* [L][M,Win] in_proj outputs (type act) */
-    void *y;        /* [L][M,Di] SSD outputs (type act) */
-    m2_real *saved; /* [L][saved_stride] */
-    m2_real *dh;    /* [M,D] gradient of the residual stream */
-    m2_real *pred;  /* [M,O] when the caller wants no predictions back */
-    m2_real *dpred; /* [M,O] */
-    m2_real *dX;    /* [M,F] */
+    m2_real *h;       /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
+    void *zx;         /* [L][M,Win] in_proj outputs (type act) */
+    void *y;          /* [L][M,Di] SSD outputs (type act) */
+    m2_real *saved;   /* [L][saved_stride] */
+    m2_real *dh;      /* [M,D] gradient of the residual stream */
+    void *dh_act;     /* [M,D] dh in the activation type, for the backward's GEMMs (NULL when that is m2_real) */
+    void *params_act; /* [n_params] the parameters in the activation type, rounded at the start of every call (so an
+                       * optimizer step or a load is always seen): the projections' weight operands (NULL: m2_real) */
+    m2_real *pred;    /* [M,O] when the caller wants no predictions back */
+    m2_real *dpred;   /* [M,O] */
+    m2_real *dX;      /* [M,F] */
     double *unit_sse;
     int64_t *unit_count;
     int keep_dX, timing;
@@ -174,10 +182,10 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     ln->A = carve(base, &c, (size_t)d->H);
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
-    ln->w_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, (size_t)d->Win * d->D, m2_act_bytes(m->act)) : NULL;
     if (m->inference) return c; /* the rest is the backward's */
-    ln->dzx = carve(base, &c, R * d->Win);
-    /* d(xBC); before the SSD's backward d(o) [rows,Di] and after the conv's d(u) [rows,D] (layer_backward) */
+    ln->dzx = carve_bytes(base, &c, R * d->Win, m2_act_bytes(m->act));
+    /* d(xBC); before the SSD's backward d(o) [rows,Di] (in the activation type) and after the conv's d(u) [rows,D]
+     * (layer_backward) */
     ln->dxbc = carve(base, &c, R * (size_t)(d->Cc > d->D ? d->Cc : d->D));
     ln->ddt = carve(base, &c, R * d->H);
     ln->dy = carve_bytes(base, &c, R * d->Di, m2_act_bytes(m->act));
@@ -261,6 +269,8 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
         m->y = carve_bytes(base, &c, L * M * d->Di, ab);
         m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
         m->dh = carve(base, &c, M * d->D);
+        m->dh_act = m->act != M2_ACT_REAL && !inference ? carve_bytes(base, &c, M * d->D, ab) : NULL;
+        m->params_act = m->act != M2_ACT_REAL ? carve_bytes(base, &c, lay->n_params, ab) : NULL;
         m->pred = carve(base, &c, M * d->O);
         m->dpred = carve(base, &c, M * d->O);
         m->dX = carve(base, &c, M * d->F);
@@ -388,19 +398,40 @@ static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l
     return m->saved + (size_t)l * m->saved_stride + (size_t)un->index * c->unit_saved;
 }
 
-/* ---- forward of one unit ---- */
-/* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections, on operands in the activation type
- * (W rounded into ln->w_act first, so a parameter update is always seen) when that is not m2_real. */
-static void forward_proj(m2_model *m, lane *ln, int R, int n, int k, const void *in, const m2_real *W, void *out,
-                         m2_act_type ot)
+/* ---- the projections' GEMMs on operands in the activation type ---- */
+/* The parameters rounded to the activation type once per call (one to_act over the flat buffer, before any unit). */
+static void params_to_act(m2_model *m, const call *c)
+{
+    lane *ln = &m->lanes[0];
+    ln->phase = 0;
+    if (m->params_act) OP(M2_OPK_OTHER, m->ops->to_act(m->ops, c->params, m->lay.n_params, m->params_act, m->act));
+}
+
+/* The weight W (m2_real, in the call's parameters) as a GEMM operand in the activation type: W itself when that is
+ * m2_real, else its rounded copy in params_act. */
+static const void *weight_act(const m2_model *m, const call *c, const m2_real *W)
+{
+    return m->params_act ? act_at(m, m->params_act, (size_t)(W - c->params)) : (const void *)W;
+}
+
+/* C (type ct) = alpha op(A) op(B) + beta C (ops.h gemm) with A and B in the activation type: gemm when that is
+ * m2_real (then ct is too), else gemm_act. */
+static void gemm_act(m2_model *m, lane *ln, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
+                     int ldb, m2_real beta, void *C, int ldc, m2_act_type ct)
 {
     const m2_ops *ops = m->ops;
-    if (m->act == M2_ACT_REAL) {
-        OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, n, k, 1, in, k, W, k, 0, out, n));
-        return;
-    }
-    OP(M2_OPK_OTHER, ops->to_act(ops, W, (size_t)n * k, ln->w_act, m->act));
-    OP(M2_OPK_GEMM, ops->gemm_act(ops, 0, 1, R, n, k, 1, in, k, ln->w_act, k, m->act, 0, out, n, ot));
+    if (m->act == M2_ACT_REAL)
+        OP(M2_OPK_GEMM, ops->gemm(ops, ta, tb, M, N, K, 1, A, lda, B, ldb, beta, C, ldc));
+    else
+        OP(M2_OPK_GEMM, ops->gemm_act(ops, ta, tb, M, N, K, 1, A, lda, B, ldb, m->act, beta, C, ldc, ct));
+}
+
+/* ---- forward of one unit ---- */
+/* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections. */
+static void forward_proj(m2_model *m, lane *ln, const call *c, int R, int n, int k, const void *in, const m2_real *W,
+                         void *out, m2_act_type ot)
+{
+    gemm_act(m, ln, 0, 1, R, n, k, in, k, weight_act(m, c, W), k, 0, out, n, ot);
 }
 
 static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, int l)
@@ -417,7 +448,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     /* h_l = the previous layer's out_proj output + its h_{l-1}, added by this norm (ops.h rmsnorm_fwd's res) */
     OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, l > 0 ? h_at(m, c, un, l - 1) : NULL, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
-    forward_proj(m, ln, R, Win, D, ln->u, p.W_in, zx, at);
+    forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
@@ -428,7 +459,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
      * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
      * norm's read of it comes first) */
-    forward_proj(m, ln, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
+    forward_proj(m, ln, c, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
 }
 
 /* embed, the layers, the head; ln->u keeps RMSNorm_f(h_L) for the head's backward. */
@@ -453,6 +484,12 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
 /* ---- backward of one unit ---- */
 static m2_real *grads_of(const call *c, lane *ln) { return c->lane_grads ? ln->grads : c->grads; }
 
+/* The unit's rows of dh_act (NULL when the activation type is m2_real: the GEMMs read dh itself). */
+static void *dh_act_at(const m2_model *m, const unit *un)
+{
+    return m->dh_act ? act_at(m, m->dh_act, un->r0 * m->lay.d.D) : NULL;
+}
+
 /* loss, head and norm_f: leaves d(loss)/d(h_L) in dh. */
 static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit *un)
 {
@@ -468,8 +505,8 @@ static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit 
     OP(M2_OPK_OTHER, ops->bias_grad(ops, dpred, O, R, O, g + lay->head_b));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, O, 1, dpred, O, c->params + lay->head_w, D, 0, ln->u, D));
     OP(M2_OPK_OTHER, ops->memset0(ops, dh, un->rows * D * sizeof(m2_real)));
-    OP(M2_OPK_NORM,
-       ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh, g + lay->normf_w, NULL));
+    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
+                                     g + lay->normf_w, NULL, d->L > 0 ? dh_act_at(m, un) : NULL, m->act));
 }
 
 /* dh holds d(loss)/d(h_{l+1}) on entry and d(loss)/d(h_l) on exit. */
@@ -485,34 +522,37 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     const void *dt_raw = act_at(m, zx, Di + Cc);
     const m2_act_type at = m->act;
     m2_real *dh = m->dh + un->r0 * D;
+    void *dha = dh_act_at(m, un);
+    const void *dh_op = dha ? dha : (const void *)dh; /* dh as a GEMM operand, in the activation type */
     ln->phase = 1;
 
-    /* recompute the cheap forward values; the two norms' outputs (in m2_real: the backward GEMMs are m2_real) come
-     * back from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
+    /* recompute the cheap forward values; the two norms' outputs (in the activation type: GEMM operands) come back
+     * from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
     OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
     OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
 
     /* out_proj and the gated norm: d(o) = dh W_out (into dxbc, free until the SSD's backward), then the norm's
      * backward (dy, dz into dzx's z columns, d(norm weight)) writing o, then dW_out += dh^T o */
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, Di, D, 1, dh, D, p.W_out, Di, 0, ln->dxbc, Di));
+    gemm_act(m, ln, 0, 0, R, Di, D, dh_op, D, weight_act(m, c, p.W_out), Di, 0, ln->dxbc, Di, at);
     OP(M2_OPK_GNORM, ops->gated_norm_bwd(ops, ln->dxbc, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win,
                                          g.gnorm_w, ln->o));
-    OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, D, Di, R, 1, dh, D, ln->o, Di, 1, g.W_out, Di));
+    gemm_act(m, ln, 1, 0, D, Di, R, dh_op, D, ln->o, Di, 1, g.W_out, Di, M2_ACT_REAL);
     /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
                                 p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, ln->dxbc + Di,
                                 ln->dxbc + Di + GN, g.Dsk, ln->scratch));
     OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
-    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, ln->dzx + Di + Cc, g.dt_bias));
+    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
-                                       ln->dzx + Di, Win, g.conv_w, g.conv_b));
+                                       act_at(m, ln->dzx, Di), Win, g.conv_w, g.conv_b));
     /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward
-     * (its gradient joins the residual stream's) writing u, then dW_in += dzx^T u */
-    OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, Win, 1, ln->dzx, Win, p.W_in, D, 0, ln->dxbc, D));
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u));
-    OP(M2_OPK_GEMM, ops->gemm(ops, 1, 0, Win, D, R, 1, ln->dzx, Win, ln->u, D, 1, g.W_in, D));
+     * (its gradient joins the residual stream's; dh_act, for the layer below, is the sum) writing u, then
+     * dW_in += dzx^T u */
+    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, M2_ACT_REAL);
+    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
+    gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
 }
 
 static void unit_embed_backward(m2_model *m, lane *ln, const call *c, const unit *un)
@@ -557,6 +597,7 @@ int m2_model_forward(m2_model *m, const m2_real *params, const m2_real *X, int B
     call c = {.params = params, .X = X, .pred = pred, .B = B, .T = T};
     int nl, rc = begin_call(m, &c, &nl);
     if (rc) return rc;
+    params_to_act(m, &c);
 #pragma omp parallel num_threads(nl) if (nl > 1)
     {
         lane *ln = &m->lanes[omp_get_thread_num()];
@@ -587,6 +628,7 @@ int m2_model_forward_backward(m2_model *m, const m2_real *params, m2_real *grads
               .user = user};
     int nl, rc = begin_call(m, &c, &nl);
     if (rc) return rc;
+    params_to_act(m, &c);
     const int L = m->lay.d.L;
     c.keep = 1;
 #pragma omp parallel num_threads(nl) if (nl > 1)

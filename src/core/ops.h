@@ -30,11 +30,12 @@ typedef struct m2_ops m2_ops;
 
 /* Element type of the activations a backend stores between kernels (docs/MODEL.md §8, docs/ARCHITECTURE.md "The ops
  * interface"): the kept in_proj output zxbcdt, the conv+SiLU output xBC, the SSD output y and its gradient dy (the
- * gated norm's), and the forward projections' inputs. M2_ACT_REAL is
- * m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of an fp32), widened to fp32 by every reader, which computes
- * in fp32. An op's `void *` activation arguments are in the type its m2_act_type argument names, and a backend is
- * only handed the types its act_type reports (the CPU backend: M2_ACT_REAL always). Gradients stay m2_real, but for
- * dy, which only the SSD backward reads (docs/MODEL.md §8). */
+ * gated norm's), the forward projections' inputs, and in the backward the GEMM operands around the two projections:
+ * the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw), the norms' recomputed outputs, d(o) and
+ * a copy of the residual stream's gradient. M2_ACT_REAL is m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of
+ * an fp32), widened to fp32 by every reader, which computes in fp32. An op's `void *` activation arguments are in the
+ * type its m2_act_type argument names, and a backend is only handed the types its act_type reports (the CPU backend:
+ * M2_ACT_REAL always). Every other gradient and every reduction (parameter gradients) stays m2_real. */
 typedef enum { M2_ACT_REAL = 0, M2_ACT_BF16 = 1 } m2_act_type;
 static inline size_t m2_act_bytes(m2_act_type t) { return t == M2_ACT_BF16 ? 2 : sizeof(m2_real); }
 
@@ -57,8 +58,9 @@ struct m2_ops {
      * matrix is the transpose (A stored [k,m] with lda, B stored [n,k] with ldb). */
     void (*gemm)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const m2_real *A,
                  int lda, const m2_real *B, int ldb, m2_real beta, m2_real *C, int ldc);
-    /* The same product with A and B of type ab and C of type c (the forward's in_proj: bf16 in and out, fp32
-     * accumulation). NULL where act_type is NULL (then every activation is m2_real and gemm does it). */
+    /* The same product with A and B of type ab and C of type c (the projections and their gradients on stored
+     * activations: fp32 accumulation). NULL where act_type is NULL (then every activation is m2_real and gemm does
+     * it). */
     void (*gemm_act)(const m2_ops *o, int trans_a, int trans_b, int m, int n, int k, m2_real alpha, const void *A,
                      int lda, const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type c);
     /* dst [n] of type t = x [n] rounded to t (a bf16 copy of a weight for gemm_act); NULL where act_type is. */
@@ -75,30 +77,34 @@ struct m2_ops {
      * into x (x ADDS res): the residual stream's add, made by the norm that reads x anyway (model.c layer_forward). */
     void (*rmsnorm_fwd)(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
                         m2_act_type yt);
-    /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. y [rows,n] (m2_real; NULL: not wanted) is
-     * written with the forward's output, recomputed from the x the backward reads anyway, so that a model which needs
-     * it after the backward (the in_proj's weight gradient) makes no second pass over x (model.c layer_backward). */
+    /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. y [rows,n] (NULL: not wanted) is written with the
+     * forward's output, recomputed from the x the backward reads anyway, so that a model which needs it after the
+     * backward (the in_proj's weight gradient) makes no second pass over x (model.c layer_backward). dx_act [rows,n]
+     * (NULL: not wanted) is written with dx after the add (the operand of the next GEMMs that read it). y and dx_act
+     * are of type yt. */
     void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                        m2_real *dx, m2_real *dw, m2_real *y);
+                        m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 
     /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
      * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous, of type it too (the
      * SSD's x, B, C). Zero before each sequence's first tick. */
     void (*conv_silu_fwd)(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                           const m2_real *b, int B, int T, int C, int K, void *out);
-    /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din is written; dw [C,K] and db [C] ADD. The
-     * pre-activation is recomputed from in (nothing but the conv input is kept). */
+    /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din (of type it, as in) is written; dw [C,K] and db [C]
+     * ADD (summed from the fp32 values, before din's rounding). The pre-activation is recomputed from in (nothing but
+     * the conv input is kept). */
     void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
-                          const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                          const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                           m2_real *dw, m2_real *db);
 
     /* ---- dt = softplus(dt_raw + dt_bias) (docs/MODEL.md §2 step 4); dt_raw [rows,H] ld of type rt, dt [rows,H]
      * contiguous (m2_real) ---- */
     void (*dt_fwd)(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows, int H,
                    m2_real *dt);
-    /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld as dt_raw is written; ddt_bias [H] ADDS. */
+    /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld and type as dt_raw is written; ddt_bias [H] ADDS the
+     * column sums of ddt_raw's fp32 values (before any rounding to rt). */
     void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                   const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+                   const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
 
     /* ---- A = -exp(A_log) [H]; dA_log [H] ADDS dA * A ---- */
     void (*a_fwd)(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
@@ -123,12 +129,12 @@ struct m2_ops {
      * contiguous of type ot (bf16: the out_proj's input); w [n]; a group is n/G consecutive channels. ---- */
     void (*gated_norm_fwd)(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                            int rows, int n, int G, void *out, m2_act_type ot);
-    /* dy [rows,n] contiguous (of type at: the SSD backward's input) and dz [rows,n] ld_dz (m2_real) are written; dw
-     * [n] ADDS. out [rows,n] contiguous (m2_real; NULL: not wanted) is written with the forward's output, as
-     * rmsnorm_bwd's y is (the out_proj's weight gradient). */
-    void (*gated_norm_bwd)(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z, m2_act_type at,
-                           const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz, int ld_dz, m2_real *dw,
-                           m2_real *out);
+    /* dout [rows,n] contiguous is d(out); dy [rows,n] contiguous (the SSD backward's input) and dz [rows,n] ld_dz are
+     * written; dw [n] ADDS. out [rows,n] contiguous (NULL: not wanted) is written with the forward's output, as
+     * rmsnorm_bwd's y is (the out_proj's weight gradient). dout, dy, dz and out are of type at, as y and z are. */
+    void (*gated_norm_bwd)(const m2_ops *o, const void *dout, const void *y, const void *z, int ld_z, m2_act_type at,
+                           const m2_real *w, int rows, int n, int G, void *dy, void *dz, int ld_dz, m2_real *dw,
+                           void *out);
 
     /* ---- loss (docs/MODEL.md §4): over tokens with t >= burn_in and finite targets, sum of squared errors and
      * the number of terms (host scalars); dpred [B*T,O] = d(sse)/d(pred), exactly 0 where masked. ---- */

@@ -209,9 +209,9 @@ static void cpu_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, con
 
 /* The gated norm's backward with its optional recomputed output (ops.h): the level's backward, then, when wanted,
  * its forward (the same values as a separate recompute, bitwise). */
-static void cpu_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz,
-                               int ld_dz, m2_real *dw, m2_real *out)
+static void cpu_gated_norm_bwd(const m2_ops *o, const void *dout, const void *y, const void *z, int ld_z,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, void *dz, int ld_dz,
+                               m2_real *dw, void *out)
 {
     m2_cpu_act_gated_norm_bwd(o, dout, y, z, ld_z, at, w, rows, n, G, dy, dz, ld_dz, dw);
     if (out) m2_cpu_act_gated_norm_fwd(o, y, z, ld_z, at, w, rows, n, G, out, M2_ACT_REAL);
@@ -236,6 +236,7 @@ static const m2_ops g_cpu_ops = {
     .bias_grad = cpu_bias_grad,
     .add = cpu_add,
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = m2_cpu_act_rmsnorm_bwd,
     .conv_silu_fwd = m2_cpu_act_conv_silu_fwd,
     .conv_silu_bwd = m2_cpu_act_conv_silu_bwd,
     .dt_fwd = m2_cpu_act_dt_fwd,
@@ -296,7 +297,6 @@ static const m2_ops *cpu_table(int level)
         const m2_cpu_kernels *k = m2_cpu_kernels_for(level);
         *t = g_cpu_ops;
         t->ctx = (void *)k; /* read only, by table_kernels */
-        t->rmsnorm_bwd = k->rmsnorm_bwd;
         t->mse_loss = k->mse_loss;
     }
     return t;

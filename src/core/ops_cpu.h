@@ -99,17 +99,20 @@ void m2_cpu_act_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w,
                             m2_act_type yt);
 void m2_cpu_act_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                               const m2_real *b, int B, int T, int C, int K, void *out);
+/* rmsnorm_bwd: the level's kernel, then dx_act (when wanted) a copy of dx */
+void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
+                            m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
-                              const m2_real *w, const m2_real *b, int B, int T, int C, int K, m2_real *din, int ld_din,
+                              const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                               m2_real *dw, m2_real *db);
 void m2_cpu_act_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
                        int H, m2_real *dt);
 void m2_cpu_act_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                       const m2_real *dt_bias, int rows, int H, m2_real *ddt_raw, m2_real *ddt_bias);
+                       const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
 void m2_cpu_act_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at,
                                const m2_real *w, int rows, int n, int G, void *out, m2_act_type ot);
-void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const m2_real *dout, const void *y, const void *z, int ld_z,
-                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, m2_real *dz,
-                               int ld_dz, m2_real *dw);
+void m2_cpu_act_gated_norm_bwd(const m2_ops *o, const void *dout, const void *y, const void *z, int ld_z,
+                               m2_act_type at, const m2_real *w, int rows, int n, int G, void *dy, void *dz, int ld_dz,
+                               m2_real *dw);
 
 #endif

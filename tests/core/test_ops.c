@@ -345,7 +345,7 @@ static void rms_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 }
 static void rms_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->rmsnorm_bwd(ops, dr, d[0], d[1], c->rows, c->n, g[0], g[1], NULL);
+    ops->rmsnorm_bwd(ops, dr, d[0], d[1], c->rows, c->n, g[0], g[1], NULL, NULL, M2_ACT_REAL);
 }
 static void rms_naive(const op_case *c, double *out)
 {
@@ -534,7 +534,7 @@ static void test_gated_norm(void **state)
 
 /* ---- the norms' backwards with their recomputed outputs (ops.h: the model's backward takes the norms' outputs
  * from them instead of a second forward): the output equals the forward's bitwise, and asking for it changes no
- * other result's bits. Rows over two blocks of M2_CPU_ROW_BLOCK, a group wider than the 16 partial sums. ---- */
+ * other result's bits; RMSNorm's dx_act (the model's copy of dh for its GEMMs) is dx, bitwise. Rows over two blocks of M2_CPU_ROW_BLOCK, a group wider than the 16 partial sums. ---- */
 static m2_real *run_norm_bwd(int gated, int rows, int n, int G, int ld, m2_real *const *d, const m2_real *dr,
                              int want_out)
 {
@@ -544,8 +544,13 @@ static m2_real *run_norm_bwd(int gated, int rows, int n, int G, int ld, m2_real 
         ops->gated_norm_bwd(ops, dr, d[0], d[1], ld, M2_ACT_REAL, d[2], rows, n, G, dx, dz, ld, dw,
                             want_out ? out : NULL);
     else
-        ops->rmsnorm_bwd(ops, dr, d[0], d[2], rows, n, dx, dw, want_out ? out : NULL);
+        ops->rmsnorm_bwd(ops, dr, d[0], d[2], rows, n, dx, dw, want_out ? out : NULL, want_out ? dz : NULL,
+                         M2_ACT_REAL);
     m2_real *h = malloc((2 * nx + ng + (size_t)n) * sizeof *h), *hx = down(dx, nx), *hz = down(dz, ng);
+    if (!gated && want_out) { /* dx_act (in dz's first rows * n) is dx after the add, as it is */
+        assert_memory_equal(hz, hx, nx * sizeof *hz);
+        memset(hz, 0, nx * sizeof *hz);
+    }
     m2_real *hw = down(dw, (size_t)n), *ho = down(out, nx);
     assert_non_null(h);
     memcpy(h, ho, nx * sizeof *h);

@@ -7,7 +7,9 @@
  * - the SSD's first stages at one chunk (T = Q = 64, N = 32, G = 1): the cumsum reads dt (T*H floats) and A (H)
  *   and writes acs (H*Q); C B^T is one 64x64 tile per chunk with k = N = 32: 2*64*64*32 bf16 FLOPs, reads the
  *   B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
- * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too;
+ * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too; the
+ *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
+ *   backward's output and dx copy) written at 2 bytes per element, their fp32 partial sums unchanged;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,6 +155,68 @@ static void test_bf16_storage(void **state)
     free(h);
 }
 
+/* the record named exactly `name` (fails the test when there is none) */
+static m2emu_kernel_count find_exact(const char *name)
+{
+    m2emu_kernel_count r[MAXREC];
+    const int n = m2emu_counters_get(r, MAXREC);
+    for (int i = 0; i < n && i < MAXREC; i++)
+        if (!strcmp(r[i].name, name)) return r[i];
+    fail_msg("no launch named %s among %d", name, n);
+    m2emu_kernel_count none;
+    memset(&none, 0, sizeof none);
+    return none;
+}
+
+/* The backward's activation outputs in bf16 (docs/MODEL.md §8): each op run on fp32 and on bf16 buffers, the bytes
+ * its main kernel writes fall by 2 per element of every activation output (the fp32 weight partials unchanged) and
+ * the bytes it reads by 2 per element of every activation input. */
+static void test_bf16_backward(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const int rows = 128, T = 64, C = 64, K = 4, n = 64, H = 8;
+    const size_t big = (size_t)rows * n * 4; /* every buffer: rows x 64 floats (C = n = 64 >= H) */
+    float *h = m2_host_uniform(big, -1, 1, 7, 1);
+    float *f[16]; /* fp32 inputs and outputs; 8.. the weights (read) and their gradients (ADD) */
+    for (int i = 0; i < 16; i++) f[i] = m2_dev_from(g, h, big);
+    void *b[6];
+    for (int i = 0; i < 6; i++) {
+        b[i] = g->alloc(g, big * 2);
+        g->to_act(g, f[i], big, b[i], M2_ACT_BF16);
+    }
+    double wr[4][2], rd[4][2];
+    static const char *const names[4] = {"conv_silu_bwd", "dt_bwd", "gated_norm_bwd", "rmsnorm_bwd"};
+    for (int t = 0; t < 2; t++) {
+        const m2_act_type at = t ? M2_ACT_BF16 : M2_ACT_REAL;
+        void *a0 = t ? b[0] : (void *)f[0], *a1 = t ? b[1] : (void *)f[1], *a2 = t ? b[2] : (void *)f[2];
+        void *a3 = t ? b[3] : (void *)f[3], *a4 = t ? b[4] : (void *)f[4], *a5 = t ? b[5] : (void *)f[5];
+        m2emu_counters_reset();
+        g->conv_silu_bwd(g, f[6], a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
+        g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
+        g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
+        g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
+        for (int k = 0; k < 4; k++) {
+            const m2emu_kernel_count c = find_exact(names[k]);
+            wr[k][t] = c.write_distinct;
+            rd[k][t] = c.read_distinct;
+        }
+    }
+    /* activation elements written / read per op: conv din / in; dt ddt_raw / dt_raw; gated dy, dz, out / dout, y, z;
+     * rmsnorm y, dx_act / none */
+    const double e = (double)rows * n, nw[4] = {e, (double)rows * H, 3 * e, 2 * e},
+                 nr[4] = {e, (double)rows * H, 3 * e, 0};
+    for (int k = 0; k < 4; k++) {
+        printf("  %-15s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
+               rd[k][0], rd[k][1]);
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * nw[k]);
+        assert_true(rd[k][0] - rd[k][1] == 2.0 * nr[k]);
+    }
+    for (int i = 0; i < 16; i++) g->free(g, f[i]);
+    for (int i = 0; i < 6; i++) g->free(g, b[i]);
+    free(h);
+}
+
 static void test_ssd_first_stages(void **state)
 {
     (void)state;
@@ -194,9 +258,13 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counts_bytes), cmocka_unit_test(test_add),
-        cmocka_unit_test(test_gemm),         cmocka_unit_test(test_vector_accesses),
-        cmocka_unit_test(test_bf16_storage), cmocka_unit_test(test_ssd_first_stages),
+        cmocka_unit_test(test_counts_bytes),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_vector_accesses),
+        cmocka_unit_test(test_bf16_storage),
+        cmocka_unit_test(test_bf16_backward),
+        cmocka_unit_test(test_ssd_first_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,9 +5,13 @@
  * - Readers (conv+SiLU, dt, the gated norm, forward and backward) get a bf16 device copy; the CPU gets the same values
  *   widened to fp32 on the host (exact), so the inputs are identical and the tolerances are test_gpu_ops.c's for the
  *   fp32 ops: 1e-6 element-wise, 1e-5 where a reduction runs in another order.
- * - Writers (the rmsnorm output, the in_proj GEMM's output, the conv+SiLU output, the gated norm backward's dy, the
- *   SSD output y) compute in fp32 and round once on the store: their bf16 output must equal, bitwise, the host
- *   rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values. The GEMM on bf16
+ * - Writers (the rmsnorm output, the in_proj GEMM's output, the conv+SiLU output, the SSD output y, and in the
+ *   backward the gated norm's dy, dz and recomputed output, the conv's input gradient, ddt_raw, the rmsnorm backward's
+ *   recomputed output and its copy of dx) compute in fp32 and round once on the store: their bf16 output must equal,
+ *   bitwise, the host rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values (the
+ *   strided outputs with their untouched columns). The parameter gradients stay fp32 sums of fp32 values: compared
+ *   with the CPU at the tolerances above (dt_bias's also with the fp32 run's at 1e-6, which a sum of the rounded
+ *   ddt_raw would miss by ~1e-3). The GEMM on bf16
  *   operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of two bf16
  *   values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM).
  * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (the
@@ -52,6 +56,17 @@ static act act_of(const float *host, size_t n)
     }
     free(b);
     gpu->free(gpu, f);
+    return a;
+}
+
+/* A bf16 device buffer of n elements all v (exact in bf16), for the outputs with untouched columns. */
+static act act_fill(size_t n, float v)
+{
+    float *h = malloc(n * sizeof(float));
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++) h[i] = v;
+    act a = act_of(h, n);
+    free(h);
     return a;
 }
 
@@ -127,11 +142,22 @@ static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
     expect_rounded("conv_silu_fwd (bf16 input and output)", ob, out.d, out.n);
     gpu->free(gpu, ob);
     gpu->free(gpu, in_wide);
+    /* fp32 input and din holding the bf16 input's values (dw, db of this run are not compared) */
+    float *dw_wide = m2_dev_from(gpu, dw.h, dw.n), *db_wide = m2_dev_from(gpu, db.h, db.n);
     cpu->conv_silu_bwd(cpu, dout.h, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
-    gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, din.d, ld_din, dw.d, db.d);
-    pair_expect("conv_silu_bwd din (bf16 input)", din, 1e-5);
+    in_wide = act_wide(&in);
+    gpu->conv_silu_bwd(gpu, dout.d, in_wide, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, din.d, ld_din, dw_wide, db_wide);
+    pair_expect("conv_silu_bwd din (the bf16 input's values)", din, 1e-5);
+    /* bf16 input and din: din the fp32 din rounded once, dw and db fp32 sums */
+    act dinb = act_fill(din.n, 7.0f);
+    gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, dinb.d, ld_din, dw.d, db.d);
+    expect_rounded("conv_silu_bwd din (bf16 input and din)", dinb.d, din.d, din.n);
     pair_expect("conv_silu_bwd dw (bf16 input)", dw, 1e-5);
     pair_expect("conv_silu_bwd db (bf16 input)", db, 1e-5);
+    gpu->free(gpu, in_wide);
+    gpu->free(gpu, dw_wide);
+    gpu->free(gpu, db_wide);
+    act_free(&dinb);
     act_free(&in);
     pair *ps[] = {&w, &b, &out, &dout, &din, &dw, &db};
     for (int i = 0; i < 7; i++) pair_free(ps[i]);
@@ -154,10 +180,23 @@ static void test_dt(void **state)
     cpu->dt_fwd(cpu, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, dt.h);
     gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, dt.d);
     pair_expect("dt_fwd (bf16 dt_raw)", dt, 1e-6);
+    /* fp32 dt_raw and ddt_raw holding the bf16 dt_raw's values, ddt_bias from the same start */
+    float *raw_wide = act_wide(&raw), *dbias_wide = m2_dev_from(gpu, dbias.h, dbias.n);
     cpu->dt_bwd(cpu, ddt.h, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, draw.h, dbias.h);
-    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, draw.d, dbias.d);
-    pair_expect("dt_bwd ddt_raw (bf16 dt_raw)", draw, 1e-6);
+    gpu->dt_bwd(gpu, ddt.d, raw_wide, ld, M2_ACT_REAL, bias.d, rows, H, draw.d, dbias_wide);
+    pair_expect("dt_bwd ddt_raw (the bf16 dt_raw's values)", draw, 1e-6);
+    /* bf16 dt_raw and ddt_raw: ddt_raw the fp32 one rounded once, ddt_bias the sum of the fp32 values */
+    act drawb = act_fill(draw.n, 7.0f);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, drawb.d, dbias.d);
+    expect_rounded("dt_bwd ddt_raw (bf16 dt_raw and ddt_raw)", drawb.d, draw.d, draw.n);
     pair_expect("dt_bwd ddt_bias (bf16 dt_raw)", dbias, 1e-5);
+    float *got = m2_host_from(gpu, dbias.d, dbias.n), *wide = m2_host_from(gpu, dbias_wide, dbias.n);
+    m2_expect_close("dt_bwd ddt_bias (bf16 against fp32 ddt_raw)", got, wide, dbias.n, 1e-6);
+    free(got);
+    free(wide);
+    gpu->free(gpu, raw_wide);
+    gpu->free(gpu, dbias_wide);
+    act_free(&drawb);
     act_free(&raw);
     pair *ps[] = {&bias, &dt, &ddt, &draw, &dbias};
     for (int i = 0; i < 5; i++) pair_free(ps[i]);
@@ -166,8 +205,9 @@ static void test_dt(void **state)
 static void gated_case(int rows, int n, int G, int ld_z)
 {
     act y = act_uniform((size_t)rows * n, -2, 2, 60), z = act_uniform((size_t)rows * ld_z, -3, 3, 61);
+    act dout = act_uniform((size_t)rows * n, -1, 1, 63);
     pair w = pair_uniform(n, 0.5f, 1.5f, 62), out = pair_fill((size_t)rows * n, 0);
-    pair dout = pair_uniform((size_t)rows * n, -1, 1, 63), dy = pair_fill((size_t)rows * n, 0);
+    pair dy = pair_fill((size_t)rows * n, 0);
     pair dz = pair_fill((size_t)rows * ld_z, 7.0f), dw = pair_uniform(n, -1, 1, 64);
     cpu->gated_norm_fwd(cpu, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, out.h, M2_ACT_REAL);
     gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, out.d, M2_ACT_REAL);
@@ -176,27 +216,37 @@ static void gated_case(int rows, int n, int G, int ld_z)
     gpu->gated_norm_fwd(gpu, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, ob, M2_ACT_BF16);
     expect_rounded("gated_norm_fwd (bf16 output)", ob, out.d, out.n);
     gpu->free(gpu, ob);
-    cpu->gated_norm_bwd(cpu, dout.h, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h, NULL);
-    /* dy in bf16 (the SSD backward's input): the fp32 dy of the same values, rounded once */
-    float *yw = act_wide(&y), *zw = act_wide(&z), *dz_wide = gpu->alloc(gpu, dz.n * sizeof(float));
-    float *dw_wide = gpu->alloc(gpu, dw.n * sizeof(float)); /* dz and dw of this run are not compared */
+    cpu->gated_norm_bwd(cpu, dout.ref, y.ref, z.ref, ld_z, M2_ACT_REAL, w.h, rows, n, G, dy.h, dz.h, ld_z, dw.h, NULL);
+    /* fp32 dout, y, z holding the bf16 values: dy, dz and the recomputed output against the CPU and the forward */
+    float *doutw = act_wide(&dout), *yw = act_wide(&y), *zw = act_wide(&z);
+    float *dw_wide = gpu->alloc(gpu, dw.n * sizeof(float)); /* dw of this run is not compared */
+    float *outw = gpu->alloc(gpu, out.n * sizeof(float));
     gpu->memset0(gpu, dw_wide, dw.n * sizeof(float));
-    void *dyb = gpu->alloc(gpu, dy.n * 2);
-    gpu->gated_norm_bwd(gpu, dout.d, yw, zw, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz_wide, ld_z, dw_wide, NULL);
-    pair_expect("gated_norm_bwd dy (the bf16 y, z's values)", dy, 1e-5);
-    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dyb, dz.d, ld_z, dw.d, NULL);
-    expect_rounded("gated_norm_bwd dy (bf16 y, z and dy)", dyb, dy.d, dy.n);
+    gpu->gated_norm_bwd(gpu, doutw, yw, zw, ld_z, M2_ACT_REAL, w.d, rows, n, G, dy.d, dz.d, ld_z, dw_wide, outw);
+    pair_expect("gated_norm_bwd dy (the bf16 values)", dy, 1e-5);
+    pair_expect("gated_norm_bwd dz (the bf16 values)", dz, 1e-5);
+    /* everything in bf16: dy, dz (with its untouched columns) and the output, the fp32 ones rounded once; dw an
+     * fp32 sum */
+    void *dyb = gpu->alloc(gpu, dy.n * 2), *outb = gpu->alloc(gpu, out.n * 2);
+    act dzb = act_fill(dz.n, 7.0f);
+    gpu->gated_norm_bwd(gpu, dout.d, y.d, z.d, ld_z, M2_ACT_BF16, w.d, rows, n, G, dyb, dzb.d, ld_z, dw.d, outb);
+    expect_rounded("gated_norm_bwd dy (bf16)", dyb, dy.d, dy.n);
+    expect_rounded("gated_norm_bwd dz (bf16)", dzb.d, dz.d, dz.n);
+    expect_rounded("gated_norm_bwd out (bf16)", outb, outw, out.n);
+    pair_expect("gated_norm_bwd dw (bf16 dout, y, z)", dw, 1e-5);
     gpu->free(gpu, dyb);
+    gpu->free(gpu, outb);
+    gpu->free(gpu, doutw);
     gpu->free(gpu, yw);
     gpu->free(gpu, zw);
-    gpu->free(gpu, dz_wide);
     gpu->free(gpu, dw_wide);
-    pair_expect("gated_norm_bwd dz (bf16 y, z)", dz, 1e-5);
-    pair_expect("gated_norm_bwd dw (bf16 y, z)", dw, 1e-5);
+    gpu->free(gpu, outw);
+    act_free(&dzb);
+    act_free(&dout);
     act_free(&y);
     act_free(&z);
-    pair *ps[] = {&w, &out, &dout, &dy, &dz, &dw};
-    for (int i = 0; i < 6; i++) pair_free(ps[i]);
+    pair *ps[] = {&w, &out, &dy, &dz, &dw};
+    for (int i = 0; i < 5; i++) pair_free(ps[i]);
 }
 
 static void test_gated_norm(void **state)
@@ -210,15 +260,31 @@ static void test_rmsnorm_out(void **state)
 {
     const int rows = 70, n = 200;
     pair x = pair_uniform((size_t)rows * n, -2, 2, 30), w = pair_uniform(n, 0.5f, 1.5f, 31);
-    pair y = pair_fill((size_t)rows * n, 0);
+    pair y = pair_fill((size_t)rows * n, 0), dy = pair_uniform((size_t)rows * n, -1, 1, 32);
+    pair dx = pair_uniform((size_t)rows * n, -1, 1, 33), dw = pair_uniform(n, -1, 1, 34);
     void *yb = gpu->alloc(gpu, (size_t)rows * n * 2);
     gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, y.d, M2_ACT_REAL);
     gpu->rmsnorm_fwd(gpu, x.d, NULL, w.d, rows, n, yb, M2_ACT_BF16);
     expect_rounded("rmsnorm_fwd (bf16 output)", yb, y.d, y.n);
+    /* the backward's recomputed output and copy of dx (after the add): in fp32, then in bf16 from the same start */
+    float *dx2 = m2_dev_from(gpu, dx.h, dx.n), *dw2 = m2_dev_from(gpu, dw.h, dw.n);
+    float *yw = gpu->alloc(gpu, y.n * sizeof(float)), *dxw = gpu->alloc(gpu, y.n * sizeof(float));
+    void *dxb = gpu->alloc(gpu, y.n * 2);
+    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx2, dw2, yw, dxw, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
+    expect_rounded("rmsnorm_bwd y (bf16)", yb, yw, y.n);
+    expect_rounded("rmsnorm_bwd dx_act (bf16)", dxb, dxw, y.n);
+    pair_expect("rmsnorm_bwd dx (bf16 outputs)", dx, 1e-5);
+    pair_expect("rmsnorm_bwd dw (bf16 outputs)", dw, 1e-5);
     gpu->free(gpu, yb);
-    pair_free(&x);
-    pair_free(&w);
-    pair_free(&y);
+    gpu->free(gpu, dxb);
+    gpu->free(gpu, dx2);
+    gpu->free(gpu, dw2);
+    gpu->free(gpu, yw);
+    gpu->free(gpu, dxw);
+    pair *ps[] = {&x, &w, &y, &dy, &dx, &dw};
+    for (int i = 0; i < 6; i++) pair_free(ps[i]);
 }
 
 /* C [m,n] = A [m,k] B^T (B stored [n,k]), the in_proj's shape, on bf16 operands */
