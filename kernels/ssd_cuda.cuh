@@ -26,8 +26,9 @@
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
  *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
- *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
- *            dCoff and dBst themselves never reach memory)
+ *            rOff [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C per column tile, ssd_cuda_bwd.cu; dCoff itself
+ *            never reaches memory), rSt [B*nc*H][Q][ceil(P/64)] (dBst.B, as row sums of x times dx's state part per
+ *            column tile of dx, formed by dx's product: dBst itself is never formed)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -48,6 +49,8 @@ bool ssd_keep_states();
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
 static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
+/* over a head's P channels (dx's columns) */
+static inline size_t ssd_head_tiles(const m2_ssd_shape *s) { return (size_t)(s->P + m2tile::BN - 1) / m2tile::BN; }
 /* and over a chunk's positions */
 static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
 
@@ -75,7 +78,7 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.pD = L.pA + ssd_round(heads);
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
-    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
+    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_head_tiles(s));
     return L;
 }
 
