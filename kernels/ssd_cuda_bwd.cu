@@ -55,21 +55,33 @@ template <class TX> struct ssd_dsoff_op {
     __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
 };
 
-/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ---- */
-__global__ void ssd_pass_bwd_kernel(ssd_args s)
+/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
+ * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each warp sums
+ * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
+ * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
+ * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). */
+__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args s)
 {
     const size_t PN = (size_t)s.P * s.N;
-    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
-    {
-        const size_t pn = i % PN;
-        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
-        float run = 0.0f; /* dS_{c+1} */
-        for (int c = s.nc - 1; c >= 0; c--) {
-            const int zh = (b * s.nc + c) * s.H + h;
-            const float off = s.dS_of(zh)[pn];
+    const int qn = (int)((PN + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS), q = blockIdx.x % qn, bh = blockIdx.x / qn;
+    const int b = bh / s.H, h = bh % s.H, wn = ssd_state_warps(s.P, s.N);
+    const size_t pn = (size_t)q * M2_CUDA_THREADS + threadIdx.x;
+    const int w = (int)(pn / 32);
+    const bool in = pn < PN, lead = threadIdx.x % 32 == 0 && w < wn;
+    float run = 0.0f; /* dS_{c+1} */
+    for (int c = s.nc - 1; c >= 0; c--) {
+        const int zh = (b * s.nc + c) * s.H + h;
+        float off = 0.0f, st = 0.0f;
+        if (in) {
+            off = s.dS_of(zh)[pn];
             s.dS_of(zh)[pn] = run;
-            run = off + s.dexp(s.a_last(zh)) * run;
+            st = s.S_of(zh)[pn];
         }
+        float part = run * st;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+        if (lead) s.pSd[(size_t)zh * wn + w] = part;
+        run = off + s.dexp(s.a_last(zh)) * run;
     }
 }
 
@@ -334,15 +346,16 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     float *da = sm, *direct = sm + s.Q;
     const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, L = s.len(bc);
     const int tid = threadIdx.x;
-    const size_t PN = (size_t)s.P * s.N;
     const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN, qtiles = (s.Q + m2tile::BN - 1) / m2tile::BN;
     const float *rMq = s.rMq + (size_t)zh * s.Q * qtiles, *cMq = s.cMq + (size_t)zh * s.Q * qtiles;
     const int ptiles = (s.P + m2tile::BN - 1) / m2tile::BN; /* rSt: per column tile of dx (ssd_dx_op, tap) */
     const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * ptiles;
 
-    /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
+    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's per-warp partials, and this
+     * chunk's share of dD */
     float ps = 0.0f;
-    for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
+    const int wn = ssd_state_warps(s.P, s.N);
+    for (int w = tid; w < wn; w += blockDim.x) ps += s.pSd[(size_t)zh * wn + w];
     ps = m2_block_sum(ps, red);
     float dd = 0.0f; /* this chunk's dy.x, from the dCB product's diagonal tiles (ssd_cuda_dcb.cu), in order */
     for (int tm = 0; tm <= (L - 1) / m2tile::BM; tm++) dd += s.pDd[(size_t)zh * qtiles + tm];
@@ -403,7 +416,6 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
 {
     cudaStream_t st = c->stream;
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
-    const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
     ssd_compute_tables(c, a);
     if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
@@ -413,7 +425,8 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
     }
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
-    ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
+    const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
+    ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_tile_gemm(c, ssd_dx_op<TX>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
     ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
