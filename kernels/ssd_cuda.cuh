@@ -26,8 +26,10 @@
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
  *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
- *            rOff, rSt [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C and dBst.B per column tile, ssd_cuda_bwd.cu;
- *            dCoff and dBst themselves never reach memory)
+ *            rOff [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C per column tile, ssd_cuda_bwd.cu; dCoff itself
+ *            never reaches memory), rSt [B*nc*H][Q][ceil(P/64)] (dBst.B, as row sums of x times dx's state part per
+ *            column tile of dx, formed by dx's product: dBst itself is never formed),
+ *            pSd [B*nc*H][ceil(P*N/32)] (partials of <dSt_c, S_c> per warp of the reverse state passing)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -39,7 +41,7 @@
 typedef struct {
     int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
     size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
-    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, pDd, dCBw, dS, pA, pD, rOff, rSt, scratch_total; /* in the scratch */
+    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, pDd, dCBw, dS, pA, pD, rOff, rSt, pSd, scratch_total; /* scratch */
 } ssd_layout;
 
 /* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
@@ -48,8 +50,12 @@ bool ssd_keep_states();
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
 static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s->N + m2tile::BN - 1) / m2tile::BN; }
+/* over a head's P channels (dx's columns) */
+static inline size_t ssd_head_tiles(const m2_ssd_shape *s) { return (size_t)(s->P + m2tile::BN - 1) / m2tile::BN; }
 /* and over a chunk's positions */
 static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
+/* the warps' groups of 32 state entries of a head (the reverse state passing's partials, ssd_cuda_bwd.cu) */
+__host__ __device__ inline int ssd_state_warps(int P, int N) { return (P * N + 31) / 32; }
 
 static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
 {
@@ -75,7 +81,8 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
     L.pD = L.pA + ssd_round(heads);
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
-    L.scratch_total = L.rSt + ssd_round(heads * Q * ssd_state_tiles(s));
+    L.pSd = L.rSt + ssd_round(heads * Q * ssd_head_tiles(s));
+    L.scratch_total = L.pSd + ssd_round(heads * (size_t)ssd_state_warps(s->P, s->N));
     return L;
 }
 
@@ -188,7 +195,7 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *dt, *A, *Dsk;
     float *dx, *ddt, *dBm, *dCm;
-    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt;
+    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -310,6 +317,7 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->pD = scratch + L->pD;
     a->rOff = scratch + L->rOff;
     a->rSt = scratch + L->rSt;
+    a->pSd = scratch + L->pSd;
 }
 
 /* The per-(head, position) decays that the products read for every row or column of every tile, computed once

@@ -16,6 +16,8 @@
  *   a_i = A sum_{k<=i} dt_k, so with rc_i = sum_{l>=i} d(loss)/d a_l:   ddt_i = direct_i + A rc_i,
  *   dA += sum_i dt_i rc_i;   dD += sum dy . x.
  * dA and dD are per-(b, c, h) partials reduced over (b, c) in a fixed order: no atomics anywhere.
+ * B_i . dBst_i = sum_p x_i[p] (e^{a_last-a_i} dSt_c B_i)[p], x_i times dx's state part over dt_i: dx's product forms
+ * it from its accumulators (ssd_dx_op, tap), so dBst itself is never formed.
  *
  * Buffers: dS holds dSoff, then (after the reverse pass) dSt. The tail chunk needs no special case: its length
  * bounds every loop, and its dSt is 0. */
@@ -53,21 +55,33 @@ template <class TX> struct ssd_dsoff_op {
     __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
 };
 
-/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ---- */
-__global__ void ssd_pass_bwd_kernel(ssd_args s)
+/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
+ * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each warp sums
+ * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
+ * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
+ * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). */
+__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args s)
 {
     const size_t PN = (size_t)s.P * s.N;
-    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
-    {
-        const size_t pn = i % PN;
-        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
-        float run = 0.0f; /* dS_{c+1} */
-        for (int c = s.nc - 1; c >= 0; c--) {
-            const int zh = (b * s.nc + c) * s.H + h;
-            const float off = s.dS_of(zh)[pn];
+    const int qn = (int)((PN + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS), q = blockIdx.x % qn, bh = blockIdx.x / qn;
+    const int b = bh / s.H, h = bh % s.H, wn = ssd_state_warps(s.P, s.N);
+    const size_t pn = (size_t)q * M2_CUDA_THREADS + threadIdx.x;
+    const int w = (int)(pn / 32);
+    const bool in = pn < PN, lead = threadIdx.x % 32 == 0 && w < wn;
+    float run = 0.0f; /* dS_{c+1} */
+    for (int c = s.nc - 1; c >= 0; c--) {
+        const int zh = (b * s.nc + c) * s.H + h;
+        float off = 0.0f, st = 0.0f;
+        if (in) {
+            off = s.dS_of(zh)[pn];
             s.dS_of(zh)[pn] = run;
-            run = off + s.dexp(s.a_last(zh)) * run;
+            st = s.S_of(zh)[pn];
         }
+        float part = run * st;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+        if (lead) s.pSd[(size_t)zh * wn + w] = part;
+        run = off + s.dexp(s.a_last(zh)) * run;
     }
 }
 
@@ -128,9 +142,11 @@ template <class TX> struct ssd_dx_op {
         __device__ float b(int k, int p) const { return w(k) * dy(k, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - k0], dy.row4(k, p)); }
     };
-    /* the state part B_s[n] . e^{a_last-a_r} dSt[p][n] (n = k - Lc; B's and dSt's rows contiguous along k) */
+    /* the state part B_s[n] . e^{a_last-a_r} dSt[p][n] (n = k - Lc; B's and dSt's rows contiguous along k); tapped:
+     * its loop runs first (view below), so the row_scaled accumulators then hold it alone, and tap_term and
+     * tap_store form rSt from them */
     struct state_view {
-        static constexpr bool row_scaled = true, a_kfast = true, b_jfast = false;
+        static constexpr bool row_scaled = true, tapped = true, a_kfast = true, b_jfast = false;
         int k0;
         float w; /* e^{a_last-a_r} */
         ssd_mat_t<TX> Bg;
@@ -140,10 +156,11 @@ template <class TX> struct ssd_dx_op {
         __device__ float b(int k, int p) const { return w * dSt(p, k - k0); }
         __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, dSt.row4(p, k - k0)); }
     };
-    /* the tile's own outputs, the later ones, then the state (tile_gemm.cuh, split): each loop holds one kind of
-     * operand, with the head's rows and arrays located once per block */
+    /* the state, then the tile's own outputs and the later ones (tile_gemm.cuh, split; the state's k are the last,
+     * its loop the first): each loop holds one kind of operand, with the head's rows and arrays located once per
+     * block */
     using chunk_parts = m2tile::split_view<own_view, later_view>;
-    using view = m2tile::split_view<chunk_parts, state_view>;
+    using view = m2tile::split_view_hi_first<chunk_parts, state_view>;
     static constexpr int shared_floats = SSD_OWN_FLOATS + SSD_KTAB_FLOATS;
     __device__ view bind(int zh, const m2tile::span &t, float *sh) const
     {
@@ -155,8 +172,22 @@ template <class TX> struct ssd_dx_op {
         later_view later{s.Q, t.i1, ar, acs, CB, nullptr, dy};
         later.wt = ssd_k_factors(t.i1, Lc, sh + SSD_OWN_FLOATS, [&](int k) { return later.w(k); });
         return view{
-            Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
-            state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}}};
+            {Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
+             state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}}}};
+    }
+    /* The B gradient's row sums through the state (the scalars' B_s . dBst_s), from the state part's accumulators
+     * T[s][p] = sum_n B_s[n] e^{a_last-a_r} dSt[p][n]: B_s . dBst_s = sum_n B_s[n] e^{a_last-a_s} sum_p x_s[p]
+     * dSt[p][n] = e^{a_r-a_s} sum_p x_s[p] T[s][p], one partial per column tile of dx at rSt[zh][s][tn] (the scalars
+     * add them); the separate product over [Lc][N] that formed it before is gone. */
+    __device__ float tap_term(const m2tile::span &t, int si, int p, float acc) const
+    {
+        return s.xv(t.z / s.H, si, t.z % s.H, p) * acc;
+    }
+    __device__ void tap_store(const m2tile::span &t, int si, float sum) const
+    {
+        const float *acs = s.acs + (size_t)t.z * s.Q;
+        const int tiles = (s.P + m2tile::BN - 1) / m2tile::BN;
+        s.rSt[((size_t)t.z * s.Q + si) * tiles + t.j0 / m2tile::BN] = ssd_args::dexp(acs[t.i1 - 1] - acs[si]) * sum;
     }
     /* e^{a_r-a_s} dt_s, the row_scaled views' factor */
     __device__ float row_scale(int zh, const m2tile::span &t, int si) const
@@ -171,7 +202,7 @@ template <class TX> struct ssd_dx_op {
     }
 };
 
-/* The shape of the two products through the state: a chunk's rows x the N states, summed over the P channels. */
+/* The shape of the product through the state (dCoff): a chunk's rows x the N states, summed over the P channels. */
 template <class TX> struct ssd_rows_by_states {
     ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = true;
@@ -189,9 +220,9 @@ template <class TX> struct ssd_rows_by_states {
     }
 };
 
-/* The row sums the scalars need from the two products through the state, sum_n value[l][n] . M_l[n] with M = C or
- * B (tile_gemm.cuh, row_term), one partial per column tile at r[zh][l][tn]: the scalars kernel reads these instead
- * of the [Q][N] results. */
+/* The row sums the scalars need from the product through the state, sum_n dCoff[l][n] . C_l[n] (tile_gemm.cuh,
+ * row_term), one partial per column tile at r[zh][l][tn]: the scalars kernel reads these instead of the [Q][N]
+ * result. (B's counterpart, B_s . dBst_s, is formed by dx's product: ssd_dx_op's tap.) */
 __device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int zh, int l, int tn, float sum)
 {
     const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN;
@@ -212,22 +243,6 @@ template <class TX> struct ssd_dcoff_op : ssd_rows_by_states<TX> {
         return s.Cv(zh / s.H, l, zh % s.H / s.hpg, n) * (s.eA[(size_t)zh * s.Q + l] * acc);
     }
     __device__ void row_store(int zh, int l, int tn, float sum) const { ssd_row_partial(s, s.rOff, zh, l, tn, sum); }
-};
-
-/* ---- the row sums of dBst[zh][s][n] = e^{a_last-a_s} sum_p x_s[p] dSt_c[p][n] with B_s (dBst is never stored: dB
- * sums dt_s dBst over the group's heads inside its own product) ---- */
-template <class TX> struct ssd_dbst_op : ssd_rows_by_states<TX> {
-    using ssd_rows_by_states<TX>::s;
-    __device__ ssd_plain_view<TX, float> bind(int zh) const
-    {
-        return ssd_plain_view<TX, float>{s.x_of(zh / s.H, zh % s.H), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}};
-    }
-    __device__ void store(int zh, int si, int n, float acc) const {}
-    __device__ float row_term(int zh, int si, int n, float acc) const
-    {
-        return s.Bv(zh / s.H, si, zh % s.H / s.hpg, n) * (s.dexp(s.a_last(zh) - s.a_at(zh, si)) * acc);
-    }
-    __device__ void row_store(int zh, int si, int tn, float sum) const { ssd_row_partial(s, s.rSt, zh, si, tn, sum); }
 };
 
 /* dCBw (UPPER: its transpose) as the A operand of the k from k0 on, zero where s > l: A(i, k - k0) for k - k0 <= i
@@ -331,14 +346,16 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     float *da = sm, *direct = sm + s.Q;
     const int zh = blockIdx.x, bc = zh / s.H, h = zh % s.H, L = s.len(bc);
     const int tid = threadIdx.x;
-    const size_t PN = (size_t)s.P * s.N;
     const int tiles = (s.N + m2tile::BN - 1) / m2tile::BN, qtiles = (s.Q + m2tile::BN - 1) / m2tile::BN;
     const float *rMq = s.rMq + (size_t)zh * s.Q * qtiles, *cMq = s.cMq + (size_t)zh * s.Q * qtiles;
-    const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * tiles;
+    const int ptiles = (s.P + m2tile::BN - 1) / m2tile::BN; /* rSt: per column tile of dx (ssd_dx_op, tap) */
+    const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * ptiles;
 
-    /* <dSt_c, S_c> (the state passing's decay gradient) and this chunk's share of dD */
+    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's per-warp partials, and this
+     * chunk's share of dD */
     float ps = 0.0f;
-    for (size_t i = tid; i < PN; i += blockDim.x) ps += s.dS_of(zh)[i] * s.S_of(zh)[i];
+    const int wn = ssd_state_warps(s.P, s.N);
+    for (int w = tid; w < wn; w += blockDim.x) ps += s.pSd[(size_t)zh * wn + w];
     ps = m2_block_sum(ps, red);
     float dd = 0.0f; /* this chunk's dy.x, from the dCB product's diagonal tiles (ssd_cuda_dcb.cu), in order */
     for (int tm = 0; tm <= (L - 1) / m2tile::BM; tm++) dd += s.pDd[(size_t)zh * qtiles + tm];
@@ -350,10 +367,9 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
         /* sum_{j<=i} Mq[i][j] dt_j and sum_{l>=i} Mq[l][i], from the tiles that hold them (ssd_cuda_dcb.cu) */
         for (int tn = 0; tn <= i / m2tile::BN; tn++) rowsum += rMq[(size_t)i * qtiles + tn];
         for (int tm = i / m2tile::BM; tm <= (L - 1) / m2tile::BM; tm++) colsum += cMq[(size_t)i * qtiles + tm];
-        for (int tn = 0; tn < tiles; tn++) { /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
-            off += rOff[(size_t)i * tiles + tn];
-            stp += rSt[(size_t)i * tiles + tn];
-        }
+        /* C_i . dCoff_i and B_i . dBst_i, from the products' row sums */
+        for (int tn = 0; tn < tiles; tn++) off += rOff[(size_t)i * tiles + tn];
+        for (int tn = 0; tn < ptiles; tn++) stp += rSt[(size_t)i * ptiles + tn];
         da[i] = rowsum - colsum * dti + off - dti * stp;
         direct[i] = colsum + stp;
         stsum += dti * stp;
@@ -400,7 +416,6 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
 {
     cudaStream_t st = c->stream;
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
-    const size_t state_n = (size_t)a.B * a.H * a.P * a.N;
 
     ssd_compute_tables(c, a);
     if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
@@ -410,12 +425,12 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
     }
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
-    ssd_pass_bwd_kernel<<<m2_cuda_blocks(state_n), M2_CUDA_THREADS, 0, st>>>(a);
+    const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
+    ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_tile_gemm(c, ssd_dx_op<TX>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
     ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
     m2_tile_gemm(c, ssd_dcoff_op<TX>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
-    m2_tile_gemm(c, ssd_dbst_op<TX>{{a}}, heads, a.Q, a.N, "ssd_bwd (dB through the state)");
     m2_tile_gemm(c, ssd_dc_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
     m2_tile_gemm(c, ssd_db_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);

@@ -55,6 +55,7 @@
  *                        a multiple of the K step and of the tile's start, the k steps are the same as in one loop,
  *                        and so is the result, bitwise. lo and hi may be split again, or parted (parts(),
  *                        part_len(), part(q, k0): over_parts below); a view may set its own a_kfast and b_jfast.
+ *                        split_view_hi_first: the same, with hi's loop before lo's.
  *   a view with row_scaled = true, and the Op's float row_scale(int z, const span &t, int i): the products of that
  *                        view's k are accumulated apart and multiplied by row_scale(z, t, i) once, in the epilogue:
  *                        C(i, j) = (sum over the other views) + row_scale(i) (sum over the row_scaled views). A
@@ -65,6 +66,12 @@
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
  *                        each compiled kernel has one k loop per operand kind (tools/sass_report.py prices it)
+ *   a view with tapped = true, and the Op's float tap_term(const span &t, int i, int j, float acc) and
+ *                        void tap_store(const span &t, int i, float sum): right after that view's loop, the sum over
+ *                        the tile's columns of tap_term for each row i, in column order, of the accumulators of the
+ *                        view's set (row_scaled or not, before any row_scale), handed to tap_store: a row reduction
+ *                        of that view's products alone when its loop is the first of its set (split_view_hi_first
+ *                        may order the loops so), formed on chip instead of by a product of its own
  *   static constexpr bool lower_tiles;  like lower_only for the tiles wholly above the diagonal (neither computed
  *                        nor stored), but the diagonal tiles are stored whole: readers' 16-byte loads may cover
  *                        their upper triangle (masked after the load), so it must be written memory */
@@ -94,6 +101,11 @@ template <class Lo, class Hi> struct split_view {
     Lo lo;
     Hi hi;
     __device__ int split() const { return at; }
+};
+/* The same split with hi's loop run before lo's (the k themselves unchanged): a view whose products must reach its
+ * accumulators first, e.g. a tapped one (file comment). */
+template <class Lo, class Hi> struct split_view_hi_first : split_view<Lo, Hi> {
+    static constexpr bool hi_first = true;
 };
 
 /* How the operands reach shared memory, per path: the element type and the rounding applied on the way. */
@@ -304,6 +316,15 @@ template <class Op> constexpr bool has_row_scale()
 {
     return requires(const Op &op, const span &t) { op.row_scale(0, t, 0); };
 }
+/* Whether the accumulators of a view's set are handed to the Op's tap_term and tap_store after its loop (file
+ * comment). */
+template <class V> constexpr bool tapped()
+{
+    if constexpr (requires { V::tapped; })
+        return V::tapped;
+    else
+        return false;
+}
 /* The accumulators of a view: the row_scaled ones or the others. */
 template <class V, class A> __device__ __forceinline__ A &acc_of(A &plain, A &scaled)
 {
@@ -509,8 +530,13 @@ template <class V, class F> __device__ __forceinline__ void over_view(const V &v
 {
     if constexpr (requires { v.split(); }) {
         const int at = v.split();
-        over_view(v.lo, base, kb, min(ke, at), acc_k);
-        over_view(v.hi, at, max(kb, at), ke, acc_k);
+        if constexpr (requires { V::hi_first; }) {
+            over_view(v.hi, at, max(kb, at), ke, acc_k);
+            over_view(v.lo, base, kb, min(ke, at), acc_k);
+        } else {
+            over_view(v.lo, base, kb, min(ke, at), acc_k);
+            over_view(v.hi, at, max(kb, at), ke, acc_k);
+        }
     } else {
         over_parts(v, base, kb, ke, acc_k);
     }
@@ -532,6 +558,24 @@ template <class Op> __device__ void row_sums(const Op &op, const span &t, const 
         for (int j = t.j0; j < t.j1; j++) sum += op.row_term(t.z, i, j, c[r * ldc + (j - t.j0)]);
         op.row_store(t.z, i, t.j0 / BN, sum);
     }
+}
+
+/* The tap of a tapped view (file comment): the row sums of tap_term over the block's tile c[(i - i0) * ldc + (j - j0)]
+ * (shared memory, complete: after a barrier), in column order, handed to tap_store. */
+template <class Op> __device__ void tap_sums(const Op &op, const span &t, const float *c, int ldc)
+{
+    const int r = threadIdx.x, i = t.i0 + r;
+    if (r >= BM || i >= t.i1) return;
+    float sum = 0.0f;
+    for (int j = t.j0; j < t.j1; j++) sum += op.tap_term(t, i, j, c[r * ldc + (j - t.j0)]);
+    op.tap_store(t, i, sum);
+}
+/* The CUDA-core path's tile for the taps (the tensor cores' reuse their operand tiles' memory). */
+constexpr int TAP_LD = BN + 1;
+template <class Op> __device__ __forceinline__ float *tap_shared()
+{
+    __shared__ float tile[BM * TAP_LD];
+    return tile;
 }
 } // namespace m2tile
 
@@ -574,6 +618,16 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
                 __syncthreads();
             }
         });
+        if constexpr (tapped<std::decay_t<decltype(v)>>()) {
+            float *tc = tap_shared<Op>();
+#pragma unroll
+            for (int r = 0; r < SUB; r++)
+#pragma unroll
+                for (int c = 0; c < SUB; c++) tc[(ty + 16 * r) * TAP_LD + tx + 16 * c] = dst[r][c];
+            __syncthreads();
+            tap_sums(op, t, tc, TAP_LD);
+            __syncthreads();
+        }
     });
     if constexpr (has_row_scale<Op>()) {
 #pragma unroll
@@ -669,6 +723,14 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             }
         });
+        if constexpr (tapped<std::decay_t<decltype(v)>>()) { /* the operand tiles are free between the loops */
+#pragma unroll
+            for (int f = 0; f < FRAGS; f++)
+                wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, dst[f], LDC, wmma::mem_row_major);
+            __syncthreads();
+            tap_sums(op, t, sm.c, LDC);
+            __syncthreads(); /* before the next loop's operands overwrite sm.c */
+        }
     });
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     float scaled[SUB][SUB]; /* the row_scaled views' sums times row_scale, at this thread's elements */
