@@ -25,18 +25,19 @@
 
 enum { MAXREC = 64 };
 
-/* the record whose name starts with `name` (fails the test when there is none) */
-static m2emu_kernel_count find(const char *name)
+/* the record named `name`, exactly or (exact 0) by the start of its name; fails the test when there is none */
+static m2emu_kernel_count find_record(const char *name, int exact)
 {
     m2emu_kernel_count r[MAXREC];
     const int n = m2emu_counters_get(r, MAXREC);
     for (int i = 0; i < n && i < MAXREC; i++)
-        if (!strncmp(r[i].name, name, strlen(name))) return r[i];
+        if (exact ? !strcmp(r[i].name, name) : !strncmp(r[i].name, name, strlen(name))) return r[i];
     fail_msg("no launch named %s among %d", name, n);
     m2emu_kernel_count none;
     memset(&none, 0, sizeof none);
     return none;
 }
+static m2emu_kernel_count find(const char *name) { return find_record(name, 0); }
 
 static void test_counts_bytes(void **state)
 {
@@ -155,19 +156,6 @@ static void test_bf16_storage(void **state)
     free(h);
 }
 
-/* the record named exactly `name` (fails the test when there is none) */
-static m2emu_kernel_count find_exact(const char *name)
-{
-    m2emu_kernel_count r[MAXREC];
-    const int n = m2emu_counters_get(r, MAXREC);
-    for (int i = 0; i < n && i < MAXREC; i++)
-        if (!strcmp(r[i].name, name)) return r[i];
-    fail_msg("no launch named %s among %d", name, n);
-    m2emu_kernel_count none;
-    memset(&none, 0, sizeof none);
-    return none;
-}
-
 /* The backward's activation outputs in bf16 (docs/MODEL.md §8): each op run on fp32 and on bf16 buffers, the bytes
  * its main kernel writes fall by 2 per element of every activation output (the fp32 weight partials unchanged) and
  * the bytes it reads by 2 per element of every activation input. */
@@ -197,7 +185,7 @@ static void test_bf16_backward(void **state)
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
         g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
         for (int k = 0; k < 4; k++) {
-            const m2emu_kernel_count c = find_exact(names[k]);
+            const m2emu_kernel_count c = find_record(names[k], 1);
             wr[k][t] = c.write_distinct;
             rd[k][t] = c.read_distinct;
         }
