@@ -175,7 +175,8 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
         wmma::fragment<wmma::accumulator, 16, 16, Prec::WK, float> acc[FRAGS];
 #pragma unroll
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
-        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+        for (int k0 = t.kb; ONE || k0 < t.ke; k0 += S::KB) { /* ONE: the step even where kb >= ke (ke = P = 0,
+                                                               all loads masked: a zero tile, as without it) */
             load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
 #pragma unroll
