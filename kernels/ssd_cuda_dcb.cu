@@ -60,6 +60,10 @@ template <class Prec> constexpr int pad()
     else
         return Prec::PAD;
 }
+/* Four floats that one 16-byte shared-memory load reads (the epilogue's per-thread decay values, below). */
+struct alignas(16) quad {
+    float v[4];
+};
 template <class Prec> struct smem {
     typedef typename Prec::elem T;
     /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
@@ -74,8 +78,10 @@ template <class Prec> struct smem {
     } u;
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
-     * 16x16 blocks; dt per column */
-    float rowf[BM], colw[BM / 16][BN], arow[BM], acol[BN], dtcol[BN];
+     * 16x16 blocks; dt per column. Laid out for the epilogue's threads: the values of rows ty + 16r (r = 0..3) at
+     * [ty], of columns tx + 16c at [tx] (colw: [tx][r], c = 0..3), each thread's four in one 16-byte load instead
+     * of four (colw's rows of 5 quads: the 16 lanes' loads of one r fall in distinct banks). */
+    quad rowf[16], arow[16], acol[16], dtcol[16], colw[16][BM / 16 + 1];
     float colbuf[WARPS][BN]; /* the warps' column sums */
     float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
 };
@@ -207,14 +213,14 @@ template <class S> __device__ __forceinline__ void decays(const ssd_args &s, con
     const float *acs = s.acs + (size_t)zh * s.Q;
     const int si = min(t.j0 + c, s.Q - 1);
     static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
-    sm.colw[r][c] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
+    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
     if (tid < BM) {
         const float al = acs[min(t.i0 + tid, s.Q - 1)];
-        sm.arow[tid] = al;
-        sm.rowf[tid] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
+        sm.arow[tid % 16].v[tid / 16] = al;
+        sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
     } else if (tid < BM + BN) {
-        sm.acol[c] = acs[si];
-        sm.dtcol[c] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
+        sm.acol[c % 16].v[c / 16] = acs[si];
+        sm.dtcol[c % 16].v[c / 16] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
     }
 }
 
@@ -250,22 +256,25 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         float dd = 0.0f;
         product<Prec, V4, ONE>(v, t, sm, dd);
         float rp[SUB] = {}, cp[SUB] = {};
+        const quad rowf = sm.rowf[ty], arow = sm.arow[ty], acol = sm.acol[tx], dtcol = sm.dtcol[tx];
 #pragma unroll
-        for (int r = 0; r < SUB; r++)
+        for (int r = 0; r < SUB; r++) {
+            const quad colw = sm.colw[tx][r];
 #pragma unroll
             for (int c = 0; c < SUB; c++) {
                 const int li = ty + 16 * r, sj = tx + 16 * c;
                 /* row block r of the tile is after column block c, except for c = r on a diagonal tile: the exact
                  * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
                  * nothing is stored or summed) */
-                const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
-                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = cbr[r][c];
+                const float dec = r == c ? ssd_args::dexp(arow.v[r] - acol.v[c]) : rowf.v[r] * colw.v[c];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * dtcol.v[c], cb = cbr[r][c];
                 keep[r][c] += Edt; /* finite everywhere; 0 is written above the diagonal */
                 if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
                     if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
+        }
         /* Row sums over the tile's 64 columns (the 16 threads of a row are 16 consecutive lanes) and column sums
          * over its 64 rows (the two rows of a warp, then the 8 warps through shared memory), as reduce-scatters: each
          * exchange hands the partner the half of the sums the partner keeps (an add per sum, a select per value), 8
