@@ -206,21 +206,31 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
     __syncthreads();
 }
 
-/* Head zh's decay factors and dt for the tile (read after the product's barriers). */
-template <class S> __device__ __forceinline__ void decays(const ssd_args &s, const span &t, int zh, S &sm)
+/* The positions in a head's cumsums (and dt) that decays reads for this thread: the same for every head of the
+ * block, so formed once, before the loop over the heads. */
+struct decay_at {
+    int rb, col, row, rowb; /* row block r's first row, column c, row tid and its row block's first (tid < BM) */
+};
+__device__ __forceinline__ decay_at decay_index(const ssd_args &s, const span &t)
+{
+    const int tid = threadIdx.x, c = tid % BN, r = tid / BN, last = s.Q - 1;
+    return decay_at{min(t.i0 + 16 * r, last), min(t.j0 + c, last), min(t.i0 + tid, last),
+                    min(t.i0 + tid / 16 * 16, last)};
+}
+
+/* A head's decay factors and dt for the tile, from its cumsums acs and its dt (read after the product's barriers). */
+template <class S> __device__ __forceinline__ void decays(const float *acs, const float *dtc, const decay_at &at, S &sm)
 {
     const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
-    const float *acs = s.acs + (size_t)zh * s.Q;
-    const int si = min(t.j0 + c, s.Q - 1);
     static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
-    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
+    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(acs[at.rb] - acs[at.col]);
     if (tid < BM) {
-        const float al = acs[min(t.i0 + tid, s.Q - 1)];
+        const float al = acs[at.row];
         sm.arow[tid % 16].v[tid / 16] = al;
-        sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
+        sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(al - acs[at.rowb]);
     } else if (tid < BM + BN) {
-        sm.acol[c % 16].v[c / 16] = acs[si];
-        sm.dtcol[c % 16].v[c / 16] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
+        sm.acol[c % 16].v[c / 16] = acs[at.col];
+        sm.dtcol[c % 16].v[c / 16] = dtc[at.col]; /* 0 past the chunk's end */
     }
 }
 
@@ -250,9 +260,16 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
 #pragma unroll
         for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
     typename Op::view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
-    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P)) {
-        const int zh = bc * s.H + g * s.hpg + q;
-        decays(s, t, zh, sm);
+    /* the reads and writes of every head at the same offsets from the head's base pointers, formed once: per head
+     * only the base pointers move (by a head's Q, Q tiles_q or tiles_q floats) */
+    const decay_at at = decay_index(s, t);
+    const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn, coff = (t.j0 + tid) * tiles_q + tm;
+    const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
+    const float *acs = s.acs + zh0 * s.Q, *dtc = s.dtc + zh0 * s.Q;
+    float *rMq = s.rMq + zh0 * QT, *cMq = s.cMq + zh0 * QT, *pDd = s.pDd + zh0 * tiles_q + tm;
+    for (int q = 0; q < s.hpg;
+         q++, v = Op::next(v, s.P), acs += s.Q, dtc += s.Q, rMq += QT, cMq += QT, pDd += tiles_q) {
+        decays(acs, dtc, at, sm);
         float dd = 0.0f;
         product<Prec, V4, ONE>(v, t, sm, dd);
         float rp[SUB] = {}, cp[SUB] = {};
@@ -297,19 +314,19 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         }
         if (tx % 4 == 0) {
             const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
-            if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rsum;
+            if (l < t.i1) rMq[roff] = rsum;
         }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
         if (tid < BN && t.j0 + tid < t.j1) {
             float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += sm.colbuf[w][tid];
-            s.cMq[((size_t)zh * s.Q + t.j0 + tid) * tiles_q + tm] = sum;
+            cMq[coff] = sum;
         } else if (diag && tid == BN) { /* this chunk's dy.x over the tile's rows, warps in order */
             float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += sm.ddbuf[w];
-            s.pDd[(size_t)zh * tiles_q + tm] = sum;
+            *pDd = sum;
         }
     }
 #pragma unroll
