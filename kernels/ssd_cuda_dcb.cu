@@ -78,7 +78,7 @@ template <class Prec> struct smem {
     } u;
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
-     * 16x16 blocks; dt per column. Laid out for the epilogue's threads: the values of rows ty + 16r (r = 0..3) at
+     * 16x16 blocks; dt per column. Stored by the epilogue's threads: the values of rows ty + 16r (r = 0..3) at
      * [ty], of columns tx + 16c at [tx] (colw: [tx][r], c = 0..3), each thread's four in one 16-byte load instead
      * of four (colw's rows of 5 quads: the 16 lanes' loads of one r fall in distinct banks). */
     quad rowf[16], arow[16], acol[16], dtcol[16], colw[16][BM / 16 + 1];
@@ -148,6 +148,86 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
     }
 }
 
+/* load_shared (tile_gemm.cuh) of the fragment at base + OFF elements, with the offset and ldm as constants of the
+ * instruction: the PTX names one address register, the same for the k steps and fragments of a warp and for every
+ * head, so that ptxas forms the lanes' addresses from it once instead of per load and per head. The CPU emulation
+ * runs load_matrix_sync itself, as load_shared does. */
+template <int OFF, unsigned LDM, class Use, int K, class P, class L, class T>
+__device__ __forceinline__ void load_at(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *base)
+{
+#ifdef __CUDA_ARCH__
+    namespace wmma = nvcuda::wmma;
+    constexpr bool A = std::is_same<Use, wmma::matrix_a>::value, BF = std::is_same<P, __nv_bfloat16>::value;
+    static_assert(std::is_same<L, std::conditional_t<A, wmma::row_major, wmma::col_major>>::value &&
+                      sizeof(f.x) == 16 && (BF || std::is_same<P, wmma::precision::tf32>::value),
+                  "row-major A or column-major B of bf16 m16n16k16 or tf32 m16n16k8: 4 registers");
+    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
+    const unsigned a = (unsigned)__cvta_generic_to_shared(base);
+#define M2_DCB_LDS(OP)                                            \
+    asm volatile(OP " {%0, %1, %2, %3}, [%4+%5], %6;"             \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
+                 : "r"(a), "n"(OFF * (int)sizeof(T)), "n"(LDM)    \
+                 : "memory")
+    if constexpr (A && BF)
+        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
+    else if constexpr (BF)
+        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
+    else if constexpr (A)
+        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
+    else
+        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
+#undef M2_DCB_LDS
+#else
+    nvcuda::wmma::load_matrix_sync(f, base + OFF, LDM);
+#endif
+}
+
+/* store_matrix_sync (row-major, to shared memory) of an accumulator at base + OFF, offset and ldm constants of the
+ * instruction as in load_at; the emulation runs store_matrix_sync. */
+template <int OFF, unsigned LDM, int K>
+__device__ __forceinline__ void store_at(float *base,
+                                         const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, K, float> &f)
+{
+#ifdef __CUDA_ARCH__
+    static_assert((K == 16 || K == 8) && sizeof(f.x) == 32, "m16n16k16 or m16n16k8 fp32 accumulators: 8 registers");
+    const unsigned a = (unsigned)__cvta_generic_to_shared(base);
+    const float *x = &f.x[0];
+#define M2_DCB_STS(SHAPE)                                                                                             \
+    asm volatile("wmma.store.d.sync.aligned.row." SHAPE ".shared.f32 [%0+%1], {%2, %3, %4, %5, %6, %7, %8, %9}, %10;" \
+                 :                                                                                                    \
+                 : "r"(a), "n"(OFF * 4), "f"(x[0]), "f"(x[1]), "f"(x[2]), "f"(x[3]), "f"(x[4]), "f"(x[5]), "f"(x[6]), \
+                   "f"(x[7]), "n"(LDM)                                                                                \
+                 : "memory")
+    if constexpr (K == 16)
+        M2_DCB_STS("m16n16k16");
+    else
+        M2_DCB_STS("m16n16k8");
+#undef M2_DCB_STS
+#else
+    nvcuda::wmma::store_matrix_sync(base + OFF, f, LDM, nvcuda::wmma::mem_row_major);
+#endif
+}
+
+/* One k step of KB for a warp: its A strip a0 (16 rows) times its FRAGS column strips of B from b0, k steps of WK
+ * (KS), fragment FS at 16 FS rows of b0 */
+template <class Prec, int LDK, class Acc, class T, int... KS, int... FS>
+__device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const T *b0,
+                                          std::integer_sequence<int, KS...>, std::integer_sequence<int, FS...>)
+{
+    namespace wmma = nvcuda::wmma;
+    const auto step = [&]<int KK>(std::integral_constant<int, KK>) {
+        wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
+        load_at<KK, LDK>(fa, a0);
+        const auto frag = [&]<int F>(std::integral_constant<int, F>) {
+            wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
+            load_at<16 * F * LDK + KK, LDK>(fb, b0);
+            wmma::mma_sync(acc[F], fa, fb, acc[F]);
+        };
+        (frag(std::integral_constant<int, FS>{}), ...);
+    };
+    (step(std::integral_constant<int, KS * Prec::WK>{}), ...);
+}
+
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
  * after a barrier). ONE: a single step (ke - kb <= KB). */
 template <class Prec, bool V4, bool ONE, class V>
@@ -185,23 +265,16 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
                                                                all loads masked: a zero tile, as without it) */
             load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < S::KB; kk += Prec::WK) {
-                wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-                load_shared(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
-#pragma unroll
-                for (int f = 0; f < FRAGS; f++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-                    load_shared(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
-                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
-                }
-            }
+            /* the warp's strips of the operands: the k steps and fragments at constant offsets from them */
+            mma_steps<Prec, S::LDK>(acc, sm.u.ab.a + wi * S::LDK, sm.u.ab.b + wj * S::LDK,
+                                    std::make_integer_sequence<int, S::KB / Prec::WK>{},
+                                    std::make_integer_sequence<int, FRAGS>{});
             __syncthreads(); /* every warp is done with the operands before sm.u.c overwrites them */
             if (ONE) break;
         }
-#pragma unroll
-        for (int f = 0; f < FRAGS; f++)
-            wmma::store_matrix_sync(sm.u.c + wi * S::LDC + wj + 16 * f, acc[f], S::LDC, wmma::mem_row_major);
+        float *c0 = sm.u.c + wi * S::LDC + wj; /* the warp's strip of the tile */
+        [&]<int... FS>(std::integer_sequence<int, FS...>) { (store_at<16 * FS, S::LDC>(c0, acc[FS]), ...); }
+        (std::make_integer_sequence<int, FRAGS>{});
     }
     __syncthreads();
 }
@@ -260,8 +333,8 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
 #pragma unroll
         for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
     typename Op::view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
-    /* the reads and writes of every head at the same offsets from the head's base pointers, formed once: per head
-     * only the base pointers move (by a head's Q, Q tiles_q or tiles_q floats) */
+    /* the per-thread offsets of the reads and writes below that are the same for every head: per head only the
+     * head's base pointers change */
     const decay_at at = decay_index(s, t);
     const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn, coff = (t.j0 + tid) * tiles_q + tm;
     const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
