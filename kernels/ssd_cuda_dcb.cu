@@ -69,13 +69,24 @@ template <class Prec> struct smem {
     /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
      * elements of one row in both */
     static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
-    union alignas(32) {
-        struct {
-            T a[BM * LDK];
-            T b[BN * LDK];
-        } ab;
+    /* The operand tiles and the product's tile: apart at bf16 (36 KB, the shared memory that the fp32 path's wider
+     * tiles would exceed), so that the product's tile may be stored while other warps still read the operands, and
+     * the operands' entries that no head writes (load_rows) stay zero; else overlaid. */
+    static constexpr bool APART = std::is_same<Prec, bf16_operands>::value;
+    struct ab_t {
+        T a[BM * LDK];
+        T b[BN * LDK];
+    };
+    struct apart_t {
+        ab_t ab;
         float c[BM * LDC];
-    } u;
+    };
+    union together_t {
+        ab_t ab;
+        float c[BM * LDC];
+    };
+    alignas(32) std::conditional_t<APART, apart_t, together_t> u;
+    alignas(16) T sink[64]; /* where load_rows puts the rows past the tile's end */
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
      * 16x16 blocks; dt per column. Stored by the epilogue's threads: the values of rows ty + 16r (r = 0..3) at
@@ -228,10 +239,55 @@ __device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const 
     (step(std::integral_constant<int, KS * Prec::WK>{}), ...);
 }
 
+/* Whether the operands' masked entries are zeroed once and left (load_rows): one k step, bf16 rows to bf16 tiles
+ * with 8-byte loads, tiles apart from the product's. */
+template <class Prec, bool V4, bool ONE, class V> constexpr bool keep_zeros()
+{
+    return ONE && V4 && dd_from_tile<Prec, V>() && smem<Prec>::APART;
+}
+
+/* The rows that load_rows moves for this thread, the same for every head of the block: row tid / 4 of the tile
+ * in dy (a) and in x (b), its 4-element chunks 4 (tid % 4) + 16 q, q = 0..3. */
+template <class T, class TX> struct rows_at {
+    const TX *pa, *pb; /* the first chunk in the head's dy and x (rows past the end: the last row's); the caller
+                        * moves them on to the next head's */
+    T *da, *db;        /* where it goes in the tiles (rows past the end: sm.sink) */
+    int kl;            /* chunk q is inside the reduction (k < P) when 16 q < kl */
+};
+template <class Prec, class V>
+using rows_of = rows_at<typename Prec::elem, std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<V>().A.p)>>>;
+template <class Prec, class V>
+__device__ __forceinline__ rows_of<Prec, V> rows_index(const V &v, const span &t, smem<Prec> &sm)
+{
+    typedef smem<Prec> S;
+    const int i = threadIdx.x / 4, k = 4 * (threadIdx.x % 4), la = t.i0 + i, lb = t.j0 + i;
+    const auto X = v.B.T();
+    return rows_of<Prec, V>{v.A.p + (size_t)min(la, t.i1 - 1) * v.A.rs + k, X.p + (size_t)min(lb, t.j1 - 1) * X.rs + k,
+                            la < t.i1 ? sm.u.ab.a + i * S::LDK + k : sm.sink,
+                            lb < t.j1 ? sm.u.ab.b + i * S::LDK + k : sm.sink, t.ke - t.kb - k};
+}
+
+/* The one k step's operands when bf16 rows go to the bf16 tiles untouched (dd_from_tile, V4): 8-byte loads of the
+ * thread's chunks (rows_at), no register zeroed, no test per row. The tiles' entries outside the ranges (rows past
+ * the end, k from P on) were zeroed before the first head and no head writes them (smem::APART): a row past the
+ * end is read from the tile's last row and written to sm.sink, a chunk past P is neither read nor written. The
+ * same tiles as load_step's. */
+template <class Prec, class V> __device__ __forceinline__ void load_rows(const rows_of<Prec, V> &at)
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        if (16 * q < at.kl) {
+            const uint64_t wa = m2_vload_bits4(at.pa + 16 * q), wb = m2_vload_bits4(at.pb + 16 * q);
+            *reinterpret_cast<uint64_t *>(at.da + 16 * q) = wa;
+            *reinterpret_cast<uint64_t *>(at.db + 16 * q) = wb;
+        }
+}
+
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
  * after a barrier). ONE: a single step (ke - kb <= KB). */
 template <class Prec, bool V4, bool ONE, class V>
-__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd)
+__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd,
+                                        const rows_of<Prec, V> &at)
 {
     typedef smem<Prec> S;
     const int tid = threadIdx.x;
@@ -263,13 +319,18 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
         for (int k0 = t.kb; ONE || k0 < t.ke; k0 += S::KB) { /* ONE: the step even where kb >= ke (ke = P = 0,
                                                                all loads masked: a zero tile, as without it) */
-            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
+            if constexpr (keep_zeros<Prec, V4, ONE, V>())
+                load_rows<Prec, V>(at);
+            else
+                load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
             /* the warp's strips of the operands: the k steps and fragments at constant offsets from them */
             mma_steps<Prec, S::LDK>(acc, sm.u.ab.a + wi * S::LDK, sm.u.ab.b + wj * S::LDK,
                                     std::make_integer_sequence<int, S::KB / Prec::WK>{},
                                     std::make_integer_sequence<int, FRAGS>{});
-            __syncthreads(); /* every warp is done with the operands before sm.u.c overwrites them */
+            /* every warp is done with the operands before sm.u.c overwrites them or the next k step does; apart and
+             * without a next step, the barrier after the epilogue is the next head's */
+            if constexpr (!(ONE && S::APART)) __syncthreads();
             if (ONE) break;
         }
         float *c0 = sm.u.c + wi * S::LDC + wj; /* the warp's strip of the tile */
@@ -336,6 +397,14 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
     /* the per-thread offsets of the reads and writes below that are the same for every head: per head only the
      * head's base pointers change */
     const decay_at at = decay_index(s, t);
+    constexpr bool KZ = keep_zeros<Prec, V4, ONE, typename Op::view>();
+    rows_of<Prec, typename Op::view> ra{};
+    if constexpr (KZ) { /* load_rows: zeros where no head writes */
+        ra = rows_index(v, t, sm);
+        for (int e = tid; e < (BM + BN) * S::LDK / 4; e += THREADS)
+            reinterpret_cast<uint64_t *>(sm.u.ab.a)[e] = 0; /* a and b, contiguous */
+        __syncthreads();
+    }
     const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn, coff = (t.j0 + tid) * tiles_q + tm;
     const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
     const float *acs = s.acs + zh0 * s.Q, *dtc = s.dtc + zh0 * s.Q;
@@ -344,7 +413,11 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
          q++, v = Op::next(v, s.P), acs += s.Q, dtc += s.Q, rMq += QT, cMq += QT, pDd += tiles_q) {
         decays(acs, dtc, at, sm);
         float dd = 0.0f;
-        product<Prec, V4, ONE>(v, t, sm, dd);
+        product<Prec, V4, ONE>(v, t, sm, dd, ra);
+        if constexpr (KZ) { /* the next head's rows: P columns on */
+            ra.pa += s.P;
+            ra.pb += s.P;
+        }
         float rp[SUB] = {}, cp[SUB] = {};
         const quad rowf = sm.rowf[ty], arow = sm.arow[ty], acol = sm.acol[tx], dtcol = sm.dtcol[tx];
 #pragma unroll
