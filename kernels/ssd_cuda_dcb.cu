@@ -88,11 +88,13 @@ template <class Prec> struct smem {
     alignas(32) std::conditional_t<APART, apart_t, together_t> u;
     alignas(16) T sink[64]; /* where load_rows puts the rows past the tile's end */
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
-     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
-     * 16x16 blocks; dt per column. Stored by the epilogue's threads: the values of rows ty + 16r (r = 0..3) at
-     * [ty], of columns tx + 16c at [tx] (colw: [tx][r], c = 0..3), each thread's four in one 16-byte load instead
-     * of four (colw's rows of 5 quads: the 16 lanes' loads of one r fall in distinct banks). */
-    quad rowf[16], arow[16], acol[16], dtcol[16], colw[16][BM / 16 + 1];
+     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums of the tile's rows and columns (for the
+     * exact decays of the diagonal 16x16 blocks, and the factors' exponents) and dt per column, copied from
+     * memory (stage: arow, acol, dtcol in that order). Laid out for the epilogue's threads: the values of rows
+     * ty + 16r (r = 0..3) at [ty], of columns tx + 16c at [tx] (colw: [tx][r], c = 0..3), each thread's four in
+     * one 16-byte load instead of four (colw's rows of 5 quads: the 16 lanes' loads of one r fall in distinct
+     * banks). */
+    quad rowf[16], stage[3][16], colw[16][BM / 16 + 1];
     float colbuf[WARPS][BN]; /* the warps' column sums */
     float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
 };
@@ -284,19 +286,21 @@ template <class Prec, class V> __device__ __forceinline__ void load_rows(const r
 }
 
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
- * after a barrier). ONE: a single step (ke - kb <= KB). */
-template <class Prec, bool V4, bool ONE, class V>
+ * after a barrier). ONE: a single step (ke - kb <= KB). first() runs after the first step's loads and barrier
+ * (what was stored to shared memory before the call is complete there). */
+template <class Prec, bool V4, bool ONE, class V, class F>
 __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd,
-                                        const rows_of<Prec, V> &at)
+                                        const rows_of<Prec, V> &at, F &&first)
 {
     typedef smem<Prec> S;
     const int tid = threadIdx.x;
     if constexpr (std::is_same<Prec, fp32_operands>::value) {
         const int tx = tid % 16, ty = tid / 16;
         float acc[SUB][SUB] = {};
-        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+        for (int k0 = t.kb; ONE || k0 < t.ke; k0 += S::KB) { /* ONE: as below */
             load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
+            if (k0 == t.kb) first();
             for (int kk = 0; kk < S::KB; kk++)
 #pragma unroll
                 for (int r = 0; r < SUB; r++)
@@ -324,6 +328,7 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
             else
                 load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
+            if (k0 == t.kb) first();
             /* the warp's strips of the operands: the k steps and fragments at constant offsets from them */
             mma_steps<Prec, S::LDK>(acc, sm.u.ab.a + wi * S::LDK, sm.u.ab.b + wj * S::LDK,
                                     std::make_integer_sequence<int, S::KB / Prec::WK>{},
@@ -340,32 +345,31 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
     __syncthreads();
 }
 
-/* The positions in a head's cumsums (and dt) that decays reads for this thread: the same for every head of the
- * block, so formed once, before the loop over the heads. */
-struct decay_at {
-    int rb, col, row, rowb; /* row block r's first row, column c, row tid and its row block's first (tid < BM) */
+/* Per head, a thread of the first 3 BM copies one value of the head's cumsums or dt into sm.stage: threads
+ * [0, BM) the tile's rows' cumsums (arow), [BM, 2 BM) its columns' (acol), [2 BM, 3 BM) its columns' dt (dtcol),
+ * positions past the chunk's end clamped to its last (dt is 0 there). Where from, in the group's first head (the
+ * caller moves src on by Q floats per head: acs and dtc are [head][Q]), and where to. */
+struct stage_at {
+    const float *src;
+    float *dst;
 };
-__device__ __forceinline__ decay_at decay_index(const ssd_args &s, const span &t)
+template <class S> __device__ __forceinline__ stage_at stage_index(const ssd_args &s, const span &t, size_t zh0, S &sm)
 {
-    const int tid = threadIdx.x, c = tid % BN, r = tid / BN, last = s.Q - 1;
-    return decay_at{min(t.i0 + 16 * r, last), min(t.j0 + c, last), min(t.i0 + tid, last),
-                    min(t.i0 + tid / 16 * 16, last)};
+    const int tid = threadIdx.x, c = tid % BM, role = min(tid / BM, 2), last = s.Q - 1;
+    const int at = min((role == 0 ? t.i0 : t.j0) + c, last);
+    return stage_at{(role < 2 ? s.acs : s.dtc) + zh0 * s.Q + at, &sm.stage[role][c % 16].v[c / 16]};
 }
 
-/* A head's decay factors and dt for the tile, from its cumsums acs and its dt (read after the product's barriers). */
-template <class S> __device__ __forceinline__ void decays(const float *acs, const float *dtc, const decay_at &at, S &sm)
+/* The head's decay factors for the tile from the staged cumsums (after the barrier that follows stage's copies;
+ * read after the product's barriers): colw[r][c] = e^{a_{i0+16r} - a_c} by every thread, rowf[l] = e^{a_l -
+ * a_{i0+16(l/16)}} by the first BM, the cumsums at their clamped positions as before. */
+template <class S> __device__ __forceinline__ void factors(S &sm)
 {
     const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
-    static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
-    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(acs[at.rb] - acs[at.col]);
-    if (tid < BM) {
-        const float al = acs[at.row];
-        sm.arow[tid % 16].v[tid / 16] = al;
-        sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(al - acs[at.rowb]);
-    } else if (tid < BM + BN) {
-        sm.acol[c % 16].v[c / 16] = acs[at.col];
-        sm.dtcol[c % 16].v[c / 16] = dtc[at.col]; /* 0 past the chunk's end */
-    }
+    static_assert(BM / 16 * BN == THREADS && BM == BN, "one column factor per thread; rows and columns staged alike");
+    const quad *arow = sm.stage[0], *acol = sm.stage[1];
+    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(arow[0].v[r] - acol[c % 16].v[c / 16]);
+    if (tid < BM) sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(arow[tid % 16].v[tid / 16] - arow[0].v[tid / 16]);
 }
 
 template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ void tiles(const Op &op, int tiles_q)
@@ -396,7 +400,6 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
     typename Op::view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
     /* the per-thread offsets of the reads and writes below that are the same for every head: per head only the
      * head's base pointers change */
-    const decay_at at = decay_index(s, t);
     constexpr bool KZ = keep_zeros<Prec, V4, ONE, typename Op::view>();
     rows_of<Prec, typename Op::view> ra{};
     if constexpr (KZ) { /* load_rows: zeros where no head writes */
@@ -407,19 +410,18 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
     }
     const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn, coff = (t.j0 + tid) * tiles_q + tm;
     const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
-    const float *acs = s.acs + zh0 * s.Q, *dtc = s.dtc + zh0 * s.Q;
+    stage_at st = stage_index(s, t, zh0, sm);
     float *rMq = s.rMq + zh0 * QT, *cMq = s.cMq + zh0 * QT, *pDd = s.pDd + zh0 * tiles_q + tm;
-    for (int q = 0; q < s.hpg;
-         q++, v = Op::next(v, s.P), acs += s.Q, dtc += s.Q, rMq += QT, cMq += QT, pDd += tiles_q) {
-        decays(acs, dtc, at, sm);
+    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rMq += QT, cMq += QT, pDd += tiles_q) {
+        if (tid < 3 * BM) *st.dst = *st.src;
         float dd = 0.0f;
-        product<Prec, V4, ONE>(v, t, sm, dd, ra);
+        product<Prec, V4, ONE>(v, t, sm, dd, ra, [&] { factors(sm); });
         if constexpr (KZ) { /* the next head's rows: P columns on */
             ra.pa += s.P;
             ra.pb += s.P;
         }
         float rp[SUB] = {}, cp[SUB] = {};
-        const quad rowf = sm.rowf[ty], arow = sm.arow[ty], acol = sm.acol[tx], dtcol = sm.dtcol[tx];
+        const quad rowf = sm.rowf[ty], arow = sm.stage[0][ty], acol = sm.stage[1][tx], dtcol = sm.stage[2][tx];
 #pragma unroll
         for (int r = 0; r < SUB; r++) {
             const quad colw = sm.colw[tx][r];
