@@ -455,10 +455,17 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                                               __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
         sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) +
                                                __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
-        if (diag) { /* uniform over the block */
+        if (diag) {              /* uniform over the block */
+            if constexpr (DDT) { /* dd is +0 except in the two lanes where tx = ty, 2 warp and 17 + 2 warp (= 2 warp
+                                  * xor 17): the butterfly's sum is theirs, its additions of +0 exact (a sum from +0 is
+                                  * never -0) */
+                const float other = __shfl_xor_sync(0xffffffffu, dd, 17);
+                if (lane == 2 * warp) sm.ddbuf[warp] = dd + other;
+            } else {
 #pragma unroll
-            for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
-            if (lane == 0) sm.ddbuf[warp] = dd;
+                for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
+                if (lane == 0) sm.ddbuf[warp] = dd;
+            }
         }
         if (tx % 4 == 0) {
             const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
