@@ -91,10 +91,10 @@ template <class Prec> struct smem {
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums of the tile's rows and columns (for the
      * exact decays of the diagonal 16x16 blocks, and the factors' exponents) and dt per column, copied from
      * memory (stage: arow, acol, dtcol in that order). Laid out for the epilogue's threads: the values of rows
-     * ty + 16r (r = 0..3) at [ty], of columns tx + 16c at [tx] (colw: [tx][r], c = 0..3), each thread's four in
-     * one 16-byte load instead of four (colw's rows of 5 quads: the 16 lanes' loads of one r fall in distinct
-     * banks). */
-    quad rowf[16], stage[3][16], colw[16][BM / 16 + 1];
+     * ty + 16r (r = 0..3) at [ty], of columns tx + 16c at [tx] (colw: [r][tx], c = 0..3), each thread's four in
+     * one 16-byte load instead of four, the 16 lanes' loads of one table consecutive (no bank conflict), and the
+     * tables read at [tx] at constant offsets from one address. */
+    quad rowf[16], stage[3][16], colw[BM / 16][16];
     float colbuf[WARPS][BN]; /* the warps' column sums */
     float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
 };
@@ -368,7 +368,7 @@ template <class S> __device__ __forceinline__ void factors(S &sm)
     const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
     static_assert(BM / 16 * BN == THREADS && BM == BN, "one column factor per thread; rows and columns staged alike");
     const quad *arow = sm.stage[0], *acol = sm.stage[1];
-    sm.colw[c % 16][r].v[c / 16] = ssd_args::dexp(arow[0].v[r] - acol[c % 16].v[c / 16]);
+    sm.colw[r][c % 16].v[c / 16] = ssd_args::dexp(arow[0].v[r] - acol[c % 16].v[c / 16]);
     if (tid < BM) sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(arow[tid % 16].v[tid / 16] - arow[0].v[tid / 16]);
 }
 
@@ -424,7 +424,7 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         const quad rowf = sm.rowf[ty], arow = sm.stage[0][ty], acol = sm.stage[1][tx], dtcol = sm.stage[2][tx];
 #pragma unroll
         for (int r = 0; r < SUB; r++) {
-            const quad colw = sm.colw[tx][r];
+            const quad colw = sm.colw[r][tx];
 #pragma unroll
             for (int c = 0; c < SUB; c++) {
                 const int li = ty + 16 * r, sj = tx + 16 * c;
