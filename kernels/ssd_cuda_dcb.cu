@@ -86,7 +86,6 @@ template <class Prec> struct smem {
         float c[BM * LDC];
     };
     alignas(32) std::conditional_t<APART, apart_t, together_t> u;
-    alignas(16) T sink[64]; /* where load_rows puts the rows past the tile's end */
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
      * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums of the tile's rows and columns (for the
      * exact decays of the diagonal 16x16 blocks, and the factors' exponents) and dt per column, copied from
@@ -253,7 +252,7 @@ template <class Prec, bool V4, bool ONE, class V> constexpr bool keep_zeros()
 template <class T, class TX> struct rows_at {
     const TX *pa, *pb; /* the first chunk in the head's dy and x (rows past the end: the last row's); the caller
                         * moves them on to the next head's */
-    T *da, *db;        /* where it goes in the tiles (rows past the end: sm.sink) */
+    T *da, *db;        /* where it goes in the tiles (rows past the end: a scratch row of the product's tile) */
     int kl;            /* chunk q is inside the reduction (k < P) when 16 q < kl */
 };
 template <class Prec, class V>
@@ -264,16 +263,22 @@ __device__ __forceinline__ rows_of<Prec, V> rows_index(const V &v, const span &t
     typedef smem<Prec> S;
     const int i = threadIdx.x / 4, k = 4 * (threadIdx.x % 4), la = t.i0 + i, lb = t.j0 + i;
     const auto X = v.B.T();
+    /* the product's tile as two [BM][KB] scratch tiles (16 KB of its 17): written here before the barrier that
+     * precedes the product's stores, which overwrite every entry anyone reads; each thread its own entries, as in
+     * the operand tiles, so that no two threads write one address */
+    typedef typename Prec::elem T;
+    T *scratch = reinterpret_cast<T *>(sm.u.c);
+    static_assert(2 * BM * S::KB * sizeof(T) <= sizeof(sm.u.c), "the scratch rows fit in the product's tile");
     return rows_of<Prec, V>{v.A.p + (size_t)min(la, t.i1 - 1) * v.A.rs + k, X.p + (size_t)min(lb, t.j1 - 1) * X.rs + k,
-                            la < t.i1 ? sm.u.ab.a + i * S::LDK + k : sm.sink,
-                            lb < t.j1 ? sm.u.ab.b + i * S::LDK + k : sm.sink, t.ke - t.kb - k};
+                            la < t.i1 ? sm.u.ab.a + i * S::LDK + k : scratch + i * S::KB + k,
+                            lb < t.j1 ? sm.u.ab.b + i * S::LDK + k : scratch + (BM + i) * S::KB + k, t.ke - t.kb - k};
 }
 
 /* The one k step's operands when bf16 rows go to the bf16 tiles untouched (dd_from_tile, V4): 8-byte loads of the
  * thread's chunks (rows_at), no register zeroed, no test per row. The tiles' entries outside the ranges (rows past
  * the end, k from P on) were zeroed before the first head and no head writes them (smem::APART): a row past the
- * end is read from the tile's last row and written to sm.sink, a chunk past P is neither read nor written. The
- * same tiles as load_step's. */
+ * end is read from the tile's last row and written to scratch (rows_index), a chunk past P is neither read nor
+ * written. The same tiles as load_step's. */
 template <class Prec, class V> __device__ __forceinline__ void load_rows(const rows_of<Prec, V> &at)
 {
 #pragma unroll
