@@ -94,8 +94,7 @@ template <class Prec> struct smem {
      * one 16-byte load instead of four, the 16 lanes' loads of one table consecutive (no bank conflict), and the
      * tables read at [tx] at constant offsets from one address. */
     quad rowf[16], stage[3][16], colw[BM / 16][16];
-    float colbuf[WARPS][BN]; /* the warps' column sums */
-    float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
+    float colbuf[WARPS][BN + 1]; /* the warps' column sums, and at [BN] their dy.x sums (diagonal tiles) */
 };
 static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_operands>) <= 48 * 1024 &&
                   sizeof(smem<fp32_operands>) <= 48 * 1024,
@@ -413,11 +412,15 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
             reinterpret_cast<uint64_t *>(sm.u.ab.a)[e] = 0; /* a and b, contiguous */
         __syncthreads();
     }
-    const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn, coff = (t.j0 + tid) * tiles_q + tm;
+    const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn;
     const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
     stage_at st = stage_index(s, t, zh0, sm);
-    float *rMq = s.rMq + zh0 * QT, *cMq = s.cMq + zh0 * QT, *pDd = s.pDd + zh0 * tiles_q + tm;
-    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rMq += QT, cMq += QT, pDd += tiles_q) {
+    float *rMq = s.rMq + zh0 * QT;
+    /* the sums of colbuf's column tid: cMq's column j0 + tid for the first BN threads (position clamped: only the
+     * columns inside the chunk are written), pDd for thread BN */
+    const int cstride = tid < BN ? QT : tiles_q;
+    float *cout = tid < BN ? s.cMq + zh0 * QT + min(t.j0 + tid, s.Q - 1) * tiles_q + tm : s.pDd + zh0 * tiles_q + tm;
+    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rMq += QT, cout += cstride) {
         if (tid < 3 * BM) *st.dst = *st.src;
         float dd = 0.0f;
         product<Prec, V4, ONE>(v, t, sm, dd, ra, [&] { factors(sm); });
@@ -465,11 +468,11 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                                   * xor 17): the butterfly's sum is theirs, its additions of +0 exact (a sum from +0 is
                                   * never -0) */
                 const float other = __shfl_xor_sync(0xffffffffu, dd, 17);
-                if (lane == 2 * warp) sm.ddbuf[warp] = dd + other;
+                if (lane == 2 * warp) sm.colbuf[warp][BN] = dd + other;
             } else {
 #pragma unroll
                 for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
-                if (lane == 0) sm.ddbuf[warp] = dd;
+                if (lane == 0) sm.colbuf[warp][BN] = dd;
             }
         }
         if (tx % 4 == 0) {
@@ -477,16 +480,13 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
             if (l < t.i1) rMq[roff] = rsum;
         }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
-        if (tid < BN && t.j0 + tid < t.j1) {
+        /* the column sums over the warps, in warp order, and on a diagonal tile this chunk's dy.x over the tile's
+         * rows, warps in order */
+        if ((tid < BN && t.j0 + tid < t.j1) || (diag && tid == BN)) {
             float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += sm.colbuf[w][tid];
-            cMq[coff] = sum;
-        } else if (diag && tid == BN) { /* this chunk's dy.x over the tile's rows, warps in order */
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < WARPS; w++) sum += sm.ddbuf[w];
-            *pDd = sum;
+            *cout = sum;
         }
     }
 #pragma unroll
