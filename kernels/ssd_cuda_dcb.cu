@@ -373,7 +373,8 @@ template <class S> __device__ __forceinline__ void factors(S &sm)
     static_assert(BM / 16 * BN == THREADS && BM == BN, "one column factor per thread; rows and columns staged alike");
     const quad *arow = sm.stage[0], *acol = sm.stage[1];
     sm.colw[r][c % 16].v[c / 16] = ssd_args::dexp(arow[0].v[r] - acol[c % 16].v[c / 16]);
-    if (tid < BM) sm.rowf[tid % 16].v[tid / 16] = ssd_args::dexp(arow[tid % 16].v[tid / 16] - arow[0].v[tid / 16]);
+    /* thread tid < BM: row l = 16 (tid % 4) + tid / 4, whose entry [l % 16].v[l / 16] is [tid / 4].v[tid % 4] */
+    if (tid < BM) sm.rowf[tid / 4].v[tid % 4] = ssd_args::dexp(arow[tid / 4].v[tid % 4] - arow[0].v[tid % 4]);
 }
 
 template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ void tiles(const Op &op, int tiles_q)
