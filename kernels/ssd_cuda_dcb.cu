@@ -413,15 +413,17 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
             reinterpret_cast<uint64_t *>(sm.u.ab.a)[e] = 0; /* a and b, contiguous */
         __syncthreads();
     }
-    const int QT = s.Q * tiles_q, roff = (t.i0 + ty + 4 * tx) * tiles_q + tn;
+    const int QT = s.Q * tiles_q;
     const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
     stage_at st = stage_index(s, t, zh0, sm);
-    float *rMq = s.rMq + zh0 * QT;
+    /* the row sum of row i0 + ty + 4 tx (row block tx / 4) for the threads with tx % 4 = 0 (position clamped for
+     * the others, which write none) */
+    float *rout = s.rMq + zh0 * QT + min(t.i0 + ty + 4 * tx, s.Q - 1) * tiles_q + tn;
     /* the sums of colbuf's column tid: cMq's column j0 + tid for the first BN threads (position clamped: only the
      * columns inside the chunk are written), pDd for thread BN */
     const int cstride = tid < BN ? QT : tiles_q;
     float *cout = tid < BN ? s.cMq + zh0 * QT + min(t.j0 + tid, s.Q - 1) * tiles_q + tm : s.pDd + zh0 * tiles_q + tm;
-    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rMq += QT, cout += cstride) {
+    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rout += QT, cout += cstride) {
         if (tid < 3 * BM) *st.dst = *st.src;
         float dd = 0.0f;
         product<Prec, V4, ONE>(v, t, sm, dd, ra, [&] { factors(sm); });
@@ -478,7 +480,7 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
         }
         if (tx % 4 == 0) {
             const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
-            if (l < t.i1) rMq[roff] = rsum;
+            if (l < t.i1) *rout = rsum;
         }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
         /* the column sums over the warps, in warp order, and on a diagonal tile this chunk's dy.x over the tile's
