@@ -16,7 +16,15 @@
  * the diagonal; the columns of the earlier blocks on a diagonal tile), e^{a_l-a_s} = e^{a_l-a_{i0+16r}}
  * e^{a_{i0+16r}-a_s}, both factors <= 1 (a is non-increasing): per head 64 row factors and 4 x 64 column factors
  * per tile, one exp per thread. The elements of the tile's four diagonal 16x16 blocks (the diagonal of a diagonal
- * tile among them) take the exp per element, the same expression as the CPU's. */
+ * tile among them) take the exp per element, the same expression as the CPU's.
+ *
+ * What a head costs besides its products and its epilogue's arithmetic is kept small (issue 16: the kernel is
+ * predicted issue-bound, bench/gpu_roof.c): everything the same for every head (positions, clamps, masks, table
+ * offsets) is formed once per block and per head only base pointers move; one load per thread stages the head's
+ * cumsums and dt in shared memory, from which the factors are formed; at bf16 the operand tiles keep their masked
+ * entries zero from the first head on (load_rows), the fragments are loaded and stored at constant offsets
+ * (load_at, store_at), and the per-thread decay tables are read 16 bytes at a time. None of this changes an fp32
+ * expression or the order of a sum: the results are bitwise those of the plain form. */
 #include "ssd_cuda.cuh"
 
 #include <utility>
