@@ -16,7 +16,15 @@
  * the diagonal; the columns of the earlier blocks on a diagonal tile), e^{a_l-a_s} = e^{a_l-a_{i0+16r}}
  * e^{a_{i0+16r}-a_s}, both factors <= 1 (a is non-increasing): per head 64 row factors and 4 x 64 column factors
  * per tile, one exp per thread. The elements of the tile's four diagonal 16x16 blocks (the diagonal of a diagonal
- * tile among them) take the exp per element, the same expression as the CPU's. */
+ * tile among them) take the exp per element, the same expression as the CPU's.
+ *
+ * What a head costs besides its products and its epilogue's arithmetic is kept small (issue 16: the kernel is
+ * predicted issue-bound, bench/gpu_roof.c): everything the same for every head (positions, clamps, masks, table
+ * offsets) is formed once per block and per head only base pointers move; one load per thread stages the head's
+ * cumsums and dt in shared memory, from which the factors are formed; at bf16 the operand tiles keep their masked
+ * entries zero from the first head on (load_rows), the fragments are loaded and stored at constant offsets
+ * (load_at, store_at), and the per-thread decay tables are read 16 bytes at a time. None of this changes an fp32
+ * expression or the order of a sum: the results are bitwise those of the plain form. */
 #include "ssd_cuda.cuh"
 
 #include <utility>
@@ -60,24 +68,41 @@ template <class Prec> constexpr int pad()
     else
         return Prec::PAD;
 }
+/* Four floats that one 16-byte shared-memory load reads (the epilogue's per-thread decay values, below). */
+struct alignas(16) quad {
+    float v[4];
+};
 template <class Prec> struct smem {
     typedef typename Prec::elem T;
     /* dy's rows a[i][k] (row-major A) and x's rows b[j][k] (column-major B): a 16-byte load is 4 consecutive
      * elements of one row in both */
     static constexpr int KB = kb<Prec>(), LDK = KB + pad<Prec>(), LDC = BN + CPAD;
-    union alignas(32) {
-        struct {
-            T a[BM * LDK];
-            T b[BN * LDK];
-        } ab;
+    /* The operand tiles and the product's tile: apart at bf16 (36 KB, the shared memory that the fp32 path's wider
+     * tiles would exceed), so that the product's tile may be stored while other warps still read the operands, and
+     * the operands' entries that no head writes (load_rows) stay zero; else overlaid. */
+    static constexpr bool APART = std::is_same<Prec, bf16_operands>::value;
+    struct ab_t {
+        T a[BM * LDK];
+        T b[BN * LDK];
+    };
+    struct apart_t {
+        ab_t ab;
         float c[BM * LDC];
-    } u;
+    };
+    union together_t {
+        ab_t ab;
+        float c[BM * LDC];
+    };
+    alignas(32) std::conditional_t<APART, apart_t, together_t> u;
     /* per head: the decays (file comment) e^{a_l - a_{i0+16r}} of each row l in row block r and
-     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums, for the exact decays of the diagonal
-     * 16x16 blocks; dt per column */
-    float rowf[BM], colw[BM / 16][BN], arow[BM], acol[BN], dtcol[BN];
-    float colbuf[WARPS][BN]; /* the warps' column sums */
-    float ddbuf[WARPS];      /* the warps' dy.x sums (diagonal tiles) */
+     * e^{a_{i0+16r} - a_s} of each column s per row block r; the cumsums of the tile's rows and columns (for the
+     * exact decays of the diagonal 16x16 blocks, and the factors' exponents) and dt per column, copied from
+     * memory (stage: arow, acol, dtcol in that order). Laid out for the epilogue's threads: the values of rows
+     * ty + 16r (r = 0..3) at [ty], of columns tx + 16c at [tx] (colw: [r][tx], c = 0..3), each thread's four in
+     * one 16-byte load instead of four, the 16 lanes' loads of one table consecutive (no bank conflict), and the
+     * tables read at [tx] at constant offsets from one address. */
+    quad rowf[16], stage[3][16], colw[BM / 16][16];
+    float colbuf[WARPS][BN + 1]; /* the warps' column sums, and at [BN] their dy.x sums (diagonal tiles) */
 };
 static_assert(sizeof(smem<bf16_operands>) <= 48 * 1024 && sizeof(smem<tf32_operands>) <= 48 * 1024 &&
                   sizeof(smem<fp32_operands>) <= 48 * 1024,
@@ -142,19 +167,152 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
     }
 }
 
+/* load_shared (tile_gemm.cuh) of the fragment at base + OFF elements, with the offset and ldm as constants of the
+ * instruction: the PTX names one address register, the same for the k steps and fragments of a warp and for every
+ * head, so that ptxas forms the lanes' addresses from it once instead of per load and per head. The CPU emulation
+ * runs load_matrix_sync itself, as load_shared does. */
+template <int OFF, unsigned LDM, class Use, int K, class P, class L, class T>
+__device__ __forceinline__ void load_at(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *base)
+{
+#ifdef __CUDA_ARCH__
+    namespace wmma = nvcuda::wmma;
+    constexpr bool A = std::is_same<Use, wmma::matrix_a>::value, BF = std::is_same<P, __nv_bfloat16>::value;
+    static_assert(std::is_same<L, std::conditional_t<A, wmma::row_major, wmma::col_major>>::value &&
+                      sizeof(f.x) == 16 && (BF || std::is_same<P, wmma::precision::tf32>::value),
+                  "row-major A or column-major B of bf16 m16n16k16 or tf32 m16n16k8: 4 registers");
+    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
+    const unsigned a = (unsigned)__cvta_generic_to_shared(base);
+#define M2_DCB_LDS(OP)                                            \
+    asm volatile(OP " {%0, %1, %2, %3}, [%4+%5], %6;"             \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
+                 : "r"(a), "n"(OFF * (int)sizeof(T)), "n"(LDM)    \
+                 : "memory")
+    if constexpr (A && BF)
+        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
+    else if constexpr (BF)
+        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
+    else if constexpr (A)
+        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
+    else
+        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
+#undef M2_DCB_LDS
+#else
+    nvcuda::wmma::load_matrix_sync(f, base + OFF, LDM);
+#endif
+}
+
+/* store_matrix_sync (row-major, to shared memory) of an accumulator at base + OFF, offset and ldm constants of the
+ * instruction as in load_at; the emulation runs store_matrix_sync. */
+template <int OFF, unsigned LDM, int K>
+__device__ __forceinline__ void store_at(float *base,
+                                         const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, K, float> &f)
+{
+#ifdef __CUDA_ARCH__
+    static_assert((K == 16 || K == 8) && sizeof(f.x) == 32, "m16n16k16 or m16n16k8 fp32 accumulators: 8 registers");
+    const unsigned a = (unsigned)__cvta_generic_to_shared(base);
+    const float *x = &f.x[0];
+#define M2_DCB_STS(SHAPE)                                                                                             \
+    asm volatile("wmma.store.d.sync.aligned.row." SHAPE ".shared.f32 [%0+%1], {%2, %3, %4, %5, %6, %7, %8, %9}, %10;" \
+                 :                                                                                                    \
+                 : "r"(a), "n"(OFF * 4), "f"(x[0]), "f"(x[1]), "f"(x[2]), "f"(x[3]), "f"(x[4]), "f"(x[5]), "f"(x[6]), \
+                   "f"(x[7]), "n"(LDM)                                                                                \
+                 : "memory")
+    if constexpr (K == 16)
+        M2_DCB_STS("m16n16k16");
+    else
+        M2_DCB_STS("m16n16k8");
+#undef M2_DCB_STS
+#else
+    nvcuda::wmma::store_matrix_sync(base + OFF, f, LDM, nvcuda::wmma::mem_row_major);
+#endif
+}
+
+/* One k step of KB for a warp: its A strip a0 (16 rows) times its FRAGS column strips of B from b0, k steps of WK
+ * (KS), fragment FS at 16 FS rows of b0 */
+template <class Prec, int LDK, class Acc, class T, int... KS, int... FS>
+__device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const T *b0,
+                                          std::integer_sequence<int, KS...>, std::integer_sequence<int, FS...>)
+{
+    namespace wmma = nvcuda::wmma;
+    const auto step = [&]<int KK>(std::integral_constant<int, KK>) {
+        wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
+        load_at<KK, LDK>(fa, a0);
+        const auto frag = [&]<int F>(std::integral_constant<int, F>) {
+            wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
+            load_at<16 * F * LDK + KK, LDK>(fb, b0);
+            wmma::mma_sync(acc[F], fa, fb, acc[F]);
+        };
+        (frag(std::integral_constant<int, FS>{}), ...);
+    };
+    (step(std::integral_constant<int, KS * Prec::WK>{}), ...);
+}
+
+/* Whether the operands' masked entries are zeroed once and left (load_rows): one k step, bf16 rows to bf16 tiles
+ * with 8-byte loads, tiles apart from the product's. */
+template <class Prec, bool V4, bool ONE, class V> constexpr bool keep_zeros()
+{
+    return ONE && V4 && dd_from_tile<Prec, V>() && smem<Prec>::APART;
+}
+
+/* The rows that load_rows moves for this thread, the same for every head of the block: row tid / 4 of the tile
+ * in dy (a) and in x (b), its 4-element chunks 4 (tid % 4) + 16 q, q = 0..3. */
+template <class T, class TX> struct rows_at {
+    const TX *pa, *pb; /* the first chunk in the head's dy and x (rows past the end: the last row's); the caller
+                        * moves them on to the next head's */
+    T *da, *db;        /* where it goes in the tiles (rows past the end: a scratch row of the product's tile) */
+    int kl;            /* chunk q is inside the reduction (k < P) when 16 q < kl */
+};
+template <class Prec, class V>
+using rows_of = rows_at<typename Prec::elem, std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<V>().A.p)>>>;
+template <class Prec, class V>
+__device__ __forceinline__ rows_of<Prec, V> rows_index(const V &v, const span &t, smem<Prec> &sm)
+{
+    typedef smem<Prec> S;
+    const int i = threadIdx.x / 4, k = 4 * (threadIdx.x % 4), la = t.i0 + i, lb = t.j0 + i;
+    const auto X = v.B.T();
+    /* the product's tile as two [BM][KB] scratch tiles (16 KB of its 17): written here before the barrier that
+     * precedes the product's stores, which overwrite every entry anyone reads; each thread its own entries, as in
+     * the operand tiles, so that no two threads write one address */
+    typedef typename Prec::elem T;
+    T *scratch = reinterpret_cast<T *>(sm.u.c);
+    static_assert(2 * BM * S::KB * sizeof(T) <= sizeof(sm.u.c), "the scratch rows fit in the product's tile");
+    return rows_of<Prec, V>{v.A.p + (size_t)min(la, t.i1 - 1) * v.A.rs + k, X.p + (size_t)min(lb, t.j1 - 1) * X.rs + k,
+                            la < t.i1 ? sm.u.ab.a + i * S::LDK + k : scratch + i * S::KB + k,
+                            lb < t.j1 ? sm.u.ab.b + i * S::LDK + k : scratch + (BM + i) * S::KB + k, t.ke - t.kb - k};
+}
+
+/* The one k step's operands when bf16 rows go to the bf16 tiles untouched (dd_from_tile, V4): 8-byte loads of the
+ * thread's chunks (rows_at), no register zeroed, no test per row. The tiles' entries outside the ranges (rows past
+ * the end, k from P on) were zeroed before the first head and no head writes them (smem::APART): a row past the
+ * end is read from the tile's last row and written to scratch (rows_index), a chunk past P is neither read nor
+ * written. The same tiles as load_step's. */
+template <class Prec, class V> __device__ __forceinline__ void load_rows(const rows_of<Prec, V> &at)
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        if (16 * q < at.kl) {
+            const uint64_t wa = m2_vload_bits4(at.pa + 16 * q), wb = m2_vload_bits4(at.pb + 16 * q);
+            *reinterpret_cast<uint64_t *>(at.da + 16 * q) = wa;
+            *reinterpret_cast<uint64_t *>(at.db + 16 * q) = wb;
+        }
+}
+
 /* The tile of entry t.z's head view v, [kb, ke) of its reduction, accumulated into sm.u.c (complete on return:
- * after a barrier). ONE: a single step (ke - kb <= KB). */
-template <class Prec, bool V4, bool ONE, class V>
-__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd)
+ * after a barrier). ONE: a single step (ke - kb <= KB). first() runs after the first step's loads and barrier
+ * (what was stored to shared memory before the call is complete there). */
+template <class Prec, bool V4, bool ONE, class V, class F>
+__device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &sm, float &dd,
+                                        const rows_of<Prec, V> &at, F &&first)
 {
     typedef smem<Prec> S;
     const int tid = threadIdx.x;
     if constexpr (std::is_same<Prec, fp32_operands>::value) {
         const int tx = tid % 16, ty = tid / 16;
         float acc[SUB][SUB] = {};
-        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
+        for (int k0 = t.kb; ONE || k0 < t.ke; k0 += S::KB) { /* ONE: as below */
             load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
+            if (k0 == t.kb) first();
             for (int kk = 0; kk < S::KB; kk++)
 #pragma unroll
                 for (int r = 0; r < SUB; r++)
@@ -175,46 +333,56 @@ __device__ __forceinline__ void product(const V &v, const span &t, smem<Prec> &s
         wmma::fragment<wmma::accumulator, 16, 16, Prec::WK, float> acc[FRAGS];
 #pragma unroll
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(acc[f], 0.0f);
-        for (int k0 = t.kb; k0 < t.ke; k0 += S::KB) {
-            load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
+        for (int k0 = t.kb; ONE || k0 < t.ke; k0 += S::KB) { /* ONE: the step even where kb >= ke (ke = P = 0,
+                                                               all loads masked: a zero tile, as without it) */
+            if constexpr (keep_zeros<Prec, V4, ONE, V>())
+                load_rows<Prec, V>(at);
+            else
+                load_step<Prec, V4 ? 4 : 1>(v, t, k0, t.ke, sm, dd);
             __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < S::KB; kk += Prec::WK) {
-                wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-                load_shared(fa, sm.u.ab.a + wi * S::LDK + kk, S::LDK);
-#pragma unroll
-                for (int f = 0; f < FRAGS; f++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-                    load_shared(fb, sm.u.ab.b + (wj + 16 * f) * S::LDK + kk, S::LDK);
-                    wmma::mma_sync(acc[f], fa, fb, acc[f]);
-                }
-            }
-            __syncthreads(); /* every warp is done with the operands before sm.u.c overwrites them */
+            if (k0 == t.kb) first();
+            /* the warp's strips of the operands: the k steps and fragments at constant offsets from them */
+            mma_steps<Prec, S::LDK>(acc, sm.u.ab.a + wi * S::LDK, sm.u.ab.b + wj * S::LDK,
+                                    std::make_integer_sequence<int, S::KB / Prec::WK>{},
+                                    std::make_integer_sequence<int, FRAGS>{});
+            /* every warp is done with the operands before sm.u.c overwrites them or the next k step does; apart and
+             * without a next step, the barrier after the epilogue is the next head's */
+            if constexpr (!(ONE && S::APART)) __syncthreads();
             if (ONE) break;
         }
-#pragma unroll
-        for (int f = 0; f < FRAGS; f++)
-            wmma::store_matrix_sync(sm.u.c + wi * S::LDC + wj + 16 * f, acc[f], S::LDC, wmma::mem_row_major);
+        float *c0 = sm.u.c + wi * S::LDC + wj; /* the warp's strip of the tile */
+        [&]<int... FS>(std::integer_sequence<int, FS...>) { (store_at<16 * FS, S::LDC>(c0, acc[FS]), ...); }
+        (std::make_integer_sequence<int, FRAGS>{});
     }
     __syncthreads();
 }
 
-/* Head zh's decay factors and dt for the tile (read after the product's barriers). */
-template <class S> __device__ __forceinline__ void decays(const ssd_args &s, const span &t, int zh, S &sm)
+/* Per head, a thread of the first 3 BM copies one value of the head's cumsums or dt into sm.stage: threads
+ * [0, BM) the tile's rows' cumsums (arow), [BM, 2 BM) its columns' (acol), [2 BM, 3 BM) its columns' dt (dtcol),
+ * positions past the chunk's end clamped to its last (dt is 0 there). Where from, in the group's first head (the
+ * caller moves src on by Q floats per head: acs and dtc are [head][Q]), and where to. */
+struct stage_at {
+    const float *src;
+    float *dst;
+};
+template <class S> __device__ __forceinline__ stage_at stage_index(const ssd_args &s, const span &t, size_t zh0, S &sm)
+{
+    const int tid = threadIdx.x, c = tid % BM, role = min(tid / BM, 2), last = s.Q - 1;
+    const int at = min((role == 0 ? t.i0 : t.j0) + c, last);
+    return stage_at{(role < 2 ? s.acs : s.dtc) + zh0 * s.Q + at, &sm.stage[role][c % 16].v[c / 16]};
+}
+
+/* The head's decay factors for the tile from the staged cumsums (after the barrier that follows stage's copies;
+ * read after the product's barriers): colw[r][c] = e^{a_{i0+16r} - a_c} by every thread, rowf[l] = e^{a_l -
+ * a_{i0+16(l/16)}} by the first BM, the cumsums at their clamped positions as before. */
+template <class S> __device__ __forceinline__ void factors(S &sm)
 {
     const int tid = threadIdx.x, c = tid % BN, r = tid / BN;
-    const float *acs = s.acs + (size_t)zh * s.Q;
-    const int si = min(t.j0 + c, s.Q - 1);
-    static_assert(BM / 16 * BN == THREADS, "one column factor per thread");
-    sm.colw[r][c] = ssd_args::dexp(acs[min(t.i0 + 16 * r, s.Q - 1)] - acs[si]);
-    if (tid < BM) {
-        const float al = acs[min(t.i0 + tid, s.Q - 1)];
-        sm.arow[tid] = al;
-        sm.rowf[tid] = ssd_args::dexp(al - acs[min(t.i0 + tid / 16 * 16, s.Q - 1)]);
-    } else if (tid < BM + BN) {
-        sm.acol[c] = acs[si];
-        sm.dtcol[c] = s.dtc[(size_t)zh * s.Q + si]; /* 0 past the chunk's end */
-    }
+    static_assert(BM / 16 * BN == THREADS && BM == BN, "one column factor per thread; rows and columns staged alike");
+    const quad *arow = sm.stage[0], *acol = sm.stage[1];
+    sm.colw[r][c % 16].v[c / 16] = ssd_args::dexp(arow[0].v[r] - acol[c % 16].v[c / 16]);
+    /* thread tid < BM: row l = 16 (tid % 4) + tid / 4, whose entry [l % 16].v[l / 16] is [tid / 4].v[tid % 4] */
+    if (tid < BM) sm.rowf[tid / 4].v[tid % 4] = ssd_args::dexp(arow[tid / 4].v[tid % 4] - arow[0].v[tid % 4]);
 }
 
 template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ void tiles(const Op &op, int tiles_q)
@@ -243,28 +411,54 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
 #pragma unroll
         for (int c = 0; c < SUB; c++) keep[r][c] = 0.0f;
     typename Op::view v = op.head(bc, g * s.hpg); /* located once; the heads' views by offsets */
-    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P)) {
-        const int zh = bc * s.H + g * s.hpg + q;
-        decays(s, t, zh, sm);
+    /* the per-thread offsets of the reads and writes below that are the same for every head: per head only the
+     * head's base pointers change */
+    constexpr bool KZ = keep_zeros<Prec, V4, ONE, typename Op::view>();
+    rows_of<Prec, typename Op::view> ra{};
+    if constexpr (KZ) { /* load_rows: zeros where no head writes */
+        ra = rows_index(v, t, sm);
+        for (int e = tid; e < (BM + BN) * S::LDK / 4; e += THREADS)
+            reinterpret_cast<uint64_t *>(sm.u.ab.a)[e] = 0; /* a and b, contiguous */
+        __syncthreads();
+    }
+    const int QT = s.Q * tiles_q;
+    const size_t zh0 = (size_t)bc * s.H + g * s.hpg; /* the group's first head */
+    stage_at st = stage_index(s, t, zh0, sm);
+    /* the row sum of row i0 + ty + 4 tx (row block tx / 4) for the threads with tx % 4 = 0 (position clamped for
+     * the others, which write none) */
+    float *rout = s.rMq + zh0 * QT + min(t.i0 + ty + 4 * tx, s.Q - 1) * tiles_q + tn;
+    /* the sums of colbuf's column tid: cMq's column j0 + tid for the first BN threads (position clamped: only the
+     * columns inside the chunk are written), pDd for thread BN */
+    const int cstride = tid < BN ? QT : tiles_q;
+    float *cout = tid < BN ? s.cMq + zh0 * QT + min(t.j0 + tid, s.Q - 1) * tiles_q + tm : s.pDd + zh0 * tiles_q + tm;
+    for (int q = 0; q < s.hpg; q++, v = Op::next(v, s.P), st.src += s.Q, rout += QT, cout += cstride) {
+        if (tid < 3 * BM) *st.dst = *st.src;
         float dd = 0.0f;
-        product<Prec, V4, ONE>(v, t, sm, dd);
+        product<Prec, V4, ONE>(v, t, sm, dd, ra, [&] { factors(sm); });
+        if constexpr (KZ) { /* the next head's rows: P columns on */
+            ra.pa += s.P;
+            ra.pb += s.P;
+        }
         float rp[SUB] = {}, cp[SUB] = {};
+        const quad rowf = sm.rowf[ty], arow = sm.stage[0][ty], acol = sm.stage[1][tx], dtcol = sm.stage[2][tx];
 #pragma unroll
-        for (int r = 0; r < SUB; r++)
+        for (int r = 0; r < SUB; r++) {
+            const quad colw = sm.colw[r][tx];
 #pragma unroll
             for (int c = 0; c < SUB; c++) {
                 const int li = ty + 16 * r, sj = tx + 16 * c;
                 /* row block r of the tile is after column block c, except for c = r on a diagonal tile: the exact
                  * decay for every c = r, so that no tile takes a code path of its own (above the diagonal, c > r,
                  * nothing is stored or summed) */
-                const float dec = r == c ? ssd_args::dexp(sm.arow[li] - sm.acol[sj]) : sm.rowf[li] * sm.colw[r][sj];
-                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * sm.dtcol[sj], cb = cbr[r][c];
+                const float dec = r == c ? ssd_args::dexp(arow.v[r] - acol.v[c]) : rowf.v[r] * colw.v[c];
+                const float E = dec * sm.u.c[li * S::LDC + sj], Edt = E * dtcol.v[c], cb = cbr[r][c];
                 keep[r][c] += Edt; /* finite everywhere; 0 is written above the diagonal */
                 if constexpr (DDT) /* the tile's diagonal (dd_from_tile): this thread's (l, l) where tx = ty */
                     if (r == c && tx == ty) dd += sm.u.c[li * S::LDC + sj];
                 rp[r] = fmaf(cb, Edt, rp[r]); /* Mq dt_s */
                 cp[c] = fmaf(cb, E, cp[c]);   /* Mq */
             }
+        }
         /* Row sums over the tile's 64 columns (the 16 threads of a row are 16 consecutive lanes) and column sums
          * over its 64 rows (the two rows of a warp, then the 8 warps through shared memory), as reduce-scatters: each
          * exchange hands the partner the half of the sums the partner keeps (an add per sum, a select per value), 8
@@ -280,26 +474,30 @@ template <class Prec, bool V4, bool ONE, class Op> __device__ __forceinline__ vo
                                               __shfl_xor_sync(0xffffffffu, hi ? cp[0] : cp[2], 16);
         sm.colbuf[warp][tx + (hi ? 48 : 16)] = (hi ? cp[3] : cp[1]) +
                                                __shfl_xor_sync(0xffffffffu, hi ? cp[1] : cp[3], 16);
-        if (diag) { /* uniform over the block */
+        if (diag) {              /* uniform over the block */
+            if constexpr (DDT) { /* dd is +0 except in the two lanes where tx = ty, 2 warp and 17 + 2 warp (= 2 warp
+                                  * xor 17): the butterfly's sum is theirs, its additions of +0 exact (a sum from +0 is
+                                  * never -0) */
+                const float other = __shfl_xor_sync(0xffffffffu, dd, 17);
+                if (lane == 2 * warp) sm.colbuf[warp][BN] = dd + other;
+            } else {
 #pragma unroll
-            for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
-            if (lane == 0) sm.ddbuf[warp] = dd;
+                for (int m = 16; m > 0; m >>= 1) dd += __shfl_xor_sync(0xffffffffu, dd, m);
+                if (lane == 0) sm.colbuf[warp][BN] = dd;
+            }
         }
         if (tx % 4 == 0) {
             const int l = t.i0 + ty + 4 * tx; /* row block tx / 4 */
-            if (l < t.i1) s.rMq[((size_t)zh * s.Q + l) * tiles_q + tn] = rsum;
+            if (l < t.i1) *rout = rsum;
         }
         __syncthreads(); /* colbuf complete; every thread is done with this head's tile and factors */
-        if (tid < BN && t.j0 + tid < t.j1) {
+        /* the column sums over the warps, in warp order, and on a diagonal tile this chunk's dy.x over the tile's
+         * rows, warps in order */
+        if ((tid < BN && t.j0 + tid < t.j1) || (diag && tid == BN)) {
             float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += sm.colbuf[w][tid];
-            s.cMq[((size_t)zh * s.Q + t.j0 + tid) * tiles_q + tm] = sum;
-        } else if (diag && tid == BN) { /* this chunk's dy.x over the tile's rows, warps in order */
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < WARPS; w++) sum += sm.ddbuf[w];
-            s.pDd[(size_t)zh * tiles_q + tm] = sum;
+            *cout = sum;
         }
     }
 #pragma unroll
