@@ -37,10 +37,12 @@ struct conv_v1k16 {
 
 /* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load), of the
  * forward's output (the SSD's x, B, C) and of the backward's input gradient (a slice of the in_proj output's gradient),
- * each rounded once on the store when bf16. The weight and bias partials stay fp32 sums of fp32 values. */
+ * each rounded once on the store when bf16, and of the backward's output gradient dout (the SSD backward's dx, dB,
+ * dC, widened on load). The weight and bias partials stay fp32 sums of fp32 values. */
 template <class TI> struct conv_args {
     const TI *in;
-    const float *w, *b, *dout;
+    const float *w, *b;
+    const TI *dout;
     TI *out, *din;
     float *part;
     int ld_in, ld_din, T, C, K, rows, per;
@@ -318,7 +320,7 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_ty
     });
 }
 
-void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                            const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                            m2_real *dw, m2_real *db)
 {
@@ -329,8 +331,9 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in,
     float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
-        conv_args<TI> a = {(const TI *)in, w,      b, dout, NULL, (TI *)din, part,
-                           ld_in,          ld_din, T, C,    K,    rows,      m2_colsum_rows_per_block(rows)};
+        const TI *g = (const TI *)dout;
+        conv_args<TI> a = {(const TI *)in, w,      b, g, NULL, (TI *)din, part,
+                           ld_in,          ld_din, T, C, K,    rows,      m2_colsum_rows_per_block(rows)};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
         CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD
