@@ -20,27 +20,36 @@
 
 enum { CONV_TT = 32 };
 
-/* The kernels' configurations: V channels per thread, a window of KM >= K registers (named types, so that a
- * kernel's counters and its SASS row share one key, tests/gpu/emu/emu_counters.h). */
+/* The kernels' configurations: V channels per thread, a window of KM >= K registers, and KF, the tap count when it is
+ * fixed at compile time (named types, so that a kernel's counters and its SASS row share one key,
+ * tests/gpu/emu/emu_counters.h). The 4-register windows serve K = 4 only (the model's d_conv default): with K a
+ * constant every tap test and window offset is resolved by the compiler (no predicated taps, no zero-initialised
+ * sums); the 16-register windows serve every other K (KF = 0: K from the arguments; K < 4, which no configuration
+ * uses, runs there too, correct but with the wider window's registers). */
 struct conv_v4k4 {
-    static constexpr int V = 4, KM = 4;
+    static constexpr int V = 4, KM = 4, KF = 4;
 };
 struct conv_v1k4 {
-    static constexpr int V = 1, KM = 4;
+    static constexpr int V = 1, KM = 4, KF = 4;
 };
 struct conv_v4k16 {
-    static constexpr int V = 4, KM = 16;
+    static constexpr int V = 4, KM = 16, KF = 0;
 };
 struct conv_v1k16 {
-    static constexpr int V = 1, KM = 16;
+    static constexpr int V = 1, KM = 16, KF = 0;
 };
+
+/* The tap count K of a configuration's kernels. */
+template <class Cfg, class CA> __device__ __forceinline__ int conv_taps(const CA &a) { return Cfg::KF ? Cfg::KF : a.K; }
 
 /* TI: the element type of the input (a slice of the stored in_proj output: fp32 or bf16, widened on load), of the
  * forward's output (the SSD's x, B, C) and of the backward's input gradient (a slice of the in_proj output's gradient),
- * each rounded once on the store when bf16. The weight and bias partials stay fp32 sums of fp32 values. */
+ * each rounded once on the store when bf16, and of the backward's output gradient dout (the SSD backward's dx, dB,
+ * dC, widened on load). The weight and bias partials stay fp32 sums of fp32 values. */
 template <class TI> struct conv_args {
     const TI *in;
-    const float *w, *b, *dout;
+    const float *w, *b;
+    const TI *dout;
     TI *out, *din;
     float *part;
     int ld_in, ld_din, T, C, K, rows, per;
@@ -61,11 +70,12 @@ template <class Cfg, class CA> __device__ bool conv_walk(const CA &a, int &c0, s
  * that every register index is a compile-time constant. */
 template <class Cfg, bool Rev, class CA> __device__ void conv_weights(const CA &a, int c0, float (&wr)[Cfg::KM][Cfg::V])
 {
+    const int K = conv_taps<Cfg>(a);
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++) {
-        const int k = Rev ? Cfg::KM - 1 - m : m - (Cfg::KM - a.K);
+        const int k = Rev ? Cfg::KM - 1 - m : m - (Cfg::KM - K);
 #pragma unroll
-        for (int j = 0; j < Cfg::V; j++) wr[m][j] = k >= 0 && k < a.K ? a.w[(size_t)(c0 + j) * a.K + k] : 0.0f;
+        for (int j = 0; j < Cfg::V; j++) wr[m][j] = k >= 0 && k < K ? a.w[(size_t)(c0 + j) * K + k] : 0.0f;
     }
 }
 
@@ -91,7 +101,7 @@ __device__ __forceinline__ void conv_pre(const CA &a, int t, const float (&bias)
     for (int j = 0; j < Cfg::V; j++) pre[j] = bias[j];
 #pragma unroll
     for (int m = 0; m < Cfg::KM; m++)
-        if (m >= Cfg::KM - a.K && (!Masked || t >= Cfg::KM - 1 - m)) {
+        if (m >= Cfg::KM - conv_taps<Cfg>(a) && (!Masked || t >= Cfg::KM - 1 - m)) {
 #pragma unroll
             for (int j = 0; j < Cfg::V; j++) pre[j] += wr[m][j] * win[m][j];
         }
@@ -138,7 +148,7 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
 #pragma unroll
     for (int j = 0; j < Cfg::V; j++) bias[j] = a.b[c0 + j]; /* once: the stores below may alias it for nvcc */
     const TI *col = a.in + seq * a.T * a.ld_in + c0;
-    conv_window<Cfg>(col, a.ld_in, t0, a.K, win);
+    conv_window<Cfg>(col, a.ld_in, t0, conv_taps<Cfg>(a), win);
     /* the rows by pointer steps (no index product per row) */
     const TI *src = col + (size_t)t0 * a.ld_in;
     TI *dst = a.out + (seq * a.T + t0) * a.C + c0;
@@ -162,6 +172,7 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
                                              float (&acc)[Cfg::KM + 1][Cfg::V])
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
+    const int K = conv_taps<Cfg>(a);
     m2_vec<V> d = {};
     if (!Edge || r < a.rows) {
         conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
@@ -176,7 +187,7 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
         if (!Edge || r < r1) {
 #pragma unroll
             for (int m = 0; m < KM; m++)
-                if (m >= KM - a.K) {
+                if (m >= KM - K) {
 #pragma unroll
                     for (int j = 0; j < V; j++) acc[m][j] += !Edge || t >= KM - 1 - m ? d.v[j] * win[m][j] : 0.0f;
                 }
@@ -185,12 +196,12 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
         }
     }
     conv_shift<Cfg>(dwin, d);
-    const int ro = r - (a.K - 1);
+    const int ro = r - (K - 1);
     if (!Edge || ro >= r0) {
         m2_vec<V> s = {};
 #pragma unroll
         for (int k = 0; k < KM; k++)
-            if (k < a.K && (!Edge || to + a.K - 1 - k < a.T)) {
+            if (k < K && (!Edge || to + K - 1 - k < a.T)) {
 #pragma unroll
                 for (int j = 0; j < V; j++) s.v[j] += wb[KM - 1 - k][j] * dwin[KM - 1 - k][j];
             }
@@ -207,15 +218,16 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
  *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
  * The rows that need no test (conv_bwd_row's Edge false: all but the first K-1 of the block and of each sequence,
- * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS: 186 instructions per row of 4
- * channels there, 330 with the tests). dpre never goes to memory; every sum is formed in the order of the
- * separate kernels this replaced. */
+ * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS at K = 4: about 130 instructions per
+ * row of 4 channels there, 140 from bf16 rows; a tested row with the walk's bookkeeping about 340). After a run, ro's
+ * tick follows from t (no division). dpre never goes to memory; every sum is formed in the order of the separate
+ * kernels this replaced. */
 template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c0 >= a.C) return;
-    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per), K = a.K;
+    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per), K = conv_taps<Cfg>(a);
     const TI *col = a.in + c0;
     float wf[KM][V], wb[KM][V], bias[V], win[KM][V], dwin[KM][V], acc[KM + 1][V];
     conv_weights<Cfg, false>(a, c0, wf);
@@ -237,8 +249,8 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
 #pragma unroll 4
             for (; r < re; r++, t++)
                 conv_bwd_row<Cfg, false>(a, col, c0, r, t, 0, r0, r1, wf, wb, bias, win, dwin, acc);
+            to = t - (K - 1); /* ro's tick: in r's sequence, or (t == T) the last ticks of the one just ended */
             if (t == a.T) t = 0;
-            to = ((r - (K - 1)) % a.T + a.T) % a.T;
         } else {
             conv_bwd_row<Cfg, true>(a, col, c0, r, t, to, r0, r1, wf, wb, bias, win, dwin, acc);
             r++;
@@ -301,8 +313,8 @@ template <class CA> static bool conv_vec4(const CA &a)
 
 /* Runs F<Cfg> with the configuration the arguments allow. */
 #define CONV_DISPATCH(a, call)                                        \
-    (conv_vec4(a) ? ((a).K <= 4 ? call(conv_v4k4) : call(conv_v4k16)) \
-                  : ((a).K <= 4 ? call(conv_v1k4) : call(conv_v1k16)))
+    (conv_vec4(a) ? ((a).K == 4 ? call(conv_v4k4) : call(conv_v4k16)) \
+                  : ((a).K == 4 ? call(conv_v1k4) : call(conv_v1k16)))
 
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, void *out)
@@ -318,7 +330,7 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_ty
     });
 }
 
-void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                            const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                            m2_real *dw, m2_real *db)
 {
@@ -329,8 +341,9 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in,
     float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
-        conv_args<TI> a = {(const TI *)in, w,      b, dout, NULL, (TI *)din, part,
-                           ld_in,          ld_din, T, C,    K,    rows,      m2_colsum_rows_per_block(rows)};
+        const TI *g = (const TI *)dout;
+        conv_args<TI> a = {(const TI *)in, w,      b, g, NULL, (TI *)din, part,
+                           ld_in,          ld_din, T, C, K,    rows,      m2_colsum_rows_per_block(rows)};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
         CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD

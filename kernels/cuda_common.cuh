@@ -296,7 +296,7 @@ void m2_cuda_gated_norm_bwd(const m2_ops *o, const void *dout, const void *y, co
                             void *out);
 void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                            const m2_real *b, int B, int T, int C, int K, void *out);
-void m2_cuda_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+void m2_cuda_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                            const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                            m2_real *dw, m2_real *db);
 void m2_cuda_mse_loss(const m2_ops *o, const m2_real *pred, const m2_real *Y, int B, int T, int O, int burn_in,
@@ -313,7 +313,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, cons
                      m2_real *scratch);
 void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
                      const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch);
+                     const m2_real *saved, void *dx, m2_real *ddt, m2_real *dA, void *dBm, void *dCm, m2_real *dD,
+                     m2_real *scratch);
 
 #endif

@@ -194,7 +194,7 @@ template <class TM> struct ssd_group_heads {
 struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *dt, *A, *Dsk;
-    float *dx, *ddt, *dBm, *dCm;
+    float *ddt;
     float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
@@ -215,13 +215,15 @@ struct ssd_args {
 
 /* ssd_args with the token rows the products read: x, B, C (the conv+SiLU output) and dy (the gated norm's
  * gradient), stored activations of element type TX (ops.h m2_act_type: fp32, or bf16 at model.precision = bf16,
- * docs/MODEL.md §8), widened on every load; and y, the forward's output, written in TX. With bf16 token rows the
+ * docs/MODEL.md §8), widened on every load; and the token rows the products write in TX, each element rounded once
+ * from its fp32 sum: y, the forward's output, and the backward's dx, dB, dC (the conv backward's input, which widens
+ * them; upstream mamba_ssm's chunk-scan backward also writes them in the inputs' dtype). With bf16 token rows the
  * tensor-core operands are the values the fp32 path would have rounded them to, and every fp32 expression is the
  * same on the widened values, so the results are those of fp32 token rows holding the same values, up to the
  * multiply-adds the compiler fuses differently in the two instantiations (tests/gpu/test_gpu_act.c). */
 template <class TX> struct ssd_io : ssd_args {
     const TX *x, *Bm, *Cm, *dy;
-    TX *y;
+    TX *y, *dx, *dBm, *dCm;
 
     __device__ float xv(int bc, int l, int h, int p) const { return m2_ld(x + row(bc, l) * ld_x + (size_t)h * P + p); }
     __device__ float dyv(int bc, int l, int h, int p) const

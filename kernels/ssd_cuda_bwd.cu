@@ -198,7 +198,7 @@ template <class TX> struct ssd_dx_op {
     __device__ void store(int zh, int si, int p, float acc) const
     {
         const int bc = zh / s.H, h = zh % s.H;
-        s.dx[s.row(bc, si) * s.ld_x + (size_t)h * s.P + p] = acc + s.Dsk[h] * s.dyv(bc, si, h, p);
+        m2_st(s.dx + s.row(bc, si) * s.ld_x + (size_t)h * s.P + p, acc + s.Dsk[h] * s.dyv(bc, si, h, p));
     }
 };
 
@@ -300,7 +300,7 @@ template <class TX> struct ssd_dc_op {
     }
     __device__ void store(int zg, int l, int n, float acc) const
     {
-        s.dCm[s.row(zg / s.G, l) * s.ld_bc + (size_t)(zg % s.G) * s.N + n] = acc;
+        m2_st(s.dCm + s.row(zg / s.G, l) * s.ld_bc + (size_t)(zg % s.G) * s.N + n, acc);
     }
 };
 
@@ -333,7 +333,7 @@ template <class TX> struct ssd_db_op {
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
-        s.dBm[s.row(zg / s.G, si) * s.ld_bc + (size_t)(zg % s.G) * s.N + n] = acc;
+        m2_st(s.dBm + s.row(zg / s.G, si) * s.ld_bc + (size_t)(zg % s.G) * s.N + n, acc);
     }
 };
 
@@ -444,8 +444,8 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
 
 void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, const m2_real *dt, const m2_real *A,
                      const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
-                     const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                     m2_real *dD, m2_real *scratch)
+                     const m2_real *saved, void *dx, m2_real *ddt, m2_real *dA, void *dBm, void *dCm, m2_real *dD,
+                     m2_real *scratch)
 {
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
@@ -453,10 +453,10 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
     ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
         ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
         a.dy = (decltype(a.dy))dy;
-        a.dx = dx;
+        a.dx = (decltype(a.dx))dx; /* dx, dB, dC in the token rows' type (ops.h) */
         a.ddt = ddt;
-        a.dBm = dBm;
-        a.dCm = dCm;
+        a.dBm = (decltype(a.dBm))dBm;
+        a.dCm = (decltype(a.dCm))dCm;
         ssd_backward(c, a, L, dA, dD);
     });
 }

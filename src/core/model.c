@@ -53,7 +53,8 @@ typedef struct {
     m2_real *o;    /* [rows,Di] gated norm output, written in the activation type into o's bytes (the out_proj's
                     * input, and the backward's recomputed output) */
     void *dzx;     /* [rows,Win] gradient of the in_proj output, in the activation type */
-    m2_real *dxbc; /* [rows,Cc] */
+    m2_real *dxbc; /* [rows,max(Cc,D)]: d(o) in the activation type, then the SSD's dx, dB, dC [rows,Cc] in the
+                    * activation type (the conv backward's d(out)), then d(u) [rows,D] (m2_real) */
     m2_real *ddt;  /* [rows,H] */
     void *dy;      /* [rows,Di] the gated norm's d(y), in the activation type (the SSD backward's input) */
     m2_real *scratch;
@@ -538,11 +539,12 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_GNORM, ops->gated_norm_bwd(ops, ln->dxbc, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->dy, ln->dzx, Win,
                                          g.gnorm_w, ln->o));
     gemm_act(m, ln, 1, 0, D, Di, R, dh_op, D, ln->o, Di, 1, g.W_out, Di, M2_ACT_REAL);
-    /* SSD: dx, dB, dC into dxbc; ddt; dA; dD straight into the gradient buffer */
+    /* SSD: dx, dB, dC into dxbc (in the activation type: the conv backward widens them); ddt; dA; dD straight into
+     * the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
-                                p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, ln->dxbc + Di,
-                                ln->dxbc + Di + GN, g.Dsk, ln->scratch));
+                                p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA,
+                                act_at(m, ln->dxbc, Di), act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));
     OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
     OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,

@@ -32,7 +32,8 @@ typedef struct m2_ops m2_ops;
  * interface"): the kept in_proj output zxbcdt, the conv+SiLU output xBC, the SSD output y and its gradient dy (the
  * gated norm's), the forward projections' inputs, and in the backward the GEMM operands around the two projections:
  * the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw), the norms' recomputed outputs, d(o) and
- * a copy of the residual stream's gradient. M2_ACT_REAL is m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of
+ * a copy of the residual stream's gradient, and the SSD backward's token-row gradients dx, dB, dC (the conv
+ * backward's d(out)). M2_ACT_REAL is m2_real; M2_ACT_BF16 is bf16 (2 bytes, the upper half of
  * an fp32), widened to fp32 by every reader, which computes in fp32. An op's `void *` activation arguments are in the
  * type its m2_act_type argument names, and a backend is only handed the types its act_type reports (the CPU backend:
  * M2_ACT_REAL always). Every other gradient and every reduction (parameter gradients) stays m2_real. */
@@ -90,10 +91,10 @@ struct m2_ops {
      * SSD's x, B, C). Zero before each sequence's first tick. */
     void (*conv_silu_fwd)(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                           const m2_real *b, int B, int T, int C, int K, void *out);
-    /* dout [B*T,C] contiguous is d(out); din [B*T,C] ld_din (of type it, as in) is written; dw [C,K] and db [C]
-     * ADD (summed from the fp32 values, before din's rounding). The pre-activation is recomputed from in (nothing but
-     * the conv input is kept). */
-    void (*conv_silu_bwd)(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+    /* dout [B*T,C] contiguous is d(out) (the SSD backward's dx, dB, dC); din [B*T,C] ld_din is written; dout and
+     * din are of type it, as in. dw [C,K] and db [C] ADD (summed from the fp32 values, before din's rounding). The
+     * pre-activation is recomputed from in (nothing but the conv input is kept). */
+    void (*conv_silu_bwd)(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                           m2_real *dw, m2_real *db);
 
@@ -118,11 +119,13 @@ struct m2_ops {
     void (*ssd_fwd)(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
                     const void *Bm, const void *Cm, const m2_real *Dsk, void *y, m2_act_type at, m2_real *saved,
                     m2_real *scratch);
-    /* x, Bm, Cm and dy [B*T, H*P] in type at; the gradients m2_real */
+    /* x, Bm, Cm and dy [B*T, H*P] in type at, and the token rows' gradients dx, dBm, dCm (the same layout as x, Bm,
+     * Cm: the conv backward's d(out)) written in type at too, each rounded once from its fp32 sum; ddt, dA, dD
+     * m2_real */
     void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
                     const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
-                    const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                    m2_real *dD, m2_real *scratch);
+                    const m2_real *saved, void *dx, m2_real *ddt, m2_real *dA, void *dBm, void *dCm, m2_real *dD,
+                    m2_real *scratch);
 
     /* ---- gated RMSNorm in G groups (docs/MODEL.md §2 step 6): v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps)
      * * w. y [rows,n] contiguous and z [rows,n] ld_z both of type at (the kept activations); out [rows,n]

@@ -171,11 +171,12 @@ static void cpu_ssd_fwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, c
 
 static void cpu_ssd_bwd(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
                         const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
-                        const m2_real *saved, m2_real *dx, m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm,
-                        m2_real *dD, m2_real *scratch)
+                        const m2_real *saved, void *dx, m2_real *ddt, m2_real *dA, void *dBm, void *dCm, m2_real *dD,
+                        m2_real *scratch)
 {
     table_kernels(o)->ssd_backward(s, (const m2_real *)x, dt, A, (const m2_real *)Bm, (const m2_real *)Cm, Dsk,
-                                   (const m2_real *)dy, saved, dx, ddt, dA, dBm, dCm, dD, scratch);
+                                   (const m2_real *)dy, saved, (m2_real *)dx, ddt, dA, (m2_real *)dBm, (m2_real *)dCm,
+                                   dD, scratch);
 }
 
 static void cpu_adamw(const m2_ops *o, float *params, const float *grads, float *m, float *v,

@@ -26,11 +26,12 @@ void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x
     if (dx_act) memcpy(dx_act, dx, (size_t)rows * n * sizeof(m2_real));
 }
 
-void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const m2_real *dout, const void *in, int ld_in, m2_act_type it,
+void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                               const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                               m2_real *dw, m2_real *db)
 {
-    kern(o)->conv_silu_bwd(o, dout, (const m2_real *)in, ld_in, w, b, B, T, C, K, (m2_real *)din, ld_din, dw, db);
+    kern(o)->conv_silu_bwd(o, (const m2_real *)dout, (const m2_real *)in, ld_in, w, b, B, T, C, K, (m2_real *)din,
+                           ld_din, dw, db);
 }
 
 void m2_cpu_act_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,

@@ -9,7 +9,8 @@
  *   B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
  * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too; the
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
- *   backward's output and dx copy) written at 2 bytes per element, their fp32 partial sums unchanged;
+ *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums
+ *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) read at 2;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,7 +181,7 @@ static void test_bf16_backward(void **state)
         void *a0 = t ? b[0] : (void *)f[0], *a1 = t ? b[1] : (void *)f[1], *a2 = t ? b[2] : (void *)f[2];
         void *a3 = t ? b[3] : (void *)f[3], *a4 = t ? b[4] : (void *)f[4], *a5 = t ? b[5] : (void *)f[5];
         m2emu_counters_reset();
-        g->conv_silu_bwd(g, f[6], a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
+        g->conv_silu_bwd(g, a2, a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
         g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
         g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
@@ -190,10 +191,10 @@ static void test_bf16_backward(void **state)
             rd[k][t] = c.read_distinct;
         }
     }
-    /* activation elements written / read per op: conv din / in; dt ddt_raw / dt_raw; gated dy, dz, out / dout, y, z;
-     * rmsnorm y, dx_act / none */
+    /* activation elements written / read per op: conv din / in, dout; dt ddt_raw / dt_raw; gated dy, dz, out / dout,
+     * y, z; rmsnorm y, dx_act / none */
     const double e = (double)rows * n, nw[4] = {e, (double)rows * H, 3 * e, 2 * e},
-                 nr[4] = {e, (double)rows * H, 3 * e, 0};
+                 nr[4] = {2 * e, (double)rows * H, 3 * e, 0};
     for (int k = 0; k < 4; k++) {
         printf("  %-15s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
                rd[k][0], rd[k][1]);
@@ -203,6 +204,54 @@ static void test_bf16_backward(void **state)
     for (int i = 0; i < 16; i++) g->free(g, f[i]);
     for (int i = 0; i < 6; i++) g->free(g, b[i]);
     free(h);
+}
+
+/* The SSD backward's token-row gradients in bf16 (docs/MODEL.md §8): on bf16 rows the products that write dx, dC and
+ * dB write 2 bytes less per element of them than on fp32 rows (their other outputs, dx's fp32 row sums for the
+ * scalars, unchanged). One chunk, x, B, C as slices of one row of 96 values, as the model lays them out. */
+static void test_bf16_ssd_gradients(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const m2_ssd_shape s = {.B = 1, .T = 64, .H = 2, .P = 16, .G = 1, .N = 32, .Q = 64, .ld_x = 96, .ld_bc = 96};
+    const size_t T = (size_t)s.T, H = (size_t)s.H, HP = H * s.P, GN = (size_t)s.G * s.N, nxbc = T * s.ld_x;
+    float *hx = m2_host_uniform(nxbc, -1, 1, 9, 1), *hdt = m2_host_uniform(T * H, 0.01f, 0.1f, 9, 2);
+    float *hA = m2_host_fill(H, -1.0f);
+    float *f[3] = {m2_dev_from(g, hx, nxbc), m2_dev_from(g, hx, T * HP), g->alloc(g, nxbc * sizeof(float))};
+    void *b[3]; /* bf16 copies of xbc and dy, and a bf16 dxbc */
+    for (int i = 0; i < 3; i++) b[i] = g->alloc(g, nxbc * 2);
+    g->to_act(g, f[0], nxbc, b[0], M2_ACT_BF16);
+    g->to_act(g, f[1], T * HP, b[1], M2_ACT_BF16);
+    float *dt = m2_dev_from(g, hdt, T * H), *A = m2_dev_from(g, hA, H), *D = m2_dev_from(g, hA, H);
+    float *ddt = g->alloc(g, T * H * sizeof(float)), *dA = g->alloc(g, H * sizeof(float)),
+          *dD = g->alloc(g, H * sizeof(float)), *y = g->alloc(g, T * HP * sizeof(float));
+    float *saved = g->alloc(g, g->ssd_saved_size(g, &s) * sizeof(float));
+    float *scratch = g->alloc(g, g->ssd_scratch_size(g, &s, 1) * sizeof(float));
+    static const char *const names[3] = {"ssd_bwd (dx)", "ssd_bwd (dC)", "ssd_bwd (dB)"};
+    double wr[3][2];
+    for (int t = 0; t < 2; t++) {
+        const m2_act_type at = t ? M2_ACT_BF16 : M2_ACT_REAL;
+        const size_t eb = t ? 2 : 4;
+        char *x = t ? b[0] : (void *)f[0], *dx = t ? b[2] : (void *)f[2];
+        const void *dy = t ? b[1] : (void *)f[1];
+        g->memset0(g, dA, H * sizeof(float));
+        g->memset0(g, dD, H * sizeof(float));
+        g->ssd_fwd(g, &s, x, dt, A, x + HP * eb, x + (HP + GN) * eb, D, y, at, saved, scratch);
+        m2emu_counters_reset();
+        g->ssd_bwd(g, &s, x, dt, A, x + HP * eb, x + (HP + GN) * eb, D, dy, at, saved, dx, ddt, dA, dx + HP * eb,
+                   dx + (HP + GN) * eb, dD, scratch);
+        for (int k = 0; k < 3; k++) wr[k][t] = find_record(names[k], 1).write_distinct;
+    }
+    const double nw[3] = {(double)T * HP, (double)T * GN, (double)T * GN}; /* dx, dC, dB elements */
+    for (int k = 0; k < 3; k++) {
+        printf("  %-13s wrote fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1]);
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * nw[k]);
+    }
+    void *bufs[] = {f[0], f[1], f[2], b[0], b[1], b[2], dt, A, D, ddt, dA, dD, y, saved, scratch};
+    for (int i = 0; i < 15; i++) g->free(g, bufs[i]);
+    free(hx);
+    free(hdt);
+    free(hA);
 }
 
 static void test_ssd_first_stages(void **state)
@@ -252,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_vector_accesses),
         cmocka_unit_test(test_bf16_storage),
         cmocka_unit_test(test_bf16_backward),
+        cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,16 +6,17 @@
  *   widened to fp32 on the host (exact), so the inputs are identical and the tolerances are test_gpu_ops.c's for the
  *   fp32 ops: 1e-6 element-wise, 1e-5 where a reduction runs in another order.
  * - Writers (the rmsnorm output, the in_proj GEMM's output, the conv+SiLU output, the SSD output y, and in the
- *   backward the gated norm's dy, dz and recomputed output, the conv's input gradient, ddt_raw, the rmsnorm backward's
- *   recomputed output and its copy of dx) compute in fp32 and round once on the store: their bf16 output must equal,
+ *   backward the gated norm's dy, dz and recomputed output, the SSD's dx, dB, dC, the conv's input gradient, ddt_raw,
+ *   the rmsnorm backward's recomputed output and its copy of dx) compute in fp32 and round once on the store: their bf16 output must equal,
  *   bitwise, the host rounding of the same op's fp32 output on the GPU from fp32 inputs holding the same values (the
  *   strided outputs with their untouched columns). The parameter gradients stay fp32 sums of fp32 values: compared
  *   with the CPU at the tolerances above (dt_bias's also with the fp32 run's at 1e-6, which a sum of the rounded
  *   ddt_raw would miss by ~1e-3). The GEMM on bf16
  *   operands with an fp32 output is compared with the CPU GEMM on the widened operands: every product of two bf16
  *   values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM).
- * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (the
- *   gradients up to an ulp per multiply-add the compiler fuses differently: ssd_rows_case). */
+ * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (its
+ *   bf16 outputs y, dx, dB, dC rounded once, the fp32 ddt, dA, dD up to an ulp per multiply-add the compiler fuses
+ *   differently: ssd_rows_case). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,7 +131,8 @@ static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
     const int rows = B * T;
     act in = act_uniform((size_t)rows * ld_in, -2, 2, 40);
     pair w = pair_uniform((size_t)C * K, -0.5f, 0.5f, 41), b = pair_uniform(C, -0.5f, 0.5f, 42);
-    pair out = pair_fill((size_t)rows * C, 0), dout = pair_uniform((size_t)rows * C, -1, 1, 43);
+    pair out = pair_fill((size_t)rows * C, 0);
+    act dout = act_uniform((size_t)rows * C, -1, 1, 43); /* the SSD backward's dx, dB, dC */
     pair din = pair_fill((size_t)rows * ld_din, 7.0f), dw = pair_uniform((size_t)C * K, -1, 1, 44);
     pair db = pair_uniform(C, -1, 1, 45);
     cpu->conv_silu_fwd(cpu, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, out.h);
@@ -142,25 +144,29 @@ static void conv_case(int B, int T, int C, int K, int ld_in, int ld_din)
     expect_rounded("conv_silu_fwd (bf16 input and output)", ob, out.d, out.n);
     gpu->free(gpu, ob);
     gpu->free(gpu, in_wide);
-    /* fp32 input and din holding the bf16 input's values (dw, db of this run are not compared) */
+    /* fp32 input, dout and din holding the bf16 values (dw, db of this run are not compared) */
     float *dw_wide = m2_dev_from(gpu, dw.h, dw.n), *db_wide = m2_dev_from(gpu, db.h, db.n);
-    cpu->conv_silu_bwd(cpu, dout.h, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
+    cpu->conv_silu_bwd(cpu, dout.ref, in.ref, ld_in, M2_ACT_REAL, w.h, b.h, B, T, C, K, din.h, ld_din, dw.h, db.h);
     in_wide = act_wide(&in);
-    gpu->conv_silu_bwd(gpu, dout.d, in_wide, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, din.d, ld_din, dw_wide, db_wide);
-    pair_expect("conv_silu_bwd din (the bf16 input's values)", din, 1e-5);
-    /* bf16 input and din: din the fp32 din rounded once, dw and db fp32 sums */
+    float *dout_wide = act_wide(&dout);
+    gpu->conv_silu_bwd(gpu, dout_wide, in_wide, ld_in, M2_ACT_REAL, w.d, b.d, B, T, C, K, din.d, ld_din, dw_wide,
+                       db_wide);
+    pair_expect("conv_silu_bwd din (the bf16 values)", din, 1e-5);
+    /* bf16 input, dout and din: din the fp32 din rounded once, dw and db fp32 sums */
     act dinb = act_fill(din.n, 7.0f);
     gpu->conv_silu_bwd(gpu, dout.d, in.d, ld_in, M2_ACT_BF16, w.d, b.d, B, T, C, K, dinb.d, ld_din, dw.d, db.d);
     expect_rounded("conv_silu_bwd din (bf16 input and din)", dinb.d, din.d, din.n);
-    pair_expect("conv_silu_bwd dw (bf16 input)", dw, 1e-5);
-    pair_expect("conv_silu_bwd db (bf16 input)", db, 1e-5);
+    pair_expect("conv_silu_bwd dw (bf16 input and dout)", dw, 1e-5);
+    pair_expect("conv_silu_bwd db (bf16 input and dout)", db, 1e-5);
     gpu->free(gpu, in_wide);
+    gpu->free(gpu, dout_wide);
     gpu->free(gpu, dw_wide);
     gpu->free(gpu, db_wide);
     act_free(&dinb);
     act_free(&in);
-    pair *ps[] = {&w, &b, &out, &dout, &din, &dw, &db};
-    for (int i = 0; i < 7; i++) pair_free(ps[i]);
+    act_free(&dout);
+    pair *ps[] = {&w, &b, &out, &din, &dw, &db};
+    for (int i = 0; i < 6; i++) pair_free(ps[i]);
 }
 
 static void test_conv(void **state)
@@ -305,16 +311,16 @@ static void test_gemm_act(void **state)
     pair_free(&C);
 }
 
-/* The SSD on bf16 token rows: x, B, C (the conv output) and dy (the gated norm's) in bf16, y stored in bf16. Against
- * the same ops on fp32 rows holding the same values (ssd_cuda.cuh, ssd_io: the tensor-core operands and every fp32
- * expression are the same): y is their y rounded once (expect_rounded), and the gradients are theirs up to the
- * multiply-adds the compiler fuses differently in the two instantiations (the fp32 and bf16 kernels are separate
- * code): an ulp per fused term, so 1e-6 relative; measured here 0 for dx, dB, dC, dD and ~1e-7 for ddt and dA,
- * where the dC-through-the-state row sums differ by an ulp. A row, column or head read from the wrong place would
- * be off by O(1). */
+/* The SSD on bf16 token rows: x, B, C (the conv output) and dy (the gated norm's) in bf16, and the token rows it writes
+ * stored in bf16: y, and the backward's dx, dB, dC. Against the same ops on fp32 rows holding the same values
+ * (ssd_cuda.cuh, ssd_io: the tensor-core operands and every fp32 expression are the same): y and dx, dB, dC are theirs
+ * rounded once (expect_rounded, bitwise), and ddt, dA, dD theirs up to the multiply-adds the compiler fuses
+ * differently in the two instantiations (the fp32 and bf16 kernels are separate code): an ulp per fused term, so 1e-6
+ * relative; measured here 5e-8 for ddt and 6e-8 to 4e-7 for dA and dD, where the row sums the scalars add differ by
+ * an ulp. A row, column or head read from the wrong place would be off by O(1). */
 static void ssd_rows_case(int T)
 {
-    /* one row of xbc holds x [H*P], B [G*N] and C [G*N]: 96 values; two heads per group */
+    /* one row of xbc (and of its gradient) holds x [H*P], B [G*N] and C [G*N]: 96 values; two heads per group */
     const m2_ssd_shape s = {.B = 2, .T = T, .H = 4, .P = 8, .G = 2, .N = 16, .Q = 16, .ld_x = 96, .ld_bc = 96};
     const size_t rows = (size_t)s.B * s.T, ny = rows * s.H * s.P, nxbc = rows * s.ld_x, ndt = rows * s.H;
     const size_t HP = (size_t)s.H * s.P, GN = (size_t)s.G * s.N;
@@ -324,38 +330,43 @@ static void ssd_rows_case(int T)
     float *xw = act_wide(&xbc), *dyw = act_wide(&dy);
     float *saved = gpu->alloc(gpu, gpu->ssd_saved_size(gpu, &s) * sizeof(float));
     float *scratch = gpu->alloc(gpu, gpu->ssd_scratch_size(gpu, &s, 1) * sizeof(float));
-    void *y[2];
-    float *got[2][4]; /* dxbc, ddt, dA, dD on the host */
-    const size_t n_out[4] = {nxbc, ndt, (size_t)s.H, (size_t)s.H};
+    void *y[2], *dxbc[2]; /* in the rows' type */
+    float *got[2][3];     /* ddt, dA, dD on the host */
+    const size_t n_out[3] = {ndt, (size_t)s.H, (size_t)s.H};
     for (int t = 0; t < 2; t++) { /* 0: fp32 rows, 1: bf16 rows */
         const m2_act_type at = t ? M2_ACT_BF16 : M2_ACT_REAL;
         const size_t eb = t ? 2 : sizeof(float);
         const char *x = t ? (const char *)xbc.d : (const char *)xw;
         const void *Bm = x + HP * eb, *Cm = x + (HP + GN) * eb, *dyp = t ? dy.d : (const void *)dyw;
         y[t] = gpu->alloc(gpu, ny * eb);
-        float *d[4];
-        for (int k = 0; k < 4; k++) {
+        dxbc[t] = gpu->alloc(gpu, nxbc * eb);
+        char *dx = dxbc[t];
+        float *d[3];
+        for (int k = 0; k < 3; k++) {
             d[k] = gpu->alloc(gpu, n_out[k] * sizeof(float));
             gpu->memset0(gpu, d[k], n_out[k] * sizeof(float));
         }
         gpu->ssd_fwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, y[t], at, saved, scratch);
-        gpu->ssd_bwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, dyp, at, saved, d[0], d[1], d[2], d[0] + HP, d[0] + HP + GN,
-                     d[3], scratch);
-        for (int k = 0; k < 4; k++) {
+        gpu->ssd_bwd(gpu, &s, x, dt.d, A.d, Bm, Cm, D.d, dyp, at, saved, dx, d[0], d[1], dx + HP * eb,
+                     dx + (HP + GN) * eb, d[2], scratch);
+        for (int k = 0; k < 3; k++) {
             got[t][k] = m2_host_from(gpu, d[k], n_out[k]);
             gpu->free(gpu, d[k]);
         }
     }
     printf("  T = %d:\n", T);
     expect_rounded("ssd_fwd y (bf16 rows and store)", y[1], y[0], ny);
-    static const char *const names[4] = {"ssd_bwd dx, dB, dC (bf16 rows)", "ssd_bwd ddt (bf16 rows)",
-                                         "ssd_bwd dA (bf16 rows)", "ssd_bwd dD (bf16 rows)"};
-    for (int k = 0; k < 4; k++) {
+    expect_rounded("ssd_bwd dx, dB, dC (bf16 rows and store)", dxbc[1], dxbc[0], nxbc);
+    static const char *const names[3] = {"ssd_bwd ddt (bf16 rows)", "ssd_bwd dA (bf16 rows)", "ssd_bwd dD (bf16 rows)"};
+    for (int k = 0; k < 3; k++) {
         m2_expect_close(names[k], got[1][k], got[0][k], n_out[k], 1e-6);
         free(got[0][k]);
         free(got[1][k]);
     }
-    for (int t = 0; t < 2; t++) gpu->free(gpu, y[t]);
+    for (int t = 0; t < 2; t++) {
+        gpu->free(gpu, y[t]);
+        gpu->free(gpu, dxbc[t]);
+    }
     gpu->free(gpu, xw);
     gpu->free(gpu, dyw);
     gpu->free(gpu, saved);
