@@ -23,7 +23,7 @@
  * offsets) is formed once per block and per head only base pointers move; one load per thread stages the head's
  * cumsums and dt in shared memory, from which the factors are formed; at bf16 the operand tiles keep their masked
  * entries zero from the first head on (load_rows), the fragments are loaded and stored at constant offsets
- * (load_at, store_at), and the per-thread decay tables are read 16 bytes at a time. None of this changes an fp32
+ * (load_shared's constant offsets, store_at), and the per-thread decay tables are read 16 bytes at a time. None of this changes an fp32
  * expression or the order of a sum: the results are bitwise those of the plain form. */
 #include "ssd_cuda.cuh"
 
@@ -167,42 +167,8 @@ __device__ __forceinline__ void load_step(const V &v, const span &t, int k0, int
     }
 }
 
-/* load_shared (tile_gemm.cuh) of the fragment at base + OFF elements, with the offset and ldm as constants of the
- * instruction: the PTX names one address register, the same for the k steps and fragments of a warp and for every
- * head, so that ptxas forms the lanes' addresses from it once instead of per load and per head. The CPU emulation
- * runs load_matrix_sync itself, as load_shared does. */
-template <int OFF, unsigned LDM, class Use, int K, class P, class L, class T>
-__device__ __forceinline__ void load_at(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *base)
-{
-#ifdef __CUDA_ARCH__
-    namespace wmma = nvcuda::wmma;
-    constexpr bool A = std::is_same<Use, wmma::matrix_a>::value, BF = std::is_same<P, __nv_bfloat16>::value;
-    static_assert(std::is_same<L, std::conditional_t<A, wmma::row_major, wmma::col_major>>::value &&
-                      sizeof(f.x) == 16 && (BF || std::is_same<P, wmma::precision::tf32>::value),
-                  "row-major A or column-major B of bf16 m16n16k16 or tf32 m16n16k8: 4 registers");
-    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
-    const unsigned a = (unsigned)__cvta_generic_to_shared(base);
-#define M2_DCB_LDS(OP)                                            \
-    asm volatile(OP " {%0, %1, %2, %3}, [%4+%5], %6;"             \
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
-                 : "r"(a), "n"(OFF * (int)sizeof(T)), "n"(LDM)    \
-                 : "memory")
-    if constexpr (A && BF)
-        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
-    else if constexpr (BF)
-        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
-    else if constexpr (A)
-        M2_DCB_LDS("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
-    else
-        M2_DCB_LDS("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
-#undef M2_DCB_LDS
-#else
-    nvcuda::wmma::load_matrix_sync(f, base + OFF, LDM);
-#endif
-}
-
 /* store_matrix_sync (row-major, to shared memory) of an accumulator at base + OFF, offset and ldm constants of the
- * instruction as in load_at; the emulation runs store_matrix_sync. */
+ * instruction as in load_shared (tile_gemm.cuh); the emulation runs store_matrix_sync. */
 template <int OFF, unsigned LDM, int K>
 __device__ __forceinline__ void store_at(float *base,
                                          const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, K, float> &f)
@@ -236,10 +202,10 @@ __device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const 
     namespace wmma = nvcuda::wmma;
     const auto step = [&]<int KK>(std::integral_constant<int, KK>) {
         wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-        load_at<KK, LDK>(fa, a0);
+        load_shared<KK, LDK>(fa, a0);
         const auto frag = [&]<int F>(std::integral_constant<int, F>) {
             wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-            load_at<16 * F * LDK + KK, LDK>(fb, b0);
+            load_shared<16 * F * LDK + KK, LDK>(fb, b0);
             wmma::mma_sync(acc[F], fa, fb, acc[F]);
         };
         (frag(std::integral_constant<int, FS>{}), ...);

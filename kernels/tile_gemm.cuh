@@ -147,9 +147,12 @@ template <class R, class T> __device__ __forceinline__ T tile_elem(__nv_bfloat16
  * load_matrix_sync would put there: the file comment's rule (no code reads a fragment's elements) still holds for
  * the kernels, whose only view of the registers is this one instruction. The CPU emulation (no __CUDA_ARCH__)
  * runs load_matrix_sync itself. "memory": the tile is rewritten between the k steps at the same addresses, so the
- * compiler must neither merge nor move the loads across the stores and barriers around them. */
-template <class Use, int K, class P, class L, class T>
-__device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *p, unsigned ldm)
+ * compiler must neither merge nor move the loads across the stores and barriers around them. The fragment is the
+ * one at p + OFF elements, with the offset and the leading dimension LDM constants of the instruction: a kernel that
+ * loads several fragments from one base (ssd_cuda_dcb.cu) then names one address register for all of them, so that
+ * ptxas forms the lanes' addresses once instead of per load. */
+template <int OFF, unsigned LDM, class Use, int K, class P, class L, class T>
+__device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, K, P, L> &f, const T *p)
 {
 #ifdef __CUDA_ARCH__
     namespace wmma = nvcuda::wmma;
@@ -160,9 +163,9 @@ __device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, 
     unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
 #define M2_WMMA_LDS(OP)                                           \
-    asm volatile(OP " {%0, %1, %2, %3}, [%4], %5;"                \
+    asm volatile(OP " {%0, %1, %2, %3}, [%4+%5], %6;"             \
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
-                 : "r"(a), "r"(ldm)                               \
+                 : "r"(a), "n"(OFF * (int)sizeof(T)), "n"(LDM)    \
                  : "memory")
     if constexpr (A && BF)
         M2_WMMA_LDS("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
@@ -174,7 +177,7 @@ __device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, 
         M2_WMMA_LDS("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
 #undef M2_WMMA_LDS
 #else
-    nvcuda::wmma::load_matrix_sync(f, p, ldm);
+    nvcuda::wmma::load_matrix_sync(f, p + OFF, LDM);
 #endif
 }
 
@@ -712,11 +715,11 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
 #pragma unroll
                 for (int kk = 0; kk < TBK; kk += WK) {
                     wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fa;
-                    load_shared(fa, sm.ab.a + wi * LDK + kk, LDK);
+                    load_shared<0, LDK>(fa, sm.ab.a + wi * LDK + kk);
 #pragma unroll
                     for (int f = 0; f < FRAGS; f++) {
                         wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fb;
-                        load_shared(fb, sm.ab.b + (wj + 16 * f) * LDK + kk, LDK);
+                        load_shared<0, LDK>(fb, sm.ab.b + (wj + 16 * f) * LDK + kk);
                         wmma::mma_sync(dst[f], fa, fb, dst[f]);
                     }
                 }
