@@ -148,7 +148,7 @@ template <class R, class T> __device__ __forceinline__ T tile_elem(__nv_bfloat16
 /* A view's 4-element load as its elements: a bf16 row's 8 bytes (a view's bits4, kernels/ssd_cuda.cuh, for bf16
  * tiles, which take them as they are: stage_rows) as its 4 bf16 for the paths that take elements one by one;
  * anything else as it is. */
-template <class W> __device__ __forceinline__ W elems4(const W &w) { return w; }
+template <class W> __device__ __forceinline__ const W &elems4(const W &w) { return w; }
 __device__ __forceinline__ m2_bvec<4> elems4(uint64_t u)
 {
     m2_bvec<4> b;
