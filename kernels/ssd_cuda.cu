@@ -121,7 +121,8 @@ template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
         for (int c = 1; c < s.nc; c++) {
             const float decay = s.dexp(s.a_last(zh)); /* of the chunk before */
             zh += s.H;
-            prev = decay * prev + s.st_of(zh)[pn];
+            /* fp32 S: st read where it lies, in S (ssd_set_buffers), through S's pointer: the same code as before */
+            prev = decay * prev + (std::is_same<TS, float>::value ? s.S_of<float>(zh)[pn] : s.st_of(zh)[pn]);
             m2_st(s.S_of<TS>(zh) + pn, prev);
         }
     }
@@ -189,7 +190,7 @@ template <class TX, class TS> struct ssd_y_op {
         ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
         __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
-        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + k - N); }
+        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + (k - N)); }
         __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - N], x.row4(k - N, p)); }
     };
