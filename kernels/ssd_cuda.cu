@@ -11,7 +11,7 @@
 #include "ssd_cuda.cuh"
 
 /* The backward recomputes the chunk states by default: they are 3,072 of the 3,168 bytes per token and layer the
- * SSD would keep, and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
+ * SSD would keep (1,536 of 1,632 with bf16 states), and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
  * recomputing them costs the states product and the state passing once more per backward. */
 static m2_cuda_ssd_states g_ssd_states = M2_CUDA_SSD_RECOMPUTE_STATES;
 extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode)
