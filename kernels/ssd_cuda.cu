@@ -110,20 +110,22 @@ template <class TX> struct ssd_states_op {
  * to nearest even); for fp32 S, st lies in S itself and each entry is read before it is overwritten ---- */
 template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
 {
-    const size_t PN = (size_t)s.P * s.N;
+    const size_t PN = (size_t)s.P * s.N, step = (size_t)s.H * PN, a_step = (size_t)s.H * s.Q; /* chunk c to c+1 */
     M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
     {
         const size_t pn = i % PN;
-        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
-        int zh = (b * s.nc) * s.H + h;
+        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H, zh = (b * s.nc) * s.H + h;
+        TS *out = s.S_of<TS>(zh) + pn;
+        /* fp32 S: st read where it lies, in S (ssd_set_buffers), through S's pointer */
+        const float *in = std::is_same<TS, float>::value ? (const float *)out : s.st_of(zh) + pn;
+        const float *a_last = s.acs + (size_t)zh * s.Q + s.Q - 1; /* of the chunk before */
         float prev = 0.0f;
-        m2_st(s.S_of<TS>(zh) + pn, 0.0f);
-        for (int c = 1; c < s.nc; c++) {
-            const float decay = s.dexp(s.a_last(zh)); /* of the chunk before */
-            zh += s.H;
-            /* fp32 S: st read where it lies, in S (ssd_set_buffers), through S's pointer: the same code as before */
-            prev = decay * prev + (std::is_same<TS, float>::value ? s.S_of<float>(zh)[pn] : s.st_of(zh)[pn]);
-            m2_st(s.S_of<TS>(zh) + pn, prev);
+        m2_st(out, 0.0f);
+        for (int c = 1; c < s.nc; c++, a_last += a_step) {
+            in += step;
+            out += step;
+            prev = s.dexp(*a_last) * prev + *in;
+            m2_st(out, prev);
         }
     }
 }
