@@ -1,8 +1,9 @@
 /* The chunked SSD on the GPU, forward (definitions in ssd_cuda.cuh). Stages, in stream order:
  *   1. acs: chunk-local cumsums of dt*A, one thread per (b, c, h), sequential along the chunk (fp32)
  *   2. CB = C B^T per (b, c, g)
- *   3. st_c per (b, c < nc-1, h), written straight into the state slot S[c+1]
- *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry
+ *   3. st_c per (b, c < nc-1, h), fp32, written to slot c+1 of st (in place in S when S is fp32; ssd_layout_of)
+ *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry, in
+ *      fp32, each S_c stored once in S's type (bf16 at bf16 precision: rounded to nearest even, ssd_states_type)
  *   5. y = [e^{a_l} C_l | masked, decayed CB row times dt] . [S_c^T ; x] + D x: one product per (b, c, h) whose
  *      reduction runs over the N state entries, then over the positions s <= l. */
 #include "ssd_cuda.h"
@@ -10,7 +11,7 @@
 #include "ssd_cuda.cuh"
 
 /* The backward recomputes the chunk states by default: they are 3,072 of the 3,168 bytes per token and layer the
- * SSD would keep, and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
+ * SSD would keep (1,536 of 1,632 with bf16 states), and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
  * recomputing them costs the states product and the state passing once more per backward. */
 static m2_cuda_ssd_states g_ssd_states = M2_CUDA_SSD_RECOMPUTE_STATES;
 extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode)
@@ -21,13 +22,17 @@ extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode
 }
 bool ssd_keep_states() { return g_ssd_states == M2_CUDA_SSD_KEEP_STATES; }
 
-size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_of(s).saved_total; }
-/* The forward alone uses the copy of the saved regions, CB and the tables, which come first (ssd_cuda.cuh); the
- * backward's arrays follow. */
+static ssd_layout ssd_layout_for(const m2_ops *o, const m2_ssd_shape *s)
+{
+    return ssd_layout_of(s, ssd_states_type(m2_cuda_ctx_of(o)));
+}
+size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_for(o, s).saved_total; }
+/* The forward alone uses the copy of the saved regions, CB, the tables and (bf16 states) the fp32 chunk states, which
+ * come first (ssd_cuda.cuh); the backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
-    const ssd_layout L = ssd_layout_of(s);
-    return with_backward ? L.scratch_total : L.rMq;
+    const ssd_layout L = ssd_layout_for(o, s);
+    return with_backward ? L.scratch_total : L.fwd_scratch_total;
 }
 
 /* ---- 1. cumsums ---- */
@@ -60,7 +65,7 @@ __global__ void ssd_tables_kernel(ssd_args s)
     }
 }
 
-/* ---- 3. chunk states: S[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
+/* ---- 3. chunk states: st[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
 template <class TX> struct ssd_states_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
@@ -97,29 +102,36 @@ template <class TX> struct ssd_states_op {
     }
     __device__ void store(int z, int p, int n, float acc) const
     {
-        s.S_of(zh_of(z) + s.H)[(size_t)p * s.N + n] = acc; /* slot c+1 of the same (b, h) */
+        s.st_of(zh_of(z) + s.H)[(size_t)p * s.N + n] = acc; /* slot c+1 of the same (b, h) */
     }
 };
 
-/* ---- 4. state passing ---- */
-__global__ void ssd_pass_kernel(ssd_args s)
+/* ---- 4. state passing: the recurrence in fp32 from the fp32 st, each S_c stored once as TS (m2_st: bf16 rounded
+ * to nearest even); for fp32 S, st lies in S itself and each entry is read before it is overwritten ---- */
+template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
 {
-    const size_t PN = (size_t)s.P * s.N;
+    const size_t PN = (size_t)s.P * s.N, step = (size_t)s.H * PN, a_step = (size_t)s.H * s.Q; /* chunk c to c+1 */
     M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
     {
         const size_t pn = i % PN;
-        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H;
-        int zh = (b * s.nc) * s.H + h;
+        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H, zh = (b * s.nc) * s.H + h;
+        TS *out = s.S_of<TS>(zh) + pn;
+        /* fp32 S: st read where it lies, in S (ssd_set_buffers), through S's pointer */
+        const float *in = std::is_same<TS, float>::value ? (const float *)out : s.st_of(zh) + pn;
+        const float *a_last = s.acs + (size_t)zh * s.Q + s.Q - 1; /* of the chunk before */
         float prev = 0.0f;
-        s.S_of(zh)[pn] = 0.0f;
-        for (int c = 1; c < s.nc; c++) {
-            const float decay = s.dexp(s.a_last(zh)); /* of the chunk before */
-            zh += s.H;
-            prev = decay * prev + s.S_of(zh)[pn];
-            s.S_of(zh)[pn] = prev;
+        m2_st(out, 0.0f);
+        for (int c = 1; c < s.nc; c++, a_last += a_step) {
+            in += step;
+            out += step;
+            prev = s.dexp(*a_last) * prev + *in;
+            m2_st(out, prev);
         }
     }
 }
+/* one kernel per states type, each named apart (the per-kernel counts and tools/sass_report.py key kernels by name) */
+__global__ void ssd_pass_kernel(ssd_args s) { ssd_pass<float>(s); }
+__global__ void ssd_pass_bf16_kernel(ssd_args s) { ssd_pass<__nv_bfloat16>(s); }
 
 /* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ----
  * With r = i0 the tile's first row, e^{a_l} = e^{a_l-a_r} e^{a_r} and, for the positions j < r before the tile's
@@ -127,8 +139,12 @@ __global__ void ssd_pass_kernel(ssd_args s)
  * and those positions are products of plain C and CB rows with e^{a_r} S^T and e^{a_r-a_j} dt_j x_j, multiplied
  * by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
  * positions of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table
- * (ssd_own_decays). */
-template <class TX> struct ssd_y_op {
+ * (ssd_own_decays).
+ * With bf16 states (TS), the state part's B operand is S itself, moved to the tiles as stored (as upstream mamba_ssm
+ * multiplies C by its states rounded to C's type), and e^{a_r} multiplies the part's fp32 sums once, after its loop
+ * (tile_gemm.cuh, then_scaled): no per-element widening, scaling and rounding of S. With fp32 states it scales S's
+ * elements on their way to the tiles, as before. */
+template <class TX, class TS> struct ssd_y_op {
     ssd_io<TX> s; /* s.y [B*T, H*P]: the kept output, in TX (rounded once here when bf16) */
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4() && ssd_ktab_fits(s.Q); }
@@ -143,16 +159,29 @@ template <class TX> struct ssd_y_op {
         kb = 0;
         ke = s.N + i1; /* s <= l < i1 */
     }
-    /* the state part C_l[k] . e^{a_r} S[p][k] (S's rows contiguous along k) */
+    /* the state part C_l[k] . e^{a_r} S[p][k] (S's rows contiguous along k); e^{a_r} after the loop for bf16 S */
     struct state_view {
-        static constexpr bool row_scaled = true, b_jfast = false;
+        static constexpr bool row_scaled = true, b_jfast = false, then_scaled = std::is_same<TS, __nv_bfloat16>::value;
         float w; /* e^{a_r} */
         ssd_mat_t<TX> C;
-        ssd_mat S;
+        ssd_mat_t<TS> S;
         __device__ float a(int l, int k) const { return C(l, k); }
-        __device__ auto a4(int l, int k) const { return C.raw4(l, k); }
-        __device__ float b(int k, int p) const { return w * S(p, k); }
-        __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, S.row4(p, k)); }
+        __device__ auto a4(int l, int k) const { return C.moved4(l, k); }
+        __device__ float b(int k, int p) const
+        {
+            if constexpr (then_scaled)
+                return S(p, k);
+            else
+                return w * S(p, k);
+        }
+        __device__ auto b4k(int k, int p) const
+        {
+            if constexpr (then_scaled)
+                return S.moved4(p, k);
+            else
+                return ssd_scaled4(w, S.row4(p, k));
+        }
+        __device__ float then_scale() const { return w; }
     };
     /* the positions j = k - N before the tile's rows: CB[l][j] . e^{a_r-a_j} dt_j x_j[p] (no mask: j < r <= l) */
     struct past_view {
@@ -163,7 +192,7 @@ template <class TX> struct ssd_y_op {
         ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
         __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
-        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + k - N); }
+        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + (k - N)); }
         __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
         __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - N], x.row4(k - N, p)); }
     };
@@ -189,7 +218,7 @@ template <class TX> struct ssd_y_op {
             return r;
         }
         __device__ float b(int k, int p) const { return x(k - N, p); }
-        __device__ auto b4(int k, int p) const { return x.raw4(k - N, p); }
+        __device__ auto b4(int k, int p) const { return x.moved4(k - N, p); }
     };
     /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
      * holds one kind of operand, with the head's rows and arrays located once per block */
@@ -204,7 +233,8 @@ template <class TX> struct ssd_y_op {
         const float *tab = ssd_own_decays(acs, dt, t.i0, t.i1, sh);
         past_view past{s.N, s.Q, acs[t.i0], acs, CB, dt, nullptr, x};
         past.wt = ssd_k_factors(0, t.i0, sh + SSD_OWN_FLOATS, [&](int j) { return past.w(j); });
-        return view{s.N, state_view{s.eA[(size_t)zh * s.Q + t.i0], s.C_of(bc, g), ssd_mat{s.S_of(zh), (size_t)s.N, 1}},
+        const ssd_mat_t<TS> S{s.template S_of<TS>(zh), (size_t)s.N, 1};
+        return view{s.N, state_view{s.eA[(size_t)zh * s.Q + t.i0], s.C_of(bc, g), S},
                     chunk_parts{s.N + t.i0, past, own_view{s.N, s.Q, t.i0, CB, tab, x}}};
     }
     /* e^{a_l-a_r}, the row_scaled views' factor */
@@ -221,16 +251,21 @@ template <class TX> struct ssd_y_op {
     }
 };
 
-template <class TX> void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const char *const what[2])
+template <class TX>
+void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_layout &L, const char *const what[2])
 {
     m2_tile_gemm(c, ssd_states_op<TX>{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
-    ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
+    if (L.states == M2_ACT_BF16)
+        ssd_pass_bf16_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
+    else
+        ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED(what[1]);
 }
 
-template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<float> &, const char *const[2]);
-template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<__nv_bfloat16> &, const char *const[2]);
+template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<float> &, const ssd_layout &, const char *const[2]);
+template void ssd_compute_states(const m2_cuda_ctx *, const ssd_io<__nv_bfloat16> &, const ssd_layout &,
+                                 const char *const[2]);
 
 template <class TX>
 static void ssd_forward(const m2_cuda_ctx *c, ssd_io<TX> a, const ssd_layout &L, m2_real *saved, m2_real *scratch)
@@ -244,8 +279,11 @@ static void ssd_forward(const m2_cuda_ctx *c, ssd_io<TX> a, const ssd_layout &L,
     ssd_compute_tables(c, a);
     ssd_compute_cb(c, a);
     static const char *const states[2] = {"ssd_fwd (chunk states)", "ssd_fwd (state passing)"};
-    ssd_compute_states(c, a, states);
-    m2_tile_gemm(c, ssd_y_op<TX>{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+    ssd_compute_states(c, a, L, states);
+    m2_act_dispatch(L.states, [&](auto tag) {
+        using TS = m2_elem_t<decltype(tag)>;
+        m2_tile_gemm(c, ssd_y_op<TX, TS>{a}, heads, a.Q, a.P, "ssd_fwd (outputs)");
+    });
 }
 
 void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, const m2_real *dt, const m2_real *A,
@@ -254,7 +292,7 @@ void m2_cuda_ssd_fwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
 {
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    const ssd_layout L = ssd_layout_of(sh);
+    const ssd_layout L = ssd_layout_for(o, sh);
     ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
         a.y = (decltype(a.y))y;
         ssd_forward(c, a, L, saved, scratch);

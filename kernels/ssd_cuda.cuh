@@ -13,19 +13,24 @@
  * masks, dt scaling, chunk states, reductions) except the operands of the per-chunk products when the backend's
  * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
  * accumulates in fp32 (docs/MODEL.md §3); and, at bf16, the token rows x, B, C, dy and the output y are stored in
- * bf16 and widened on every load (ssd_io, docs/MODEL.md §8).
+ * bf16 and widened on every load (ssd_io, docs/MODEL.md §8); and, at bf16 precision, the chunk-start states S are
+ * stored in bf16 by the fp32 state passing (ssd_states_type).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), and S [B*nc*H][P][N] only
- *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them)
+ *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them); S's
+ *            elements are bf16 at bf16 precision (ssd_states_type: half the floats), else fp32
  *   scratch: room for acs and S (the forward's own when it is not followed by a backward; S there when the states
  *            are not kept, where the backward recomputes them),
  *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),
+ *            dS [B*nc*H][P][N], which holds the fp32 chunk states st [B*nc*H][P][N] (slot c+1: st_c) from the
+ *            states product to the state passing when S is bf16 (dS is not yet written then; with fp32 S, st lies
+ *            in S itself, each S_c overwriting st_{c-1}; the forward alone needs this region only for bf16 S),
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
  *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
- *            dS [B*nc*H][P][N],  pA [B*nc*H],  pD [B*nc*H],
+ *            pA [B*nc*H],  pD [B*nc*H],
  *            rOff [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C per column tile, ssd_cuda_bwd.cu; dCoff itself
  *            never reaches memory), rSt [B*nc*H][Q][ceil(P/64)] (dBst.B, as row sums of x times dx's state part per
  *            column tile of dx, formed by dx's product: dBst itself is never formed),
@@ -40,12 +45,22 @@
 
 typedef struct {
     int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
+    m2_act_type states;                    /* S's element type (ssd_states_type) */
     size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
-    size_t fwd_saved, CB, eA, wR, dtc, rMq, cMq, pDd, dCBw, dS, pA, pD, rOff, rSt, pSd, scratch_total; /* scratch */
+    size_t fwd_saved, CB, eA, wR, dtc, dS, st, fwd_scratch_total;      /* scratch: both passes */
+    size_t rMq, cMq, pDd, dCBw, pA, pD, rOff, rSt, pSd, scratch_total; /* the backward's */
 } ssd_layout;
 
 /* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
 bool ssd_keep_states();
+
+/* The element type of the chunk-start states S the products read: bf16 at bf16 precision (docs/MODEL.md §8), as
+ * upstream mamba_ssm's chunk scan rounds its previous states to C's type before their product; the state passing
+ * still runs in fp32 and rounds each S_c once, when it stores it. fp32 at tf32 and fp32 precision. */
+static inline m2_act_type ssd_states_type(const m2_cuda_ctx *c)
+{
+    return c->gemm_prec == M2_CUDA_GEMM_BF16 ? M2_ACT_BF16 : M2_ACT_REAL;
+}
 
 static inline size_t ssd_round(size_t n) { return (n + 63) / 64 * 64; }
 /* column tiles of the tile products over the N state entries (tile_gemm.cuh) */
@@ -57,27 +72,35 @@ static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s-
 /* the warps' groups of 32 state entries of a head (the reverse state passing's partials, ssd_cuda_bwd.cu) */
 __host__ __device__ inline int ssd_state_warps(int P, int N) { return (P * N + 31) / 32; }
 
-static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s)
+/* states: S's element type (ssd_states_type) */
+static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s, m2_act_type states)
 {
     const size_t nc = (size_t)(s->T + s->Q - 1) / s->Q, bc = (size_t)s->B * nc;
     const size_t heads = bc * s->H, groups = bc * s->G, Q = s->Q, PN = (size_t)s->P * s->N;
     ssd_layout L;
     L.keep_states = ssd_keep_states();
+    L.states = states;
     L.acs = 0;
     L.S = L.acs + ssd_round(heads * Q);
-    L.fwd_total = L.S + ssd_round(heads * PN);
+    L.fwd_total = L.S + ssd_round((heads * PN * m2_act_bytes(states) + sizeof(float) - 1) / sizeof(float));
     L.saved_total = L.keep_states ? L.fwd_total : L.S;
     L.fwd_saved = 0;
     L.CB = L.fwd_saved + L.fwd_total;
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
     L.dtc = L.wR + ssd_round(heads * Q);
-    L.rMq = L.dtc + ssd_round(heads * Q);
+    L.dS = L.dtc + ssd_round(heads * Q);
+    /* The fp32 chunk states st: in place in S when S is fp32 (the state passing turns each into S_c where it lies);
+     * else in dS's region, which is free until the backward's first product after the state passing writes it (the
+     * forward has no dS; the backward recomputes the states first), so the forward alone needs it too. */
+    const bool st_apart = states != M2_ACT_REAL;
+    L.st = L.dS; /* when apart (ssd_set_buffers) */
+    L.fwd_scratch_total = st_apart ? L.dS + ssd_round(heads * PN) : L.dS;
+    L.rMq = L.dS + ssd_round(heads * PN);
     L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.pDd = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.dCBw = L.pDd + ssd_round(heads * ssd_chunk_tiles(s));
-    L.dS = L.dCBw + ssd_round(groups * Q * Q);
-    L.pA = L.dS + ssd_round(heads * PN);
+    L.pA = L.dCBw + ssd_round(groups * Q * Q);
     L.pD = L.pA + ssd_round(heads);
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
@@ -142,6 +165,15 @@ template <class E> struct ssd_mat_t {
     __device__ auto raw4(int r, int c) const { return m2_vload_raw<4>(p + (size_t)r * rs + c); }
     /* the same 4 elements as 8 bytes (E bf16 only), for operands moved to bf16 tiles untouched */
     __device__ uint64_t bits4(int r, int c) const { return m2_vload_bits4(p + (size_t)r * rs + c); }
+    /* the 4 elements for an operand that reaches the tiles unscaled: bf16 as their 8 bytes (bits4: into bf16 tiles
+     * as they are, tile_gemm.cuh stage_rows), fp32 as values */
+    __device__ auto moved4(int r, int c) const
+    {
+        if constexpr (std::is_same<E, __nv_bfloat16>::value)
+            return bits4(r, c);
+        else
+            return row4(r, c);
+    }
 };
 using ssd_mat = ssd_mat_t<float>;
 
@@ -152,40 +184,41 @@ template <class TA, class TB> struct ssd_plain_view {
     ssd_mat_t<TA> A;
     ssd_mat_t<TB> B;
     __device__ float a(int i, int k) const { return A(i, k); }
-    __device__ auto a4(int i, int k) const { return A.raw4(i, k); }
+    __device__ auto a4(int i, int k) const { return A.moved4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
-    __device__ auto b4(int k, int j) const { return B.raw4(k, j); }
+    __device__ auto b4(int k, int j) const { return B.moved4(k, j); }
     __device__ auto b4k(int k, int j) const { return B.T().raw4(j, k); }
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type
- * TM) scaled per row (a decay table) times one of the head's [P][N] matrices (ssd_cuda_bwd.cu: dC, dB); M's and
- * R's rows contiguous (4-element loads along k and j). */
-template <class TM> struct ssd_scaled_view {
+ * TM) scaled per row (a decay table) times one of the head's [P][N] matrices (element type TR: ssd_cuda_bwd.cu, dC
+ * reads the states S, bf16 at bf16 precision, and dB reads dSt, fp32), which reaches the tiles unscaled (moved4:
+ * bf16 untouched); M's and R's rows contiguous (4-element loads along k and j). */
+template <class TM, class TR> struct ssd_scaled_view {
     static constexpr bool a_kfast = true;
     int k0;
     const float *w;
     ssd_mat_t<TM> M;
-    ssd_mat R;
+    ssd_mat_t<TR> R;
     __device__ float a(int i, int k) const { return w[i] * M(i, k - k0); }
     __device__ m2_vec<4> a4(int i, int k) const { return ssd_scaled4(w[i], M.row4(i, k - k0)); }
     __device__ float b(int k, int j) const { return R(k - k0, j); }
-    __device__ m2_vec<4> b4(int k, int j) const { return R.row4(k - k0, j); }
+    __device__ auto b4(int k, int j) const { return R.moved4(k - k0, j); }
 };
 
 /* The heads of a group as the parts of one reduction (tile_gemm.cuh, over_parts), P values of k each: head q's
  * weights w + q*Q, its columns of the token rows M (at q*P) and its matrix R + q*P*N. */
-template <class TM> struct ssd_group_heads {
+template <class TM, class TR> struct ssd_group_heads {
     int n, P, Q, N;
     const float *w;
     ssd_mat_t<TM> M;
-    const float *R;
+    const TR *R;
     __device__ int parts() const { return n; }
     __device__ int part_len() const { return P; }
-    __device__ ssd_scaled_view<TM> part(int q, int k0) const
+    __device__ ssd_scaled_view<TM, TR> part(int q, int k0) const
     {
-        return ssd_scaled_view<TM>{k0, w + (size_t)q * Q, ssd_mat_t<TM>{M.p + (size_t)q * P, M.rs, 1},
-                                   ssd_mat{R + (size_t)q * P * N, (size_t)N, 1}};
+        return ssd_scaled_view<TM, TR>{k0, w + (size_t)q * Q, ssd_mat_t<TM>{M.p + (size_t)q * P, M.rs, 1},
+                                       ssd_mat_t<TR>{R + (size_t)q * P * N, (size_t)N, 1}};
     }
 };
 
@@ -195,7 +228,8 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *dt, *A, *Dsk;
     float *ddt;
-    float *acs, *S, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
+    void *S; /* the chunk-start states, of the layout's type (ssd_states_type): S_of */
+    float *st, *acs, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -207,7 +241,9 @@ struct ssd_args {
     __device__ static float dexp(float d) { return expf(fminf(d, 0.0f)); }
     __device__ float dtv(int bc, int l, int h) const { return dt[row(bc, l) * H + h]; }
     __device__ const float *dt_of(int bc, int h) const { return dt + row(bc, 0) * H + h; } /* stride H */
-    __device__ float *S_of(int zh) const { return S + (size_t)zh * P * N; }
+    /* TS: the states' element type (ssd_states_type) */
+    template <class TS> __device__ TS *S_of(int zh) const { return (TS *)S + (size_t)zh * P * N; }
+    __device__ float *st_of(int zh) const { return st + (size_t)zh * P * N; } /* the chunk states, fp32 */
     __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
@@ -305,7 +341,9 @@ static void ssd_on_rows(m2_act_type at, const m2_ssd_shape *s, const void *x, co
 static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *saved, float *scratch)
 {
     a->acs = saved + L->acs;
-    a->S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
+    float *S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
+    a->S = S;
+    a->st = L->states == M2_ACT_REAL ? S : scratch + L->st; /* ssd_layout_of */
     a->CB = scratch + L->CB;
     a->eA = scratch + L->eA;
     a->wR = scratch + L->wR;
@@ -365,9 +403,11 @@ template <class TX> static inline void ssd_compute_cb(const m2_cuda_ctx *c, cons
     m2_tile_gemm(c, ssd_cb_op<TX>{a}, a.B * a.nc * a.G, a.Q, a.Q, "ssd (C B^T)");
 }
 
-/* The chunk-start states S (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums and the decay tables;
- * the backward runs them again when the states are not kept (what = the launches' names, chunk states first). */
-template <class TX> void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const char *const what[2]);
+/* The chunk-start states S of element type L.states (the forward's stages 3 and 4, ssd_cuda.cu), from the cumsums
+ * and the decay tables; the backward runs them again when the states are not kept (what = the launches' names,
+ * chunk states first). */
+template <class TX>
+void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_layout &L, const char *const what[2]);
 /* dCBw and the per-tile row and column sums of CB.E of every head (ssd_cuda_dcb.cu) */
 template <class TX> void ssd_compute_dcb(const m2_cuda_ctx *c, const ssd_io<TX> &a);
 

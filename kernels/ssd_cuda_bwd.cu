@@ -59,8 +59,9 @@ template <class TX> struct ssd_dsoff_op {
  * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each warp sums
  * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
  * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
- * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). */
-__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args s)
+ * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). S is
+ * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type). */
+template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args &s)
 {
     const size_t PN = (size_t)s.P * s.N;
     const int qn = (int)((PN + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS), q = blockIdx.x % qn, bh = blockIdx.x / qn;
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args 
         if (in) {
             off = s.dS_of(zh)[pn];
             s.dS_of(zh)[pn] = run;
-            st = s.S_of(zh)[pn];
+            st = m2_ld(s.S_of<TS>(zh) + pn);
         }
         float part = run * st;
 #pragma unroll
@@ -83,6 +84,12 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args 
         if (lead) s.pSd[(size_t)zh * wn + w] = part;
         run = off + s.dexp(s.a_last(zh)) * run;
     }
+}
+/* one kernel per states type, each named apart (the per-kernel counts and tools/sass_report.py key kernels by name) */
+__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args s) { ssd_pass_bwd<float>(s); }
+__global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_bf16_kernel(ssd_args s)
+{
+    ssd_pass_bwd<__nv_bfloat16>(s);
 }
 
 /* ---- dx: k < Lc runs over the outputs l >= s (intra-chunk), k >= Lc over the state entries n ----
@@ -230,12 +237,13 @@ __device__ __forceinline__ void ssd_row_partial(const ssd_args &s, float *r, int
 }
 
 /* ---- the row sums of dCoff[zh][l][n] = e^{a_l} sum_p dy_l[p] S_c[p][n] with C_l: dCoff itself is never stored
- * (dC sums it over the group's heads inside its own product) ---- */
-template <class TX> struct ssd_dcoff_op : ssd_rows_by_states<TX> {
+ * (dC sums it over the group's heads inside its own product); S of element type TS (ssd_states_type) ---- */
+template <class TX, class TS> struct ssd_dcoff_op : ssd_rows_by_states<TX> {
     using ssd_rows_by_states<TX>::s;
-    __device__ ssd_plain_view<TX, float> bind(int zh) const
+    __device__ ssd_plain_view<TX, TS> bind(int zh) const
     {
-        return ssd_plain_view<TX, float>{s.dy_of(zh / s.H, zh % s.H), ssd_mat{s.S_of(zh), (size_t)s.N, 1}};
+        return ssd_plain_view<TX, TS>{s.dy_of(zh / s.H, zh % s.H),
+                                      ssd_mat_t<TS>{s.template S_of<TS>(zh), (size_t)s.N, 1}};
     }
     __device__ void store(int zh, int l, int n, float acc) const {}
     __device__ float row_term(int zh, int l, int n, float acc) const
@@ -272,8 +280,8 @@ template <bool UPPER, class TB> struct ssd_causal_view {
 
 /* ---- dC_l[n] = sum_h e^{a_l,h} dy_l,h . S_h[:, n] + sum_{s<=l} dCBw[l][s] B_s[n] (per group, overwrites): one
  * reduction over the group's heads' channels (k < hpg*P, a part per head: the C gradient through the state, dCoff
- * summed over the heads) and then the chunk's positions (k - hpg*P = s) ---- */
-template <class TX> struct ssd_dc_op {
+ * summed over the heads) and then the chunk's positions (k - hpg*P = s); S of element type TS ---- */
+template <class TX, class TS> struct ssd_dc_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = true;
     bool vec4() const { return s.vec4(); }
@@ -289,14 +297,14 @@ template <class TX> struct ssd_dc_op {
         ke = s.hpg * s.P + i1; /* s <= l < i1 */
     }
     /* the heads' channels, then the positions (tile_gemm.cuh, split) */
-    using view = m2tile::split_view<ssd_group_heads<TX>, ssd_causal_view<false, TX>>;
+    using view = m2tile::split_view<ssd_group_heads<TX, TS>, ssd_causal_view<false, TX>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{
-            s.hpg * s.P,
-            ssd_group_heads<TX>{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg), s.S_of(zh)},
-            ssd_causal_view<false, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), s.hpg * s.P}};
+        return view{s.hpg * s.P,
+                    ssd_group_heads<TX, TS>{s.hpg, s.P, s.Q, s.N, s.eA + (size_t)zh * s.Q, s.dy_of(bc, g * s.hpg),
+                                            s.template S_of<TS>(zh)},
+                    ssd_causal_view<false, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}, s.B_of(bc, g), s.hpg * s.P}};
     }
     __device__ void store(int zg, int l, int n, float acc) const
     {
@@ -323,13 +331,14 @@ template <class TX> struct ssd_db_op {
         ke = s.len(zg / s.G) + s.hpg * s.P;
     }
     /* the positions, then the heads' channels (tile_gemm.cuh, split) */
-    using view = m2tile::split_view<ssd_causal_view<true, TX>, ssd_group_heads<TX>>;
+    using view = m2tile::split_view<ssd_causal_view<true, TX>, ssd_group_heads<TX, float>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
-        return view{
-            s.len(bc), ssd_causal_view<true, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
-            ssd_group_heads<TX>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg), s.dS_of(zh)}};
+        return view{s.len(bc),
+                    ssd_causal_view<true, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
+                    ssd_group_heads<TX, float>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg),
+                                               s.dS_of(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
@@ -421,17 +430,23 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
     if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
         static const char *const states[2] = {"ssd_bwd (chunk states, recomputed)",
                                               "ssd_bwd (state passing, recomputed)"};
-        ssd_compute_states(c, a, states);
+        ssd_compute_states(c, a, L, states);
     }
     ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
-    ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+    if (L.states == M2_ACT_BF16)
+        ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+    else
+        ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
     M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_tile_gemm(c, ssd_dx_op<TX>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
     ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
-    m2_tile_gemm(c, ssd_dcoff_op<TX>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
-    m2_tile_gemm(c, ssd_dc_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+    m2_act_dispatch(L.states, [&](auto tag) {
+        using TS = m2_elem_t<decltype(tag)>;
+        m2_tile_gemm(c, ssd_dcoff_op<TX, TS>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
+        m2_tile_gemm(c, ssd_dc_op<TX, TS>{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+    });
     m2_tile_gemm(c, ssd_db_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);
     if (shmem > 48 * 1024) /* a block's default dynamic shared memory; chunk sizes are 64..256 in practice */
@@ -449,7 +464,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
 {
     if (sh->B <= 0 || sh->T <= 0) return;
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    const ssd_layout L = ssd_layout_of(sh);
+    const ssd_layout L = ssd_layout_of(sh, ssd_states_type(c));
     ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
         ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
         a.dy = (decltype(a.dy))dy;

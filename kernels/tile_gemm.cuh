@@ -72,6 +72,11 @@
  *                        view's set (row_scaled or not, before any row_scale), handed to tap_store: a row reduction
  *                        of that view's products alone when its loop is the first of its set (split_view_hi_first
  *                        may order the loops so), formed on chip instead of by a product of its own
+ *   a view with then_scaled = true and float then_scale(): right after that view's loop, the accumulators of its set
+ *                        (row_scaled or not) are multiplied by then_scale(), a factor uniform over the block: a
+ *                        factor common to all of the view's products, taken out of its k loop when its loop is the
+ *                        first of its set, so that its operands reach the tiles as they are stored (a bf16 matrix
+ *                        moved untouched instead of widened, scaled and rounded per element)
  *   static constexpr bool lower_tiles;  like lower_only for the tiles wholly above the diagonal (neither computed
  *                        nor stored), but the diagonal tiles are stored whole: readers' 16-byte loads may cover
  *                        their upper triangle (masked after the load), so it must be written memory */
@@ -80,6 +85,7 @@
 
 #include <cuda_bf16.h>
 #include <mma.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -137,6 +143,22 @@ template <class R, class T> __device__ __forceinline__ T tile_elem(__nv_bfloat16
         return v;
     else
         return R::round(__bfloat162float(v));
+}
+
+/* A view's 4-element load as its elements: a bf16 row's 8 bytes (a view's bits4, kernels/ssd_cuda.cuh, for bf16
+ * tiles, which take them as they are: stage_rows) as its 4 bf16 for the paths that take elements one by one;
+ * anything else as it is. */
+template <class W> __device__ __forceinline__ const W &elems4(const W &w) { return w; }
+__device__ __forceinline__ m2_bvec<4> elems4(uint64_t u)
+{
+    m2_bvec<4> b;
+    memcpy(&b, &u, sizeof b);
+    return b;
+}
+/* Whether a 4-element load W reaches tiles of element type T as its bytes: bf16 bits into bf16 tiles. */
+template <class W, class T> constexpr bool moved_bits()
+{
+    return std::is_same<W, uint64_t>::value && std::is_same<T, __nv_bfloat16>::value;
 }
 
 /* An operand fragment from a tile in shared memory: A row-major (As[i][k]), B column-major (Bs[j][k]), the layouts
@@ -328,6 +350,14 @@ template <class V> constexpr bool tapped()
     else
         return false;
 }
+/* Whether a view's set of accumulators is multiplied by its then_scale() after its loop (file comment). */
+template <class V> constexpr bool then_scaled()
+{
+    if constexpr (requires { V::then_scaled; })
+        return V::then_scaled;
+    else
+        return false;
+}
 /* The accumulators of a view: the row_scaled ones or the others. */
 template <class V, class A> __device__ __forceinline__ A &acc_of(A &plain, A &scaled)
 {
@@ -384,7 +414,8 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
             decltype(v.a4(0, 0)) w{};
             if (gi < t.i1 && gka < ke) w = v.a4(gi, gka);
 #pragma unroll
-            for (int c = 0; c < 4; c++) As[(ak + (AK ? c : 0)) * lda + ai + (AK ? 0 : c)] = tile_elem<R, T>(w.v[c]);
+            for (int c = 0; c < 4; c++)
+                As[(ak + (AK ? c : 0)) * lda + ai + (AK ? 0 : c)] = tile_elem<R, T>(elems4(w).v[c]);
         }
     } else {
 #pragma unroll
@@ -398,7 +429,7 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
             decltype(v.b4(0, 0)) w{};
             if (gj < t.j1 && gkb < ke) w = v.b4(gkb, gj);
 #pragma unroll
-            for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = tile_elem<R, T>(w.v[c]);
+            for (int c = 0; c < 4; c++) Bs[bk * ldb + bj + c] = tile_elem<R, T>(elems4(w).v[c]);
         }
     } else if constexpr (VB) { /* along k: consecutive threads take consecutive groups of 4 of one column j */
 #pragma unroll
@@ -408,7 +439,7 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
             decltype(v.b4k(0, 0)) w{};
             if (gj < t.j1 && gkb < ke) w = v.b4k(gkb, gj);
 #pragma unroll
-            for (int c = 0; c < 4; c++) Bs[(bk + c) * ldb + bj] = tile_elem<R, T>(w.v[c]);
+            for (int c = 0; c < 4; c++) Bs[(bk + c) * ldb + bj] = tile_elem<R, T>(elems4(w).v[c]);
         }
     } else {
 #pragma unroll
@@ -422,7 +453,9 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
  * memory. get1(r, k) reads one element; with VEC, get4(r, k) reads 4 along the contiguous dimension in one
  * 16-byte load: along k they make one store, along r the loads at k and k + 1 make 4 stores of a pair each (k is
  * even and ke a multiple of 4 there, so k < ke covers k + 1). Consecutive threads take consecutive addresses of
- * the contiguous dimension. */
+ * the contiguous dimension. A get4 that gives 4 bf16 as their 8 bytes (moved_bits) puts them in bf16 tiles as they
+ * are: along k one 8-byte store, along r each pair assembled from the two loads' halves (a byte permute each, as
+ * many instructions as the pair conversions of fp32 operands, without their rounding). */
 template <int ROWS, int KB, class R, bool KFAST, bool VEC, class T, class G1, class G4>
 __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S, int ld, G1 get1, G4 get4)
 {
@@ -444,10 +477,14 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
             const int gr = r0 + r, gk = k0 + k;
             decltype(get4(0, 0)) w{};
             if (gr < r1 && gk < ke) w = get4(gr, gk);
-            pack p;
+            if constexpr (moved_bits<decltype(w), T>()) {
+                *reinterpret_cast<uint64_t *>(&S[r * ld + k]) = w;
+            } else {
+                pack p;
 #pragma unroll
-            for (int c = 0; c < 4; c++) p.v[c] = tile_elem<R, T>(w.v[c]);
-            *reinterpret_cast<pack *>(&S[r * ld + k]) = p;
+                for (int c = 0; c < 4; c++) p.v[c] = tile_elem<R, T>(elems4(w).v[c]);
+                *reinterpret_cast<pack *>(&S[r * ld + k]) = p;
+            }
         }
     } else {
         struct alignas(2 * sizeof(T)) pair {
@@ -462,12 +499,20 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
                 w0 = get4(gr, gk);
                 w1 = get4(gr, gk + 1);
             }
+            if constexpr (moved_bits<decltype(w0), T>()) { /* element c of a load: bits 16c..16c+15 */
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                pair p;
-                p.v[0] = tile_elem<R, T>(w0.v[c]);
-                p.v[1] = tile_elem<R, T>(w1.v[c]);
-                *reinterpret_cast<pair *>(&S[(r + c) * ld + k]) = p;
+                for (int c = 0; c < 4; c++) { /* the halves c % 2 of their words c / 2: bytes 0-1 (0x5410) or 2-3 */
+                    const unsigned lo = (unsigned)(w0 >> (32 * (c / 2))), hi = (unsigned)(w1 >> (32 * (c / 2)));
+                    *reinterpret_cast<unsigned *>(&S[(r + c) * ld + k]) = __byte_perm(lo, hi, c % 2 ? 0x7632 : 0x5410);
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    pair p;
+                    p.v[0] = tile_elem<R, T>(elems4(w0).v[c]);
+                    p.v[1] = tile_elem<R, T>(elems4(w1).v[c]);
+                    *reinterpret_cast<pair *>(&S[(r + c) * ld + k]) = p;
+                }
             }
         }
     }
@@ -621,6 +666,13 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
                 __syncthreads();
             }
         });
+        if constexpr (then_scaled<std::decay_t<decltype(v)>>()) {
+            const float w = v.then_scale();
+#pragma unroll
+            for (int r = 0; r < SUB; r++)
+#pragma unroll
+                for (int c = 0; c < SUB; c++) dst[r][c] *= w;
+        }
         if constexpr (tapped<std::decay_t<decltype(v)>>()) {
             float *tc = tap_shared<Op>();
 #pragma unroll
@@ -726,6 +778,25 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             }
         });
+        if constexpr (then_scaled<std::decay_t<decltype(v)>>()) {
+            /* through the free operand tiles: the fragments' elements are only touched by whole-fragment loads and
+             * stores (file comment); each thread scales its own (ty + 16r, tx + 16c) elements */
+            const float w = v.then_scale();
+            const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+            for (int f = 0; f < FRAGS; f++)
+                wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, dst[f], LDC, wmma::mem_row_major);
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < SUB; r++)
+#pragma unroll
+                for (int c = 0; c < SUB; c++) sm.c[(ty + 16 * r) * LDC + tx + 16 * c] *= w;
+            __syncthreads();
+#pragma unroll
+            for (int f = 0; f < FRAGS; f++)
+                wmma::load_matrix_sync(dst[f], sm.c + wi * LDC + wj + 16 * f, LDC, wmma::mem_row_major);
+            __syncthreads(); /* before the next loop's operands overwrite sm.c */
+        }
         if constexpr (tapped<std::decay_t<decltype(v)>>()) { /* the operand tiles are free between the loops */
 #pragma unroll
             for (int f = 0; f < FRAGS; f++)

@@ -63,13 +63,14 @@ def key_of(dem):
     if "<" in first:
         # The emulator keys a launch by the bare name of its first template argument (tests/gpu/emu/emu_count.cpp,
         # make_key): the SSD's Ops are templates on the element type of their token rows (kernels/ssd_cuda.cuh,
-        # ssd_io), bf16 exactly when the products' precision is bf16 (the backend's act_type), so the row of the
-        # other element type at a precision is never run and is left out.
-        elem = first[first.index("<") + 1 : first.rindex(">")]
+        # ssd_io) and some also on that of the chunk-start states (ssd_states_type), each bf16 exactly when the
+        # products' precision is bf16 (the backend's act_type), so a row with any other element type at a
+        # precision is never run and is left out.
+        elems = first[first.index("<") + 1 : first.rindex(">")].split(",")
         operands = [k for k in ("bf16", "tf32", "fp32") if any(k + "_operands" in a for a in args)] or (
             [prec] if prec != "-" else []
         )
-        if operands and ("bfloat16" in elem) != (operands[0] == "bf16"):
+        if operands and any(("bfloat16" in e) != (operands[0] == "bf16") for e in elems):
             return None, prec
         first = first[: first.index("<")]
     return (base + ("<" + first + ">" if args else "")), prec

@@ -11,6 +11,9 @@
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
  *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums
  *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) read at 2;
+ * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
+ *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
+ *   precision, and the reverse state passing reads 2 bytes less per element;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -291,6 +294,66 @@ static void test_ssd_first_stages(void **state)
     free(hA);
 }
 
+/* The chunk-start states in bf16 at bf16 precision: the same SSD (fp32 token rows) run at fp32 and at bf16 precision;
+ * the state passing writes every S_c (its fp32 input, the chunk states, is read at 4 bytes either way) and the reverse
+ * state passing reads every S_c (and dS, fp32 either way), so each count falls by 2 bytes per state element. */
+static void test_ssd_states_bf16(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const m2_ssd_shape s = {.B = 1, .T = 192, .H = 2, .P = 16, .G = 1, .N = 32, .Q = 64, .ld_x = 32, .ld_bc = 32};
+    const size_t T = (size_t)s.T, H = (size_t)s.H, ny = T * H * s.P, nbc = T * s.ld_bc;
+    const double elems = (double)s.B * (s.T / s.Q) * s.H * s.P * s.N; /* every S_c of every (b, c, h) */
+    float *hx = m2_host_uniform(T * s.ld_x, -1, 1, 5, 1), *hbc = m2_host_uniform(nbc, -1, 1, 5, 2);
+    float *hdt = m2_host_uniform(T * H, 0.01f, 0.1f, 5, 3), *hA = m2_host_fill(H, -1.0f);
+    float *hdy = m2_host_uniform(ny, -1, 1, 5, 4);
+    float *x = m2_dev_from(g, hx, T * s.ld_x), *Bm = m2_dev_from(g, hbc, nbc), *Cm = m2_dev_from(g, hbc, nbc),
+          *dt = m2_dev_from(g, hdt, T * H), *A = m2_dev_from(g, hA, H), *D = m2_dev_from(g, hA, H),
+          *dy = m2_dev_from(g, hdy, ny);
+    float *y = g->alloc(g, ny * sizeof(float)), *dx = g->alloc(g, T * s.ld_x * sizeof(float)),
+          *ddt = g->alloc(g, T * H * sizeof(float)), *dA = g->alloc(g, H * sizeof(float)),
+          *dB = g->alloc(g, nbc * sizeof(float)), *dC = g->alloc(g, nbc * sizeof(float)),
+          *dD = g->alloc(g, H * sizeof(float));
+    g->memset0(g, dA, H * sizeof(float)); /* the backward adds to dA and dD */
+    g->memset0(g, dD, H * sizeof(float));
+    static const m2_cuda_gemm_precision precs[2] = {M2_CUDA_GEMM_FP32, M2_CUDA_GEMM_BF16};
+    static const char *const names[3] = {"ssd_fwd (state passing)", "ssd_bwd (state passing, recomputed)",
+                                         "ssd_bwd (reverse state passing)"};
+    double wr[3][2], rd[3][2];
+    for (int t = 0; t < 2; t++) {
+        const m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(precs[t]);
+        float *saved = g->alloc(g, g->ssd_saved_size(g, &s) * sizeof(float));
+        float *scratch = g->alloc(g, g->ssd_scratch_size(g, &s, 1) * sizeof(float));
+        m2emu_counters_reset();
+        g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
+        g->ssd_bwd(g, &s, x, dt, A, Bm, Cm, D, dy, M2_ACT_REAL, saved, dx, ddt, dA, dB, dC, dD, scratch);
+        for (int k = 0; k < 3; k++) {
+            const m2emu_kernel_count c = find_record(names[k], 1);
+            wr[k][t] = c.write_distinct;
+            rd[k][t] = c.read_distinct;
+        }
+        m2_ops_cuda_set_gemm_precision(old);
+        g->free(g, saved);
+        g->free(g, scratch);
+    }
+    for (int k = 0; k < 3; k++)
+        printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
+               rd[k][0], rd[k][1]);
+    for (int k = 0; k < 2; k++) { /* the state passing: S written, st read */
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * elems);
+        assert_true(rd[k][0] == rd[k][1]);
+    }
+    assert_true(rd[2][0] - rd[2][1] == 2.0 * elems); /* the reverse pass: S read */
+    assert_true(wr[2][0] == wr[2][1]);
+    float *bufs[] = {x, Bm, Cm, dt, A, D, dy, y, dx, ddt, dA, dB, dC, dD};
+    for (int i = 0; i < 14; i++) g->free(g, bufs[i]);
+    free(hx);
+    free(hbc);
+    free(hdt);
+    free(hA);
+    free(hdy);
+}
+
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
@@ -303,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_bf16_backward),
         cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
+        cmocka_unit_test(test_ssd_states_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,12 +16,15 @@
  *   values is exact in fp32, so only the summation order differs (1e-5, as the fp32 GEMM).
  * - The SSD on bf16 token rows (x, B, C, dy) computes what it computes on fp32 rows holding the same values (its
  *   bf16 outputs y, dx, dB, dC rounded once, the fp32 ddt, dA, dD up to an ulp per multiply-add the compiler fuses
- *   differently: ssd_rows_case). */
+ *   differently: ssd_rows_case).
+ * - The SSD's chunk-start states, stored in bf16 at bf16 precision, are the fp32 state passing's values rounded once
+ *   (test_ssd_states_rounded). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@
  * emulation tests/gpu/emu/cuda_bf16.h's) */
 #include "base/bf16.h"
 #include "gpu_util.h"
+#include "ssd_cuda.h"
 
 static const m2_ops *cpu, *gpu;
 enum { SEED = 20261202 };
@@ -383,13 +387,79 @@ static void test_ssd_rows(void **state)
     ssd_rows_case(64); /* 4-element loads (8 bytes of bf16) */
 }
 
+/* The chunk-start states kept in bf16 (kernels/ssd_cuda.cuh, ssd_states_type) are the fp32 state passing's S_c
+ * rounded once to nearest even, bitwise. Inputs that make every fp32 value exact: A = 0 (every decay e^0 = 1),
+ * dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the inputs
+ * themselves): each chunk state st_c = sum_s x_s B_s^T and each S_c = st_0 + ... + st_{c-1} is a multiple of 1/16
+ * below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the rounding to bf16's
+ * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, then S at the next
+ * multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
+static void test_ssd_states_rounded(void **state)
+{
+    (void)state;
+    const m2_ssd_shape s = {.B = 2, .T = 48, .H = 2, .P = 8, .G = 1, .N = 8, .Q = 16, .ld_x = 16, .ld_bc = 8};
+    const int nc = s.T / s.Q, PN = s.P * s.N;
+    const size_t rows = (size_t)s.B * s.T, heads = (size_t)s.B * nc * s.H;
+    assert_int_equal(gpu->act_type(gpu), M2_ACT_BF16); /* the default precision: bf16 */
+    float *hx = m2_host_uniform(rows * s.ld_x, -16, 16, SEED, 80),
+          *hb = m2_host_uniform(rows * s.ld_bc, -16, 16, SEED, 81);
+    for (size_t i = 0; i < rows * s.ld_x; i++) hx[i] = rintf(hx[i]) / 4;
+    for (size_t i = 0; i < rows * s.ld_bc; i++) hb[i] = rintf(hb[i]) / 4;
+    float *hdt = m2_host_fill(rows * s.H, 1.0f), *hzero = m2_host_fill(s.H, 0.0f);
+    float *x = m2_dev_from(gpu, hx, rows * s.ld_x), *Bm = m2_dev_from(gpu, hb, rows * s.ld_bc),
+          *dt = m2_dev_from(gpu, hdt, rows * s.H), *A = m2_dev_from(gpu, hzero, s.H), *D = m2_dev_from(gpu, hzero, s.H);
+    float *y = gpu->alloc(gpu, rows * s.H * s.P * sizeof(float));
+    const m2_cuda_ssd_states old = m2_ops_cuda_set_ssd_states(M2_CUDA_SSD_KEEP_STATES);
+    const size_t n_saved = gpu->ssd_saved_size(gpu, &s);
+    float *saved = gpu->alloc(gpu, n_saved * sizeof(float));
+    float *scratch = gpu->alloc(gpu, gpu->ssd_scratch_size(gpu, &s, 0) * sizeof(float));
+    gpu->ssd_fwd(gpu, &s, x, dt, A, Bm, Bm, D, y, M2_ACT_REAL, saved, scratch); /* C = B: only S is checked */
+    m2_ops_cuda_set_ssd_states(old);
+    float *hs = m2_host_from(gpu, saved, n_saved);
+    const size_t s_at = (heads * s.Q + 63) / 64 * 64;
+    assert_true(s_at + (heads * PN + 1) / 2 <= n_saved);
+    uint16_t *S = malloc(heads * PN * 2);
+    assert_non_null(S);
+    memcpy(S, hs + s_at, heads * PN * 2);
+    int inexact = 0;
+    for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.H; h++)
+            for (int pn = 0; pn < PN; pn++) {
+                const int p = pn / s.N, n = pn % s.N;
+                double run = 0; /* S_c, exact */
+                for (int c = 0; c < nc; c++) {
+                    const size_t zh = ((size_t)b * nc + c) * s.H + h;
+                    const uint16_t want = (uint16_t)m2_bf16_bits((float)run);
+                    if (S[zh * PN + pn] != want)
+                        fail_msg("S[b %d, c %d, h %d][%d][%d]: 0x%04x, want 0x%04x (%.4f rounded)", b, c, h, p, n,
+                                 S[zh * PN + pn], want, run);
+                    inexact += m2_bf16_float(want) != (float)run;
+                    for (int l = 0; l < s.Q; l++) {
+                        const size_t r = (size_t)b * s.T + (size_t)c * s.Q + l;
+                        run += (double)hx[r * s.ld_x + (size_t)h * s.P + p] * hb[r * s.ld_bc + n];
+                    }
+                }
+            }
+    printf("  %zu states, %d of them rounded (the others exact in bf16)\n", heads * PN, inexact);
+    assert_true(inexact > 0);
+    float *bufs[] = {x, Bm, dt, A, D, y, saved, scratch};
+    for (int i = 0; i < 8; i++) gpu->free(gpu, bufs[i]);
+    free(hx);
+    free(hb);
+    free(hdt);
+    free(hzero);
+    free(hs);
+    free(S);
+}
+
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_to_act_ties), cmocka_unit_test(test_conv),        cmocka_unit_test(test_dt),
-        cmocka_unit_test(test_gated_norm),  cmocka_unit_test(test_rmsnorm_out), cmocka_unit_test(test_gemm_act),
-        cmocka_unit_test(test_ssd_rows),
+        cmocka_unit_test(test_to_act_ties), cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_dt),          cmocka_unit_test(test_gated_norm),
+        cmocka_unit_test(test_rmsnorm_out), cmocka_unit_test(test_gemm_act),
+        cmocka_unit_test(test_ssd_rows),    cmocka_unit_test(test_ssd_states_rounded),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

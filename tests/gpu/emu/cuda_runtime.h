@@ -56,6 +56,15 @@ void __syncthreads();
  * must call it at the same point (as a block-wide reduction does; one called by only some threads aborts like a
  * divergent __syncthreads). mask must be the full warp. */
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+/* The byte permute (PRMT): byte i of the result is byte (s >> 4i) & 7 of the 8 bytes y:x (x the low 4). The
+ * selector's sign-replicating bit (8) is not emulated: no kernel sets it. */
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xffu) << (8 * i);
+    return r;
+}
 
 /* A vector load or store as the GPU issues it: one access of sizeof(T) bytes (one LDG.128/STG.128 for 16 bytes),
  * which the counting build's hooks then see as one access (a plain struct copy would be split by GCC into per-float

@@ -1,6 +1,7 @@
 /* TEST-ONLY CPU emulation of the part of <mma.h> (nvcuda::wmma, warp-level tensor-core products) that kernels/
  * uses, for the emulated runtime of cuda_runtime.h here: fragments m16n16k16 of bf16 and m16n16k8 of tf32 with fp32
- * accumulators; fill_fragment, load_matrix_sync, mma_sync, store_matrix_sync.
+ * accumulators; fill_fragment, load_matrix_sync (operands, and accumulators from fp32 memory), mma_sync,
+ * store_matrix_sync.
  *
  * How: a fragment holds its whole 16x16 (or 16x8, 8x16) tile, logically row-major, as floats. On the GPU a
  * fragment is spread over the 32 lanes of a warp and every lane calls each wmma function with the same
@@ -144,7 +145,7 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, float v)
 template <class Use, int M, int N, int K, class T, class Layout>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const typename m2emu_detail::mem<T>::type *p, unsigned ldm)
 {
-    static_assert(!std::is_same<Use, accumulator>::value, "emulated wmma: accumulator loads are not emulated");
+    static_assert(!std::is_same<Use, accumulator>::value, "emulated wmma: an accumulator load names its layout");
     m2emu_detail::check("load_matrix_sync", p, ldm);
     if (!m2emu_detail::warp_leader()) return;
     const bool rowm = std::is_same<Layout, row_major>::value;
@@ -158,6 +159,17 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const typename m2emu
                 v = m2emu_detail::value(e);
             f.m2emu_v[r * f.C + c] = v;
         }
+}
+
+/* an accumulator from fp32 memory (layout: of the memory, as store_matrix_sync's) */
+template <int M, int N, int K>
+void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p, unsigned ldm, layout_t layout)
+{
+    m2emu_detail::check("load_matrix_sync", p, ldm);
+    if (!m2emu_detail::warp_leader()) return;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++)
+            f.m2emu_v[r * N + c] = p[layout == mem_row_major ? (size_t)r * ldm + c : (size_t)c * ldm + r];
 }
 
 template <int M, int N, int K, class T, class LA, class LB>

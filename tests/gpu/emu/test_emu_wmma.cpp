@@ -71,6 +71,7 @@ struct operands { /* per warp w: A_w [16 x KTOT], B_w [KTOT x 16], in both memor
     alignas(32) __nv_bfloat16 a16[WARPS][16 * LD16], b16[WARPS][16 * LD16];
     alignas(32) float af[WARPS][KTOT * LDF], bf[WARPS][KTOT * LDF];
     alignas(32) float out16[WARPS][16 * LDC], outf[WARPS][16 * LDC];
+    alignas(32) float c0[16 * LDC]; /* the accumulators' start: c0[i][j] = init(i, j), row-major */
     float a[WARPS][16][KTOT], b[WARPS][KTOT][16];
 };
 
@@ -80,12 +81,16 @@ static float value_of(int w, int i, int k, int which)
     return (float)sin(1.0 + w * 7.1 + i * 1.37 + k * 0.73 + which * 11.0) * (1.0f + 0.3f * (float)((i + k) % 5));
 }
 
-/* A row-major for bf16 and column-major for tf32, B the other way: both load paths are exercised. */
+/* the accumulators' start (exact in fp32) */
+static float init(int i, int j) { return 0.25f * (float)(i - 2 * j); }
+
+/* A row-major for bf16 and column-major for tf32, B the other way: both load paths are exercised. The bf16 product
+ * starts from accumulators loaded from memory row-major, the tf32 one from their transpose loaded column-major. */
 static void product_kernel(operands *o)
 {
     const int warp = threadIdx.x / 32;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> c16;
-    wmma::fill_fragment(c16, 0.5f);
+    wmma::load_matrix_sync(c16, o->c0, LDC, wmma::mem_row_major);
     for (int k0 = 0; k0 < KTOT; k0 += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
@@ -96,7 +101,7 @@ static void product_kernel(operands *o)
     wmma::store_matrix_sync(o->out16[warp], c16, LDC, wmma::mem_row_major);
 
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> cf;
-    wmma::fill_fragment(cf, 0.5f);
+    wmma::load_matrix_sync(cf, o->c0, LDC, wmma::mem_col_major); /* (i, j) from c0[j][i] */
     for (int k0 = 0; k0 < KTOT; k0 += 8) {
         wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
@@ -123,13 +128,15 @@ static void test_products_exact(void **state)
             }
     for (int w = 0; w < WARPS; w++)
         for (int i = 0; i < 16 * LDC; i++) o.out16[w][i] = o.outf[w][i] = -7.0f;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) o.c0[i * LDC + j] = init(i, j);
     m2emu::launch(dim3(1), dim3(WARPS * 32))("product_kernel", [](auto &&...a) { product_kernel(a...); })(&o);
 
     int checked = 0;
     for (int w = 0; w < WARPS; w++)
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++) {
-                float r16 = 0.5f, rf = 0.5f;
+                float r16 = init(i, j), rf = init(j, i);
                 for (int k = 0; k < KTOT; k++) {
                     r16 = fmaf(__bfloat162float(__float2bfloat16(o.a[w][i][k])),
                                __bfloat162float(__float2bfloat16(o.b[w][k][j])), r16);
