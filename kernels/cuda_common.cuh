@@ -285,7 +285,7 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int
 void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
 void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, m2_real *x_copy, const m2_real *w, int rows, int n, void *y,
                          m2_act_type yt);
 void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
                          m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);

@@ -39,23 +39,20 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh)
 }
 
 /* ---- RMSNorm ---- */
-/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). res (NULL: none) is added
- * into x first, by the thread that then reads its x back for the output (the residual add of ops.h). */
+/* TY: the output's element type (bf16 when it feeds the in_proj GEMM, ops.h m2_act_type). x_copy (NULL: none) is
+ * written with x by the thread that reads it for the sum of squares (the next residual slot's pre-fill of ops.h). */
 template <class TY>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    rmsnorm_fwd_kernel(float *x, const float *res, const float *w, int n, TY *y)
+    rmsnorm_fwd_kernel(const float *x, float *x_copy, const float *w, int n, TY *y)
 {
     __shared__ float sh[NORM_WARPS];
     const size_t row = blockIdx.x;
-    float *xr = x + row * n;
-    const float *rr = res ? res + row * n : NULL;
+    const float *xr = x + row * n;
+    float *cr = x_copy ? x_copy + row * n : NULL;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        float v = xr[j];
-        if (rr) {
-            v += rr[j];
-            xr[j] = v;
-        }
+        const float v = xr[j];
+        if (cr) cr[j] = v;
         ss += v * v;
     }
     const float r = rstd_of(norm_block_sum(ss, sh), n);
@@ -214,13 +211,13 @@ struct rmsnorm_dw_term {
     }
 };
 
-void m2_cuda_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, m2_real *x_copy, const m2_real *w, int rows, int n, void *y,
                          m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
     m2_act_dispatch(yt, [&](auto *ty) {
         using TY = m2_elem_t<decltype(ty)>;
-        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, res, w, n, (TY *)y);
+        rmsnorm_fwd_kernel<TY><<<rows, M2_CUDA_THREADS, 0, m2_cuda_ctx_of(o)->stream>>>(x, x_copy, w, n, (TY *)y);
         M2_CUDA_LAUNCHED("rmsnorm_fwd");
     });
 }

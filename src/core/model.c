@@ -265,7 +265,7 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
     for (int pass = 0; pass < 2; pass++) { /* count, then lay out (bytes) */
         void *base = pass ? m->block : NULL;
         c = 0;
-        m->h = carve(base, &c, (L + 1) * M * d->D);
+        m->h = carve(base, &c, (inference ? 1 : L + 1) * M * d->D); /* h_at */
         m->zx = carve_bytes(base, &c, L * M * d->Win, ab);
         m->y = carve_bytes(base, &c, L * M * d->Di, ab);
         m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
@@ -379,11 +379,11 @@ static unit unit_at(const call *c, int u)
     return un;
 }
 
-/* Layer l's slot of the kept activations: its own for a backward, shared in inference (h alternates between two:
- * layer l reads slot l % 2 and writes (l + 1) % 2). */
+/* Layer l's slot of the kept activations: its own for a backward, shared in inference (one h, which each layer's
+ * out_proj updates in place: layer_forward). */
 static m2_real *h_at(const m2_model *m, const call *c, const unit *un, int l)
 {
-    const size_t slot = m->inference ? (size_t)(l % 2) : (size_t)l;
+    const size_t slot = m->inference ? 0 : (size_t)l;
     return m->h + (slot * c->M + un->r0) * m->lay.d.D;
 }
 static void *zx_at(const m2_model *m, const call *c, const unit *un, int l)
@@ -428,11 +428,11 @@ static void gemm_act(m2_model *m, lane *ln, int ta, int tb, int M, int N, int K,
 }
 
 /* ---- forward of one unit ---- */
-/* out [R,n] (type ot) = in [R,k] W^T, W [n,k] m2_real: the forward's projections. */
+/* out [R,n] (type ot) = in [R,k] W^T + beta out, W [n,k] m2_real: the forward's projections. */
 static void forward_proj(m2_model *m, lane *ln, const call *c, int R, int n, int k, const void *in, const m2_real *W,
-                         void *out, m2_act_type ot)
+                         m2_real beta, void *out, m2_act_type ot)
 {
-    gemm_act(m, ln, 0, 1, R, n, k, in, k, weight_act(m, c, W), k, 0, out, n, ot);
+    gemm_act(m, ln, 0, 1, R, n, k, in, k, weight_act(m, c, W), k, beta, out, n, ot);
 }
 
 static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, int l)
@@ -446,10 +446,11 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
     const m2_act_type at = m->act;
 
-    /* h_l = the previous layer's out_proj output + its h_{l-1}, added by this norm (ops.h rmsnorm_fwd's res) */
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, l > 0 ? h_at(m, c, un, l - 1) : NULL, p.norm_w, R, D, ln->u, at));
+    /* h_{l+1}'s slot pre-filled with h_l for the out_proj below, by the norm that reads h_l anyway (ops.h
+     * rmsnorm_fwd's x_copy); in inference the two are one slot, updated in place */
+    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, hl, hn != hl ? hn : NULL, p.norm_w, R, D, ln->u, at));
     /* one GEMM for z, xBC, dt_raw */
-    forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, zx, at);
+    forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, 0, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
     OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
@@ -457,10 +458,9 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
                                 p.Dsk, y, at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
-    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the product here, h_l added by the next norm (the
-     * next layer's or norm_f), which reads h_{l+1} anyway (in inference h_l's slot is the one written here: the next
-     * norm's read of it comes first) */
-    forward_proj(m, ln, c, R, D, Di, ln->o, p.W_out, hn, M2_ACT_REAL);
+    /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the GEMM adds its fp32 product onto h_l (beta = 1),
+     * so no other pass over the residual stream makes the add */
+    forward_proj(m, ln, c, R, D, Di, ln->o, p.W_out, 1, hn, M2_ACT_REAL);
 }
 
 /* embed, the layers, the head; ln->u keeps RMSNorm_f(h_L) for the head's backward. */
@@ -476,8 +476,8 @@ static void unit_forward(m2_model *m, lane *ln, const call *c, const unit *un)
        ops->gemm(ops, 0, 1, R, D, d->F, 1, c->X + un->r0 * d->F, d->F, c->params + lay->embed_w, d->F, 0, h0, D));
     OP(M2_OPK_OTHER, ops->bias_add(ops, h0, D, c->params + lay->embed_b, R, D));
     for (int l = 0; l < d->L; l++) layer_forward(m, ln, c, un, l);
-    OP(M2_OPK_NORM, ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), d->L > 0 ? h_at(m, c, un, d->L - 1) : NULL,
-                                     c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
+    OP(M2_OPK_NORM,
+       ops->rmsnorm_fwd(ops, h_at(m, c, un, d->L), NULL, c->params + lay->normf_w, R, D, ln->u, M2_ACT_REAL));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 1, R, d->O, D, 1, ln->u, D, c->params + lay->head_w, D, 0, pred, d->O));
     OP(M2_OPK_OTHER, ops->bias_add(ops, pred, d->O, c->params + lay->head_b, R, d->O));
 }

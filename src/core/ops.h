@@ -74,9 +74,10 @@ struct m2_ops {
     void (*add)(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
 
     /* ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w, per row of n (x, y, dx, dy [rows,n] contiguous) ---- */
-    /* y in type yt (bf16: the in_proj's input; the statistics stay fp32). res [rows,n] (NULL: none) is first added
-     * into x (x ADDS res): the residual stream's add, made by the norm that reads x anyway (model.c layer_forward). */
-    void (*rmsnorm_fwd)(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
+    /* y in type yt (bf16: the in_proj's input; the statistics stay fp32). x_copy [rows,n] (NULL: none) is written
+     * with x: the next residual-stream slot pre-filled with h_l, onto which the out_proj GEMM adds its product
+     * (beta = 1), copied by the norm that reads x anyway (model.c layer_forward). */
+    void (*rmsnorm_fwd)(const m2_ops *o, const m2_real *x, m2_real *x_copy, const m2_real *w, int rows, int n, void *y,
                         m2_act_type yt);
     /* dx ADDS (it is the residual stream's gradient), dw [n] ADDS. y [rows,n] (NULL: not wanted) is written with the
      * forward's output, recomputed from the x the backward reads anyway, so that a model which needs it after the

@@ -200,11 +200,11 @@ static void cpu_scale(const m2_ops *o, float *x, size_t n, double factor)
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * factor);
 }
 
-/* RMSNorm with its optional residual (ops.h): the add, then the level's norm (bitwise the two ops apart). */
-static void cpu_rmsnorm_fwd(const m2_ops *o, m2_real *x, const m2_real *res, const m2_real *w, int rows, int n, void *y,
-                            m2_act_type yt)
+/* RMSNorm with its optional copy of x (ops.h): the copy, then the level's norm (bitwise the two ops apart). */
+static void cpu_rmsnorm_fwd(const m2_ops *o, const m2_real *x, m2_real *x_copy, const m2_real *w, int rows, int n,
+                            void *y, m2_act_type yt)
 {
-    if (res) cpu_add(o, x, res, (size_t)rows * n);
+    if (x_copy) memcpy(x_copy, x, (size_t)rows * n * sizeof(m2_real));
     m2_cpu_act_rmsnorm_fwd(o, x, w, rows, n, y, yt);
 }
 

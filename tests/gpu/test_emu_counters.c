@@ -14,6 +14,7 @@
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
+ * - a model's forward: the residual add made by the out_proj GEMM (beta = 1), each rmsnorm_fwd reading h once;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
+#include "base/layout.h"
+#include "core/model.h"
 #include "emu_counters.h"
 #include "gpu_util.h"
 
@@ -42,6 +46,21 @@ static m2emu_kernel_count find_record(const char *name, int exact)
     return none;
 }
 static m2emu_kernel_count find(const char *name) { return find_record(name, 0); }
+
+/* the records whose name starts with `name` (one per kernel key: a template's instances), summed */
+static m2emu_kernel_count sum_records(const char *name)
+{
+    m2emu_kernel_count r[MAXREC], s;
+    memset(&s, 0, sizeof s);
+    const int n = m2emu_counters_get(r, MAXREC);
+    for (int i = 0; i < n && i < MAXREC; i++)
+        if (!strncmp(r[i].name, name, strlen(name))) {
+            s.launches += r[i].launches;
+            s.read_distinct += r[i].read_distinct;
+            s.write_distinct += r[i].write_distinct;
+        }
+    return s;
+}
 
 static void test_counts_bytes(void **state)
 {
@@ -354,6 +373,64 @@ static void test_ssd_states_bf16(void **state)
     free(hdy);
 }
 
+/* The residual add made by the out_proj GEMM (beta = 1 onto h_{l+1}'s slot holding h_l, model.c layer_forward): the
+ * forward of an L-layer model over R rows at bf16 precision, a training model's and an inference model's. Each of
+ * the L + 1 rmsnorm_fwd launches (the layers' and norm_f) reads its input h once (4 B per element) and its weight; a
+ * layer's writes u (bf16, 2 B) and, in the training model (h_{l+1} a slot of its own, kept for the backward), the
+ * copy of h_l into h_{l+1}'s slot (4 B); in the inference model h is one slot, updated in place: no copy. norm_f
+ * writes u in fp32. The GEMMs read the out_proj's C, h_l, 4 B per element, besides their operands. Before (the add
+ * made by the next norm, which read h_l and h_{l+1} and wrote h_{l+1} back) the norms read 4 B more per element in
+ * all but layer 0's, and the inference model's wrote 4 B more in all but layer 0's; the GEMMs read no C. */
+static void test_residual_in_gemm(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    m2_dims d = {.F = 5, .O = 3, .D = 32, .L = 3, .E = 2, .P = 16, .N = 16, .G = 1, .K = 4, .Q = 16};
+    d.Di = d.E * d.D;
+    d.H = d.Di / d.P;
+    d.Cc = d.Di + 2 * d.G * d.N;
+    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    const int B = 2, T = 32;
+    m2_layout lay;
+    assert_int_equal(m2_layout_init(&lay, &d), 0);
+    float *hp = m2_host_fill(lay.n_params, 0.0f), *hx = m2_host_uniform((size_t)B * T * d.F, -1, 1, 11, 1);
+    m2_params_init(&lay, hp, 11);
+    float *params = m2_dev_from(g, hp, lay.n_params), *X = m2_dev_from(g, hx, (size_t)B * T * d.F);
+    float *pred = g->alloc(g, (size_t)B * T * d.O * sizeof(float));
+    const m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(M2_CUDA_GEMM_BF16);
+    const double R = (double)B * T, L = d.L, D = d.D, F = d.F, O = d.O, Di = d.Di, Win = d.Win, hD = R * D;
+    /* embed (fp32), per layer the in_proj (bf16 operands and output) and the out_proj (bf16 operands, fp32 C read
+     * and written), the head (fp32) */
+    const double gemm_read = 4 * (R * F + D * F) + L * (2 * (R * D + Win * D) + 2 * (R * Di + D * Di) + 4 * hD) +
+                             4 * (R * D + O * D),
+                 gemm_write = 4 * hD + L * (2 * R * Win + 4 * hD) + 4 * R * O;
+    for (int inference = 0; inference < 2; inference++) {
+        m2_model *m = NULL;
+        assert_int_equal(inference ? m2_model_create_inference(&m, &lay, B, T, g)
+                                   : m2_model_create_with_ops(&m, &lay, B, T, g),
+                         M2_OK);
+        m2emu_counters_reset();
+        assert_int_equal(m2_model_forward(m, params, X, B, T, pred), M2_OK);
+        const m2emu_kernel_count n = sum_records("rmsnorm_fwd"), gm = sum_records("cublasGemmEx");
+        printf("  %s forward, L = %d, %.0f rows x %d: rmsnorm_fwd read %.0f B, wrote %.0f B; GEMMs read %.0f B, "
+               "wrote %.0f B\n",
+               inference ? "inference" : "training", d.L, R, d.D, n.read_distinct, n.write_distinct, gm.read_distinct,
+               gm.write_distinct);
+        assert_true(n.launches == L + 1);
+        assert_true(n.read_distinct == (L + 1) * (4 * hD + 4 * D));
+        assert_true(n.write_distinct == L * (2 * hD + (inference ? 0 : 4 * hD)) + 4 * hD);
+        assert_true(gm.read_distinct == gemm_read && gm.write_distinct == gemm_write);
+        m2_model_free(m);
+    }
+    m2_ops_cuda_set_gemm_precision(old);
+    g->free(g, params);
+    g->free(g, X);
+    g->free(g, pred);
+    free(hp);
+    free(hx);
+    m2_layout_free(&lay);
+}
+
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
@@ -367,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
         cmocka_unit_test(test_ssd_states_bf16),
+        cmocka_unit_test(test_residual_in_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
