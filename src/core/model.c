@@ -13,8 +13,8 @@
  * The backward's GEMM operands around the two projections are in the activation type too (docs/MODEL.md §8): the
  * recomputed norm outputs u and o, d(o), the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw),
  * a copy of the residual stream's gradient dh (dh_act, written by the rmsnorm backward that adds into dh) and W_out
- * and W_in (params_act: the parameters rounded once per call); dh itself, the SSD's gradients, d(u) and every
- * parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding) are m2_real.
+ * and W_in (params_act: the parameters rounded once per call), and d(u), the rmsnorm backward's input; dh itself, the
+ * SSD's ddt and every parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding) are m2_real.
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
  *
  * Backward order: loss -> head -> norm_f (bucket 0) -> layers L-1..0 (buckets 1..L) -> embed (bucket L+1).
@@ -54,7 +54,7 @@ typedef struct {
                     * input, and the backward's recomputed output) */
     void *dzx;     /* [rows,Win] gradient of the in_proj output, in the activation type */
     m2_real *dxbc; /* [rows,max(Cc,D)]: d(o) in the activation type, then the SSD's dx, dB, dC [rows,Cc] in the
-                    * activation type (the conv backward's d(out)), then d(u) [rows,D] (m2_real) */
+                    * activation type (the conv backward's d(out)), then d(u) [rows,D] in the activation type */
     m2_real *ddt;  /* [rows,H] */
     void *dy;      /* [rows,Di] the gated norm's d(y), in the activation type (the SSD backward's input) */
     m2_real *scratch;
@@ -185,8 +185,8 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     ln->o = carve(base, &c, R * d->Di);
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve_bytes(base, &c, R * d->Win, m2_act_bytes(m->act));
-    /* d(xBC); before the SSD's backward d(o) [rows,Di] (in the activation type) and after the conv's d(u) [rows,D]
-     * (layer_backward) */
+    /* d(xBC); before the SSD's backward d(o) [rows,Di] and after the conv's d(u) [rows,D] (both in the activation
+     * type; layer_backward) */
     ln->dxbc = carve(base, &c, R * (size_t)(d->Cc > d->D ? d->Cc : d->D));
     ln->ddt = carve(base, &c, R * d->H);
     ln->dy = carve_bytes(base, &c, R * d->Di, m2_act_bytes(m->act));
@@ -506,7 +506,7 @@ static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit 
     OP(M2_OPK_OTHER, ops->bias_grad(ops, dpred, O, R, O, g + lay->head_b));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, O, 1, dpred, O, c->params + lay->head_w, D, 0, ln->u, D));
     OP(M2_OPK_OTHER, ops->memset0(ops, dh, un->rows * D * sizeof(m2_real)));
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
+    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, M2_ACT_REAL, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
                                      g + lay->normf_w, NULL, d->L > 0 ? dh_act_at(m, un) : NULL, m->act));
 }
 
@@ -549,11 +549,13 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        act_at(m, ln->dzx, Di), Win, g.conv_w, g.conv_b));
-    /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward
-     * (its gradient joins the residual stream's; dh_act, for the layer below, is the sum) writing u, then
+    /* in_proj and RMSNorm: d(u) = dzx W_in in the activation type (into dxbc, read by the conv's backward above; the
+     * in_proj's input gradient, as upstream's bf16 autocast gives its fused norm backward), then the norm's backward
+     * (its gradient joins the residual stream's in fp32; dh_act, for the layer below, is the sum) writing u, then
      * dW_in += dzx^T u */
-    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, M2_ACT_REAL);
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
+    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, at);
+    OP(M2_OPK_NORM,
+       ops->rmsnorm_bwd(ops, ln->dxbc, at, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
     gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
 }
 

@@ -10,7 +10,7 @@
  * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too; the
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
  *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums
- *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) read at 2;
+ *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) and the rmsnorm backward's dy (d(u)) read at 2;
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
@@ -187,7 +187,7 @@ static void test_bf16_backward(void **state)
         g->conv_silu_bwd(g, a2, a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
         g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
-        g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
+        g->rmsnorm_bwd(g, a3, at, f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
         for (int k = 0; k < 4; k++) {
             const m2emu_kernel_count c = find_record(names[k], 1);
             wr[k][t] = c.write_distinct;
@@ -195,9 +195,9 @@ static void test_bf16_backward(void **state)
         }
     }
     /* activation elements written / read per op: conv din / in, dout; dt ddt_raw / dt_raw; gated dy, dz, out / dout,
-     * y, z; rmsnorm y, dx_act / none */
+     * y, z; rmsnorm y, dx_act / dy (d(u), the in_proj's input gradient) */
     const double e = (double)rows * n, nw[4] = {e, (double)rows * H, 3 * e, 2 * e},
-                 nr[4] = {2 * e, (double)rows * H, 3 * e, 0};
+                 nr[4] = {2 * e, (double)rows * H, 3 * e, e};
     for (int k = 0; k < 4; k++) {
         printf("  %-15s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
                rd[k][0], rd[k][1]);

@@ -280,13 +280,20 @@ static void test_rmsnorm_out(void **state)
     float *dx2 = m2_dev_from(gpu, dx.h, dx.n), *dw2 = m2_dev_from(gpu, dw.h, dw.n);
     float *yw = gpu->alloc(gpu, y.n * sizeof(float)), *dxw = gpu->alloc(gpu, y.n * sizeof(float));
     void *dxb = gpu->alloc(gpu, y.n * 2);
-    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx2, dw2, yw, dxw, M2_ACT_REAL);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
+    cpu->rmsnorm_bwd(cpu, dy.h, M2_ACT_REAL, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx2, dw2, yw, dxw, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
     expect_rounded("rmsnorm_bwd y (bf16)", yb, yw, y.n);
     expect_rounded("rmsnorm_bwd dx_act (bf16)", dxb, dxw, y.n);
     pair_expect("rmsnorm_bwd dx (bf16 outputs)", dx, 1e-5);
     pair_expect("rmsnorm_bwd dw (bf16 outputs)", dw, 1e-5);
+    /* dy in bf16 too (a layer's d(u), ops.h): the CPU on the widened values, continuing from the sums above */
+    act dyb = act_of(dy.h, dy.n);
+    cpu->rmsnorm_bwd(cpu, dyb.ref, M2_ACT_REAL, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dyb.d, M2_ACT_BF16, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
+    pair_expect("rmsnorm_bwd dx (bf16 dy)", dx, 1e-5);
+    pair_expect("rmsnorm_bwd dw (bf16 dy)", dw, 1e-5);
+    act_free(&dyb);
     gpu->free(gpu, yb);
     gpu->free(gpu, dxb);
     gpu->free(gpu, dx2);
