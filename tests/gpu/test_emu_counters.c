@@ -14,6 +14,9 @@
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
+ * - what the backward reads from the forward instead of recomputing it: the SSD's C B^T and decay tables (the saved
+ *   buffer, kernels/ssd_cuda.cuh) and the model's dt and A (model.c): a training step launches each of their
+ *   kernels once per layer, in the forward;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/layout.h"
+#include "core/model.h"
 #include "emu_counters.h"
 #include "gpu_util.h"
 
@@ -257,6 +262,60 @@ static void test_bf16_ssd_gradients(void **state)
     free(hA);
 }
 
+/* The launches named `name` over all its records (0 when there is none). */
+static double launches_of(const char *name)
+{
+    enum { MANY = 512 }; /* a model step's records */
+    static m2emu_kernel_count r[MANY];
+    const int n = m2emu_counters_get(r, MANY);
+    assert_true(n <= MANY);
+    double l = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(r[i].name, name)) l += r[i].launches;
+    return l;
+}
+
+/* A training step of a 3-layer model on the GPU ops: dt, A, C B^T and the decay tables are computed once per layer,
+ * by the forward; the backward reads them (kept) instead of launching their kernels again. */
+static void test_backward_keeps(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    m2_dims d = {.F = 3, .O = 2, .D = 8, .L = 3, .E = 2, .P = 4, .N = 4, .G = 1, .K = 4, .Q = 16};
+    d.Di = d.E * d.D; /* the derived sizes, as tests/core/model_fixture.c sets them */
+    d.H = d.Di / d.P;
+    d.Cc = d.Di + 2 * d.G * d.N;
+    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    const int B = 2, T = 40;
+    m2_layout lay;
+    assert_int_equal(m2_layout_init(&lay, &d), 0);
+    float *hp = malloc(lay.n_params * sizeof(float)), *hx = m2_host_uniform((size_t)B * T * d.F, -1, 1, 11, 1);
+    float *hy = m2_host_uniform((size_t)B * T * d.O, -1, 1, 11, 2);
+    assert_non_null(hp);
+    m2_params_init(&lay, hp, 11);
+    float *params = m2_dev_from(g, hp, lay.n_params), *grads = g->alloc(g, lay.n_params * sizeof(float));
+    float *X = m2_dev_from(g, hx, (size_t)B * T * d.F), *Y = m2_dev_from(g, hy, (size_t)B * T * d.O);
+    g->memset0(g, grads, lay.n_params * sizeof(float));
+    m2_model *m = NULL;
+    assert_int_equal(m2_model_create_with_ops(&m, &lay, B, T, g), 0);
+    double sse;
+    int64_t count;
+    m2emu_counters_reset();
+    assert_int_equal(m2_model_forward_backward(m, params, grads, X, Y, B, T, 0, &sse, &count, NULL, NULL, NULL), 0);
+    static const char *const names[4] = {"dt_fwd", "a_fwd", "ssd (C B^T)", "ssd (decay tables)"};
+    for (int k = 0; k < 4; k++) {
+        printf("  %-18s %.0f launches for %d layers\n", names[k], launches_of(names[k]), d.L);
+        assert_true(launches_of(names[k]) == d.L);
+    }
+    m2_model_free(m);
+    float *bufs[] = {params, grads, X, Y};
+    for (int i = 0; i < 4; i++) g->free(g, bufs[i]);
+    free(hp);
+    free(hx);
+    free(hy);
+    m2_layout_free(&lay);
+}
+
 static void test_ssd_first_stages(void **state)
 {
     (void)state;
@@ -366,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_bf16_backward),
         cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
+        cmocka_unit_test(test_backward_keeps),
         cmocka_unit_test(test_ssd_states_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

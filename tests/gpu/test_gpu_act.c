@@ -399,8 +399,8 @@ static void test_ssd_rows(void **state)
  * dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the inputs
  * themselves): each chunk state st_c = sum_s x_s B_s^T and each S_c = st_0 + ... + st_{c-1} is a multiple of 1/16
  * below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the rounding to bf16's
- * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, then S at the next
- * multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
+ * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB, the three decay
+ * tables, then S, each region rounded up to a multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
 static void test_ssd_states_rounded(void **state)
 {
     (void)state;
@@ -423,7 +423,8 @@ static void test_ssd_states_rounded(void **state)
     gpu->ssd_fwd(gpu, &s, x, dt, A, Bm, Bm, D, y, M2_ACT_REAL, saved, scratch); /* C = B: only S is checked */
     m2_ops_cuda_set_ssd_states(old);
     float *hs = m2_host_from(gpu, saved, n_saved);
-    const size_t s_at = (heads * s.Q + 63) / 64 * 64;
+    const size_t groups = (size_t)s.B * nc * s.G, ht = (heads * s.Q + 63) / 64 * 64;
+    const size_t s_at = 4 * ht + (groups * s.Q * s.Q + 63) / 64 * 64; /* acs, CB, eA, wR, dtc */
     assert_true(s_at + (heads * PN + 1) / 2 <= n_saved);
     uint16_t *S = malloc(heads * PN * 2);
     assert_non_null(S);
