@@ -287,8 +287,8 @@ void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_r
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);
 void m2_cuda_rmsnorm_fwd(const m2_ops *o, const m2_real *x, m2_real *x_copy, const m2_real *w, int rows, int n, void *y,
                          m2_act_type yt);
-void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
+void m2_cuda_rmsnorm_bwd(const m2_ops *o, const void *dy, m2_act_type dyt, const m2_real *x, const m2_real *w, int rows,
+                         int n, m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 void m2_cuda_gated_norm_fwd(const m2_ops *o, const void *y, const void *z, int ld_z, m2_act_type at, const m2_real *w,
                             int rows, int n, int G, void *out, m2_act_type ot);
 void m2_cuda_gated_norm_bwd(const m2_ops *o, const void *dout, const void *y, const void *z, int ld_z, m2_act_type at,

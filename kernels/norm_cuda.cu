@@ -158,9 +158,11 @@ struct norm_v4 {
     static constexpr int V = 4, C = 2;
 };
 
-/* RMSNorm's rows for norm_bwd_rows: v = x, dx ADDS dv; dxa (NULL: none) gets the new dx too, in TY (ops.h dx_act). */
-template <int V, class TY> struct rms_seg {
-    const float *x, *dy;
+/* RMSNorm's rows for norm_bwd_rows: v = x, dx ADDS dv; dy of type TD (ops.h dyt: bf16 for a layer's d(u) at bf16
+ * precision), widened on load; dxa (NULL: none) gets the new dx too, in TY (ops.h dx_act). */
+template <int V, class TD, class TY> struct rms_seg {
+    const float *x;
+    const TD *dy;
     float *dx;
     TY *dxa;
     int n;
@@ -168,7 +170,8 @@ template <int V, class TY> struct rms_seg {
         m2_vec<V> x, d; /* x, dout */
     };
     struct row {
-        const float *x, *dy;
+        const float *x;
+        const TD *dy;
         float *dx;
         TY *dxa;
         __device__ in load(int j) const { return in{m2_vload<V>(x + j), m2_vload<V>(dy + j)}; }
@@ -189,25 +192,26 @@ template <int V, class TY> struct rms_seg {
     __device__ static float v(const in &a, int e) { return a.x.v[e]; }
 };
 
-/* TY: the element type of y and dx_act (ops.h rmsnorm_bwd). */
-template <class Cfg, class TY>
+/* TD: the element type of dy; TY: that of y and dx_act (ops.h rmsnorm_bwd). */
+template <class Cfg, class TD, class TY>
 __global__ void __launch_bounds__(M2_CUDA_THREADS)
-    rmsnorm_bwd_kernel(const float *dy, const float *x, const float *w, int rows, int n, int per, float *dx,
-                       float *part, float *rstd, TY *y, TY *dxa)
+    rmsnorm_bwd_kernel(const TD *dy, const float *x, const float *w, int rows, int n, int per, float *dx, float *part,
+                       float *rstd, TY *y, TY *dxa)
 {
     extern __shared__ float acc_sh[];
     __shared__ float sh[NORM_WARPS];
-    norm_bwd_rows<Cfg>(rms_seg<Cfg::V, TY>{x, dy, dx, dxa, n}, w, rows, n, 1, per, part ? acc_sh : NULL, sh, part, rstd,
-                       y);
+    norm_bwd_rows<Cfg>(rms_seg<Cfg::V, TD, TY>{x, dy, dx, dxa, n}, w, rows, n, 1, per, part ? acc_sh : NULL, sh, part,
+                       rstd, y);
 }
 
-struct rmsnorm_dw_term {
-    const float *dy, *x, *rstd;
+template <class TD> struct rmsnorm_dw_term {
+    const TD *dy;
+    const float *x, *rstd;
     int n;
     __device__ float operator()(int r, int j) const
     {
         const size_t i = (size_t)r * n + j;
-        return dy[i] * x[i] * rstd[r];
+        return m2_ld(dy + i) * x[i] * rstd[r];
     }
 };
 
@@ -267,30 +271,41 @@ static bool norm_vec4(int n, int G, std::initializer_list<const void *> ptrs, st
 
 /* Launched from a template on Cfg, so that the emulation's counters key the launch as its SASS row is keyed
  * (rmsnorm_bwd_kernel<norm_v4>, tests/gpu/emu/emu_counters.h). */
-template <class Cfg, class TY>
-static void rmsnorm_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const float *dy, const float *x, const float *w,
+template <class Cfg, class TD, class TY>
+static void rmsnorm_bwd_run(cudaStream_t st, const norm_bwd_plan &p, const TD *dy, const float *x, const float *w,
                             int rows, int n, float *dx, TY *y, TY *dxa)
 {
-    rmsnorm_bwd_kernel<Cfg, TY>
+    rmsnorm_bwd_kernel<Cfg, TD, TY>
         <<<p.nblk, M2_CUDA_THREADS, p.shmem, st>>>(dy, x, w, rows, n, p.per, dx, p.part, p.rstd, y, dxa);
     M2_CUDA_LAUNCHED("rmsnorm_bwd");
 }
 
-void m2_cuda_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                         m2_real *dx, m2_real *dw, void *yv, void *dx_act, m2_act_type yt)
+/* dy's type is yt's (a layer's d(u)) or fp32 (norm_f's, from the fp32 head): three pairs of types, not four. */
+void m2_cuda_rmsnorm_bwd(const m2_ops *o, const void *dyv, m2_act_type dyt, const m2_real *x, const m2_real *w,
+                         int rows, int n, m2_real *dx, m2_real *dw, void *yv, void *dx_act, m2_act_type yt)
 {
     if (rows <= 0 || n <= 0) return;
+    if (dyt != yt && dyt != M2_ACT_REAL)
+        m2_cuda_check(cudaErrorInvalidValue, "rmsnorm_bwd: dy neither fp32 nor of y's type");
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const norm_bwd_plan p = norm_bwd_plan_of(c, rows, n, 1);
     m2_act_dispatch(yt, [&](auto *ty) {
         using TY = m2_elem_t<decltype(ty)>;
         TY *y = (TY *)yv, *dxa = (TY *)dx_act;
-        if (norm_vec4(n, 1, {dy, x, w, dx, y, dxa}, {}))
-            rmsnorm_bwd_run<norm_v4>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+        auto run = [&](auto *td) {
+            using TD = m2_elem_t<decltype(td)>;
+            const TD *dy = (const TD *)dyv;
+            if (norm_vec4(n, 1, {dy, x, w, dx, y, dxa}, {}))
+                rmsnorm_bwd_run<norm_v4>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+            else
+                rmsnorm_bwd_run<norm_v1>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+            norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term<TD>{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
+        };
+        if (dyt == yt)
+            run((const TY *)nullptr);
         else
-            rmsnorm_bwd_run<norm_v1>(c->stream, p, dy, x, w, rows, n, dx, y, dxa);
+            run((const float *)nullptr);
     });
-    norm_bwd_weight(c, p, rows, n, rmsnorm_dw_term{dy, x, p.rstd, n}, dw, "rmsnorm_bwd (weight)");
 }
 
 /* ---- gated RMSNorm: v = y * silu(z), out = v * rsqrt(mean_group(v^2) + eps) * w ---- */

@@ -10,8 +10,8 @@
  *   a compute type chosen by m2_ops_cuda_set_gemm_precision: bf16 (the default: operands rounded to bf16 inside
  *   cuBLAS, tensor cores, fp32 accumulation and fp32 output), tf32, or full fp32. At bf16 the in_proj and out_proj
  *   and their gradients' GEMMs run on bf16 operands (gemm_act: the norm outputs, the in_proj output's gradient and a
- *   copy of the residual stream's gradient written in bf16, bf16 copies of W_in and W_out); the in_proj and the
- *   out_proj's d(o) write bf16.
+ *   copy of the residual stream's gradient written in bf16, bf16 copies of W_in and W_out); the in_proj, the
+ *   out_proj's d(o) and the in_proj's d(u) write bf16.
  * - The chunked SSD's per-chunk products (kernels/tile_gemm.cuh) follow the same switch: bf16 (default) or tf32
  *   operands on tensor cores with fp32 accumulation, or fp32 on CUDA cores; what feeds them (cumsums, decays,
  *   masks, dt scaling), the chunk states, the state passing and every reduction stay fp32 (docs/MODEL.md §3).

@@ -10,8 +10,9 @@
 
 #include "ssd_cuda.cuh"
 
-/* The backward recomputes the chunk states by default: they are 3,072 of the 3,168 bytes per token and layer the
- * SSD would keep (1,536 of 1,632 with bf16 states), and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
+/* The backward recomputes the chunk states by default: they are 3,072 of the 4,480 bytes per token and layer the SSD
+ * would keep at configs/8gpu.ini's shape (1,536 of 2,944 with bf16 states; the rest: the cumsums, CB and the decay
+ * tables), and without them the activations fit upstream mamba_ssm's footprint (BENCHMARKS.md, issue 16d);
  * recomputing them costs the states product and the state passing once more per backward. */
 static m2_cuda_ssd_states g_ssd_states = M2_CUDA_SSD_RECOMPUTE_STATES;
 extern "C" m2_cuda_ssd_states m2_ops_cuda_set_ssd_states(m2_cuda_ssd_states mode)
@@ -27,8 +28,8 @@ static ssd_layout ssd_layout_for(const m2_ops *o, const m2_ssd_shape *s)
     return ssd_layout_of(s, ssd_states_type(m2_cuda_ctx_of(o)));
 }
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_for(o, s).saved_total; }
-/* The forward alone uses the copy of the saved regions, CB, the tables and (bf16 states) the fp32 chunk states, which
- * come first (ssd_cuda.cuh); the backward's arrays follow. */
+/* The forward alone uses the copy of the saved regions (the cumsums, CB, the tables, S) and (bf16 states) the fp32
+ * chunk states, which come first (ssd_cuda.cuh); the backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_for(o, s);

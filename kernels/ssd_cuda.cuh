@@ -19,12 +19,15 @@
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
  * Buffers (floats, each region rounded up to 64 floats):
- *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), and S [B*nc*H][P][N] only
- *            when the backend keeps the chunk states (ssd_cuda.h; by default the backward recomputes them); S's
- *            elements are bf16 at bf16 precision (ssd_states_type: half the floats), else fp32
- *   scratch: room for acs and S (the forward's own when it is not followed by a backward; S there when the states
- *            are not kept, where the backward recomputes them),
- *            CB [B*nc*G][Q][Q],  the tables eA, wR, dtc [B*nc*H][Q] (below),
+ *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), CB [B*nc*G][Q][Q], the tables
+ *            eA, wR, dtc [B*nc*H][Q] (below): the forward's, kept for the backward, which would otherwise compute
+ *            them again from the same inputs (two launches per layer; G*Q + 3H floats per token, 1,312 bytes at
+ *            configs/8gpu.ini's shape: the activations kept stay under upstream mamba_ssm's, BENCHMARKS.md);
+ *            and S [B*nc*H][P][N] only when the backend keeps the chunk states (ssd_cuda.h; by default the
+ *            backward recomputes them); S's elements are bf16 at bf16 precision (ssd_states_type: half the
+ *            floats), else fp32
+ *   scratch: room for the saved regions (the forward's own when it is not followed by a backward; S there when
+ *            the states are not kept, where the backward recomputes them),
  *            dS [B*nc*H][P][N], which holds the fp32 chunk states st [B*nc*H][P][N] (slot c+1: st_c) from the
  *            states product to the state passing when S is bf16 (dS is not yet written then; with fp32 S, st lies
  *            in S itself, each S_c overwriting st_{c-1}; the forward alone needs this region only for bf16 S),
@@ -44,10 +47,11 @@
 #include "tile_gemm.cuh"
 
 typedef struct {
-    int keep_states;                       /* S in the saved buffer (else in the scratch, recomputed by the backward) */
-    m2_act_type states;                    /* S's element type (ssd_states_type) */
-    size_t acs, S, fwd_total, saved_total; /* offsets in the saved buffer, or in the scratch's copy at fwd_saved */
-    size_t fwd_saved, CB, eA, wR, dtc, dS, st, fwd_scratch_total;      /* scratch: both passes */
+    int keep_states;    /* S in the saved buffer (else in the scratch, recomputed by the backward) */
+    m2_act_type states; /* S's element type (ssd_states_type) */
+    size_t acs, CB, eA, wR, dtc, S, fwd_total, saved_total; /* offsets in the saved buffer, or in its copy in the
+                                                             * scratch at fwd_saved */
+    size_t fwd_saved, dS, st, fwd_scratch_total;            /* scratch: both passes */
     size_t rMq, cMq, pDd, dCBw, pA, pD, rOff, rSt, pSd, scratch_total; /* the backward's */
 } ssd_layout;
 
@@ -81,15 +85,15 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s, m2_act_type states
     L.keep_states = ssd_keep_states();
     L.states = states;
     L.acs = 0;
-    L.S = L.acs + ssd_round(heads * Q);
-    L.fwd_total = L.S + ssd_round((heads * PN * m2_act_bytes(states) + sizeof(float) - 1) / sizeof(float));
-    L.saved_total = L.keep_states ? L.fwd_total : L.S;
-    L.fwd_saved = 0;
-    L.CB = L.fwd_saved + L.fwd_total;
+    L.CB = L.acs + ssd_round(heads * Q);
     L.eA = L.CB + ssd_round(groups * Q * Q);
     L.wR = L.eA + ssd_round(heads * Q);
     L.dtc = L.wR + ssd_round(heads * Q);
-    L.dS = L.dtc + ssd_round(heads * Q);
+    L.S = L.dtc + ssd_round(heads * Q); /* last: the saved buffer ends before it when the states are recomputed */
+    L.fwd_total = L.S + ssd_round((heads * PN * m2_act_bytes(states) + sizeof(float) - 1) / sizeof(float));
+    L.saved_total = L.keep_states ? L.fwd_total : L.S;
+    L.fwd_saved = 0;
+    L.dS = L.fwd_saved + L.fwd_total;
     /* The fp32 chunk states st: in place in S when S is fp32 (the state passing turns each into S_c where it lies);
      * else in dS's region, which is free until the backward's first product after the state passing writes it (the
      * forward has no dS; the backward recomputes the states first), so the forward alone needs it too. */
@@ -344,10 +348,10 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     float *S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
     a->S = S;
     a->st = L->states == M2_ACT_REAL ? S : scratch + L->st; /* ssd_layout_of */
-    a->CB = scratch + L->CB;
-    a->eA = scratch + L->eA;
-    a->wR = scratch + L->wR;
-    a->dtc = scratch + L->dtc;
+    a->CB = saved + L->CB;
+    a->eA = saved + L->eA;
+    a->wR = saved + L->wR;
+    a->dtc = saved + L->dtc;
     a->rMq = scratch + L->rMq;
     a->cMq = scratch + L->cMq;
     a->pDd = scratch + L->pDd;
@@ -363,8 +367,8 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
 /* The per-(head, position) decays that the products read for every row or column of every tile, computed once
  * (BENCHMARKS.md, "Predicted GPU step"): eA[zh][l] = e^{a_l} and wR[zh][s] = e^{a_last-a_s} dt_s, the same fp32
  * expressions the operands evaluated inline, so the products are unchanged bitwise; and dtc[zh][s] = dt_s, the
- * head's dt contiguous (0 past the chunk's end) for 16-byte loads. Written by the forward after
- * the cumsums and again at the start of the backward (they live in the scratch, not in the saved buffer). */
+ * head's dt contiguous (0 past the chunk's end) for 16-byte loads. Written by the forward after the cumsums, into the
+ * saved buffer: the backward reads the forward's. */
 __global__ void ssd_tables_kernel(ssd_args s);
 static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
 {
@@ -373,10 +377,11 @@ static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
     M2_CUDA_LAUNCHED("ssd (decay tables)");
 }
 
-/* CB[zg] = C B^T over the chunk's positions (both passes need it; the backward recomputes it). Only s <= l is
- * used (every reader masks s > l), so the tiles wholly above the diagonal are neither computed nor stored; the
- * diagonal tiles are stored whole, because the readers' 16-byte loads of a row group may reach past the diagonal
- * (masked after the load, but the memory they read must have been written: compute-sanitizer's initcheck). */
+/* CB[zg] = C B^T over the chunk's positions (both passes need it; the forward's is kept in the saved buffer for the
+ * backward). Only s <= l is used (every reader masks s > l), so the tiles wholly above the diagonal are neither
+ * computed nor stored; the diagonal tiles are stored whole, because the readers' 16-byte loads of a row group may
+ * reach past the diagonal (masked after the load, but the memory they read must have been written:
+ * compute-sanitizer's initcheck). */
 template <class TX> struct ssd_cb_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = true, b_jfast = false, lower_tiles = true;

@@ -426,13 +426,12 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
     cudaStream_t st = c->stream;
     const int heads = a.B * a.nc * a.H, groups = a.B * a.nc * a.G;
 
-    ssd_compute_tables(c, a);
+    /* CB and the decay tables are the forward's (the saved buffer, ssd_cuda.cuh) */
     if (!L.keep_states) { /* S recomputed from the saved cumsums, into the scratch (ssd_cuda.cuh) */
         static const char *const states[2] = {"ssd_bwd (chunk states, recomputed)",
                                               "ssd_bwd (state passing, recomputed)"};
         ssd_compute_states(c, a, L, states);
     }
-    ssd_compute_cb(c, a);
     m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
     if (L.states == M2_ACT_BF16)
@@ -466,7 +465,7 @@ void m2_cuda_ssd_bwd(const m2_ops *o, const m2_ssd_shape *sh, const void *x, con
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const ssd_layout L = ssd_layout_of(sh, ssd_states_type(c));
     ssd_on_rows(at, sh, x, dt, A, Bm, Cm, Dsk, [&](auto a) {
-        ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs (and kept states) are only read */
+        ssd_set_buffers(&a, &L, (float *)saved, scratch); /* acs, CB, the tables (and kept states) are only read */
         a.dy = (decltype(a.dy))dy;
         a.dx = (decltype(a.dx))dx; /* dx, dB, dC in the token rows' type (ops.h) */
         a.ddt = ddt;

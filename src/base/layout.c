@@ -22,6 +22,11 @@ int m2_dims_init(m2_dims *d, const m2_config *cfg, int F, int O)
     d->G = cfg->model.ngroups;
     d->K = cfg->model.d_conv;
     d->Q = cfg->model.chunk_size;
+    return m2_dims_derive(d);
+}
+
+int m2_dims_derive(m2_dims *d)
+{
     d->Di = d->E * d->D;
     if (d->Di % d->P) return m2_fail(M2_EUSAGE, "model.headdim: expand*d_model %d not a multiple of %d", d->Di, d->P);
     d->H = d->Di / d->P;

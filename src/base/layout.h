@@ -25,6 +25,8 @@ typedef struct {
 
 /* Dims from [model] plus the dataset's F and O; checks divisibility (M2_EUSAGE on error). */
 int m2_dims_init(m2_dims *d, const m2_config *cfg, int F, int O);
+/* The derived sizes (Di, H, Cc, Win) from the set ones (D, E, P, N, G); the same checks (M2_EUSAGE on error). */
+int m2_dims_derive(m2_dims *d);
 
 /* Offsets (in floats) of one layer's tensors relative to the layer's start. */
 typedef struct {

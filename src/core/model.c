@@ -5,16 +5,19 @@
  *   h_l     [M,D]    the residual stream entering the layer (RMSNorm and its input are recomputed from it)
  *   zxbcdt  [M,Win]  the in_proj output: z (gate), xBC before the conv, dt_raw
  *   y       [M,Di]   the SSD output before the gate (re-running the SSD would cost as much as its forward)
- *   saved            the SSD's own (chunk-start states; ssd.h)
+ *   dt      [M,H]    softplus(dt_raw + dt_bias) (m2_real), and A = -exp(A_log) [H] per unit: kept, not recomputed,
+ *                    because they are a few bytes per token whose recompute costs the GPU two launches per layer
+ *   saved            the SSD's own (ssd.h; the CUDA backend's: kernels/ssd_cuda.cuh)
  * zxbcdt and y are stored in the backend's activation type (ops.h m2_act_type, read once at creation: bf16 on the
  * CUDA backend at bf16 precision, m2_real on the CPU); h_l is m2_real.
- * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, dt = softplus, A, the gated norm's output (the two norms'
- * outputs by their own backwards, which read the same inputs).
+ * Recomputed in the backward: RMSNorm(h_l), conv+SiLU, the gated norm's output (the two norms' outputs by their own
+ * backwards, which read the same inputs).
  * The backward's GEMM operands around the two projections are in the activation type too (docs/MODEL.md §8): the
  * recomputed norm outputs u and o, d(o), the in_proj output's gradient dzx (dz, the conv's input gradient, ddt_raw),
  * a copy of the residual stream's gradient dh (dh_act, written by the rmsnorm backward that adds into dh) and W_out
- * and W_in (params_act: the parameters rounded once per call); dh itself, the SSD's gradients, d(u) and every
- * parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding) are m2_real.
+ * and W_in (params_act: the parameters rounded once per call), and d(u), the rmsnorm backward's input; dh itself, the
+ * SSD's ddt and every parameter gradient (dt_bias's and the conv's summed from fp32 values before dzx's rounding)
+ * are m2_real.
  * Plus h_L (the input of norm_f) once per model. M = B*T tokens.
  *
  * Backward order: loss -> head -> norm_f (bucket 0) -> layers L-1..0 (buckets 1..L) -> embed (bucket L+1).
@@ -47,14 +50,14 @@ typedef struct {
     m2_real *u;    /* [rows,D] RMSNorm output, written in the activation type into u's bytes as the in_proj's input
                     * and as the backward's recomputed output; in the head's backward d(norm_f output) (m2_real) */
     void *xbc;     /* [rows,Cc] conv+SiLU output: x, B, C, in the activation type */
-    m2_real *dt;   /* [rows,H] */
-    m2_real *A;    /* [H] */
+    m2_real *dt;   /* [rows,H] (inference; a training model keeps dt per layer, dt_at) */
+    m2_real *A;    /* [H] (likewise) */
     m2_real *dA;   /* [H] */
     m2_real *o;    /* [rows,Di] gated norm output, written in the activation type into o's bytes (the out_proj's
                     * input, and the backward's recomputed output) */
     void *dzx;     /* [rows,Win] gradient of the in_proj output, in the activation type */
     m2_real *dxbc; /* [rows,max(Cc,D)]: d(o) in the activation type, then the SSD's dx, dB, dC [rows,Cc] in the
-                    * activation type (the conv backward's d(out)), then d(u) [rows,D] (m2_real) */
+                    * activation type (the conv backward's d(out)), then d(u) [rows,D] in the activation type */
     m2_real *ddt;  /* [rows,H] */
     void *dy;      /* [rows,Di] the gated norm's d(y), in the activation type (the SSD backward's input) */
     m2_real *scratch;
@@ -80,6 +83,8 @@ struct m2_model {
     m2_real *h;       /* [L+1][M,D] residual stream entering layer l; h[L] enters norm_f */
     void *zx;         /* [L][M,Win] in_proj outputs (type act) */
     void *y;          /* [L][M,Di] SSD outputs (type act) */
+    m2_real *dt;      /* [L][M,H] dt = softplus(dt_raw + dt_bias) (NULL in inference: the lane's) */
+    m2_real *A;       /* [L][max_units][H] A = -exp(A_log) (likewise) */
     m2_real *saved;   /* [L][saved_stride] */
     m2_real *dh;      /* [M,D] gradient of the residual stream */
     void *dh_act;     /* [M,D] dh in the activation type, for the backward's GEMMs (NULL when that is m2_real) */
@@ -179,14 +184,14 @@ static size_t lane_layout(const m2_model *m, lane *ln, void *base)
     size_t c = 0;
     ln->u = carve(base, &c, R * d->D);
     ln->xbc = carve_bytes(base, &c, R * d->Cc, m2_act_bytes(m->act));
-    ln->dt = carve(base, &c, R * d->H);
-    ln->A = carve(base, &c, (size_t)d->H);
+    ln->dt = m->inference ? carve(base, &c, R * d->H) : NULL;
+    ln->A = m->inference ? carve(base, &c, (size_t)d->H) : NULL;
     ln->dA = carve(base, &c, (size_t)d->H);
     ln->o = carve(base, &c, R * d->Di);
     if (m->inference) return c; /* the rest is the backward's */
     ln->dzx = carve_bytes(base, &c, R * d->Win, m2_act_bytes(m->act));
-    /* d(xBC); before the SSD's backward d(o) [rows,Di] (in the activation type) and after the conv's d(u) [rows,D]
-     * (layer_backward) */
+    /* d(xBC); before the SSD's backward d(o) [rows,Di] and after the conv's d(u) [rows,D] (both in the activation
+     * type; layer_backward) */
     ln->dxbc = carve(base, &c, R * (size_t)(d->Cc > d->D ? d->Cc : d->D));
     ln->ddt = carve(base, &c, R * d->H);
     ln->dy = carve_bytes(base, &c, R * d->Di, m2_act_bytes(m->act));
@@ -268,6 +273,8 @@ static int create(m2_model **out, const m2_layout *lay, int max_B, int max_T, co
         m->h = carve(base, &c, (inference ? 1 : L + 1) * M * d->D); /* h_at */
         m->zx = carve_bytes(base, &c, L * M * d->Win, ab);
         m->y = carve_bytes(base, &c, L * M * d->Di, ab);
+        m->dt = inference ? NULL : carve(base, &c, L * M * d->H);
+        m->A = inference ? NULL : carve(base, &c, L * (size_t)m->max_units * d->H);
         m->saved = carve(base, &c, inference ? 0 : L * m->saved_stride);
         m->dh = carve(base, &c, M * d->D);
         m->dh_act = m->act != M2_ACT_REAL && !inference ? carve_bytes(base, &c, M * d->D, ab) : NULL;
@@ -328,9 +335,10 @@ size_t m2_model_activation_bytes_per_token(const m2_model *m)
 {
     const m2_dims *d = &m->lay.d;
     m2_ssd_shape s = ssd_shape(m, 1, m->max_T);
-    size_t ssd_bytes = m->ops->ssd_saved_size(m->ops, &s) * sizeof(m2_real);
-    return (size_t)d->D * sizeof(m2_real) + (size_t)(d->Win + d->Di) * m2_act_bytes(m->act) +
-           (ssd_bytes + (size_t)m->max_T - 1) / (size_t)m->max_T;
+    /* per sequence: the SSD's saved values and A (at most one per sequence) */
+    const size_t per_seq = (m->ops->ssd_saved_size(m->ops, &s) + (size_t)d->H) * sizeof(m2_real);
+    return (size_t)(d->D + d->H) * sizeof(m2_real) + (size_t)(d->Win + d->Di) * m2_act_bytes(m->act) +
+           (per_seq + (size_t)m->max_T - 1) / (size_t)m->max_T;
 }
 
 /* ---- one call: checks, lanes, geometry ---- */
@@ -394,6 +402,15 @@ static void *y_at(const m2_model *m, const call *c, const unit *un, int l)
 {
     return act_at(m, m->y, ((m->inference ? 0 : (size_t)l) * c->M + un->r0) * m->lay.d.Di);
 }
+/* Layer l's dt and A: kept per layer by a training model (for its backward), the lane's own in inference. */
+static m2_real *dt_at(const m2_model *m, const lane *ln, const call *c, const unit *un, int l)
+{
+    return m->dt ? m->dt + ((size_t)l * c->M + un->r0) * m->lay.d.H : ln->dt;
+}
+static m2_real *A_at(const m2_model *m, const lane *ln, const unit *un, int l)
+{
+    return m->A ? m->A + ((size_t)l * m->max_units + (size_t)un->index) * m->lay.d.H : ln->A;
+}
 static m2_real *saved_at(const m2_model *m, const call *c, const unit *un, int l)
 {
     return m->saved + (size_t)l * m->saved_stride + (size_t)un->index * c->unit_saved;
@@ -444,6 +461,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     layer_ptrs p = layer_at(&m->lay, c->params, l);
     m2_real *hl = h_at(m, c, un, l), *hn = h_at(m, c, un, l + 1);
     void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l);
+    m2_real *dt = dt_at(m, ln, c, un, l), *A = A_at(m, ln, un, l);
     const m2_act_type at = m->act;
 
     /* h_{l+1}'s slot pre-filled with h_l for the out_proj below, by the norm that reads h_l anyway (ops.h
@@ -453,10 +471,10 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, 0, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
-    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
-    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
-                                p.Dsk, y, at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, dt));
+    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, A));
+    OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, dt, A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN), p.Dsk, y,
+                                at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
     /* h_{l+1} = h_l + o W_out^T (the residual stream in m2_real): the GEMM adds its fp32 product onto h_l (beta = 1),
      * so no other pass over the residual stream makes the add */
@@ -506,7 +524,7 @@ static void unit_head_backward(m2_model *m, lane *ln, const call *c, const unit 
     OP(M2_OPK_OTHER, ops->bias_grad(ops, dpred, O, R, O, g + lay->head_b));
     OP(M2_OPK_GEMM, ops->gemm(ops, 0, 0, R, D, O, 1, dpred, O, c->params + lay->head_w, D, 0, ln->u, D));
     OP(M2_OPK_OTHER, ops->memset0(ops, dh, un->rows * D * sizeof(m2_real)));
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
+    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->u, M2_ACT_REAL, h_at(m, c, un, d->L), c->params + lay->normf_w, R, D, dh,
                                      g + lay->normf_w, NULL, d->L > 0 ? dh_act_at(m, un) : NULL, m->act));
 }
 
@@ -521,17 +539,16 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     const m2_real *hl = h_at(m, c, un, l);
     const void *zx = zx_at(m, c, un, l), *y = y_at(m, c, un, l), *xbc_in = act_at(m, zx, Di);
     const void *dt_raw = act_at(m, zx, Di + Cc);
+    const m2_real *dt = dt_at(m, ln, c, un, l), *A = A_at(m, ln, un, l); /* the forward's */
     const m2_act_type at = m->act;
     m2_real *dh = m->dh + un->r0 * D;
     void *dha = dh_act_at(m, un);
     const void *dh_op = dha ? dha : (const void *)dh; /* dh as a GEMM operand, in the activation type */
     ln->phase = 1;
 
-    /* recompute the cheap forward values; the two norms' outputs (in the activation type: GEMM operands) come back
-     * from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
+    /* recompute the conv output (dt and A are kept); the two norms' outputs (in the activation type: GEMM operands)
+     * come back from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
     OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
-    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
 
     /* out_proj and the gated norm: d(o) = dh W_out (into dxbc, free until the SSD's backward), then the norm's
      * backward (dy, dz into dzx's z columns, d(norm weight)) writing o, then dW_out += dh^T o */
@@ -542,18 +559,20 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     /* SSD: dx, dB, dC into dxbc (in the activation type: the conv backward widens them); ddt; dA; dD straight into
      * the gradient buffer */
     OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
-    OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
-                                p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA,
-                                act_at(m, ln->dxbc, Di), act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));
+    OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, dt, A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN), p.Dsk,
+                                ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, act_at(m, ln->dxbc, Di),
+                                act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));
     OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
     OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        act_at(m, ln->dzx, Di), Win, g.conv_w, g.conv_b));
-    /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward
-     * (its gradient joins the residual stream's; dh_act, for the layer below, is the sum) writing u, then
+    /* in_proj and RMSNorm: d(u) = dzx W_in in the activation type (into dxbc, read by the conv's backward above; the
+     * in_proj's input gradient, as upstream's bf16 autocast gives its fused norm backward), then the norm's backward
+     * (its gradient joins the residual stream's in fp32; dh_act, for the layer below, is the sum) writing u, then
      * dW_in += dzx^T u */
-    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, M2_ACT_REAL);
-    OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
+    gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, at);
+    OP(M2_OPK_NORM,
+       ops->rmsnorm_bwd(ops, ln->dxbc, at, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
     gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
 }
 

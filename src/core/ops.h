@@ -83,9 +83,10 @@ struct m2_ops {
      * forward's output, recomputed from the x the backward reads anyway, so that a model which needs it after the
      * backward (the in_proj's weight gradient) makes no second pass over x (model.c layer_backward). dx_act [rows,n]
      * (NULL: not wanted) is written with dx after the add (the operand of the next GEMMs that read it). y and dx_act
-     * are of type yt. */
-    void (*rmsnorm_bwd)(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                        m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
+     * are of type yt; dy is of type dyt, yt or m2_real (a layer's d(u), the in_proj's input gradient, is a GEMM output
+     * in the activation type; norm_f's comes from the head's fp32 GEMM). */
+    void (*rmsnorm_bwd)(const m2_ops *o, const void *dy, m2_act_type dyt, const m2_real *x, const m2_real *w, int rows,
+                        int n, m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 
     /* ---- causal depthwise conv1d + bias + SiLU over C channels, per sequence of T ticks (docs/MODEL.md §2 step 3) ----
      * in [B*T,C] ld_in of type it (a slice of zxbcdt), w [C,K], b [C]; out [B*T,C] contiguous, of type it too (the

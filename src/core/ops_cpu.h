@@ -100,8 +100,8 @@ void m2_cpu_act_rmsnorm_fwd(const m2_ops *o, const m2_real *x, const m2_real *w,
 void m2_cpu_act_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_type it, const m2_real *w,
                               const m2_real *b, int B, int T, int C, int K, void *out);
 /* rmsnorm_bwd: the level's kernel, then dx_act (when wanted) a copy of dx */
-void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                            m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
+void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const void *dy, m2_act_type dyt, const m2_real *x, const m2_real *w,
+                            int rows, int n, m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt);
 void m2_cpu_act_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, int ld_in, m2_act_type it,
                               const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                               m2_real *dw, m2_real *db);

@@ -19,10 +19,10 @@ void m2_cpu_act_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act
     kern(o)->conv_silu_fwd(o, (const m2_real *)in, ld_in, w, b, B, T, C, K, (m2_real *)out);
 }
 
-void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const m2_real *dy, const m2_real *x, const m2_real *w, int rows, int n,
-                            m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt)
+void m2_cpu_act_rmsnorm_bwd(const m2_ops *o, const void *dy, m2_act_type dyt, const m2_real *x, const m2_real *w,
+                            int rows, int n, m2_real *dx, m2_real *dw, void *y, void *dx_act, m2_act_type yt)
 {
-    kern(o)->rmsnorm_bwd(o, dy, x, w, rows, n, dx, dw, (m2_real *)y);
+    kern(o)->rmsnorm_bwd(o, (const m2_real *)dy, x, w, rows, n, dx, dw, (m2_real *)y);
     if (dx_act) memcpy(dx_act, dx, (size_t)rows * n * sizeof(m2_real));
 }
 

@@ -14,10 +14,7 @@
 m2_dims m2_fixture_dims(int G, int Q)
 {
     m2_dims d = {.F = 3, .O = 2, .D = 8, .L = 2, .E = 2, .P = 4, .N = 4, .G = G, .K = 4, .Q = Q};
-    d.Di = d.E * d.D;
-    d.H = d.Di / d.P;
-    d.Cc = d.Di + 2 * d.G * d.N;
-    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    assert_int_equal(m2_dims_derive(&d), 0);
     return d;
 }
 

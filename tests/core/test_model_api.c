@@ -213,15 +213,16 @@ static void test_sizes_outside_the_model_are_refused(void **state)
     m2_fixture_free(&f);
 }
 
-/* Saved per token per layer: h (D) + in_proj output (Win) + SSD output (Di), plus the SSD's own saved
- * values (here, with Q = 4: one P x N state per head per chunk = H P N / Q per token), in m2_reals. */
+/* Saved per token per layer: h (D) + in_proj output (Win) + SSD output (Di) + dt (H), plus the SSD's own saved
+ * values (here, with Q = 4: one P x N state per head per chunk = H P N / Q per token) and A (H per sequence), in
+ * m2_reals. */
 static void test_activation_bytes(void **state)
 {
     m2_fixture f;
     m2_dims d = m2_fixture_dims(1, 4);
     m2_fixture_init(&f, &d, 1, 16, 0, 6);
     size_t bytes = m2_model_activation_bytes_per_token(f.model);
-    size_t own = (size_t)(d.D + d.Win + d.Di) * sizeof(m2_real);
+    size_t own = (size_t)(d.D + d.Win + d.Di + d.H) * sizeof(m2_real);
     assert_true(bytes >= own);
     assert_true(bytes <= own + (size_t)(d.H * d.P * d.N / d.Q + 4 * d.H) * sizeof(m2_real));
     m2_fixture_free(&f);

@@ -22,10 +22,7 @@ enum { T_LONG = 4096 };
 static m2_dims long_dims(void)
 {
     m2_dims d = {.F = 4, .O = 2, .D = 16, .L = 2, .E = 2, .P = 8, .N = 16, .G = 1, .K = 4, .Q = 64};
-    d.Di = d.E * d.D;
-    d.H = d.Di / d.P;
-    d.Cc = d.Di + 2 * d.G * d.N;
-    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    assert_int_equal(m2_dims_derive(&d), 0);
     return d;
 }
 

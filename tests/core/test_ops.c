@@ -345,7 +345,7 @@ static void rms_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 }
 static void rms_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->rmsnorm_bwd(ops, dr, d[0], d[1], c->rows, c->n, g[0], g[1], NULL, NULL, M2_ACT_REAL);
+    ops->rmsnorm_bwd(ops, dr, M2_ACT_REAL, d[0], d[1], c->rows, c->n, g[0], g[1], NULL, NULL, M2_ACT_REAL);
 }
 static void rms_naive(const op_case *c, double *out)
 {
@@ -544,7 +544,7 @@ static m2_real *run_norm_bwd(int gated, int rows, int n, int G, int ld, m2_real 
         ops->gated_norm_bwd(ops, dr, d[0], d[1], ld, M2_ACT_REAL, d[2], rows, n, G, dx, dz, ld, dw,
                             want_out ? out : NULL);
     else
-        ops->rmsnorm_bwd(ops, dr, d[0], d[2], rows, n, dx, dw, want_out ? out : NULL, want_out ? dz : NULL,
+        ops->rmsnorm_bwd(ops, dr, M2_ACT_REAL, d[0], d[2], rows, n, dx, dw, want_out ? out : NULL, want_out ? dz : NULL,
                          M2_ACT_REAL);
     m2_real *h = malloc((2 * nx + ng + (size_t)n) * sizeof *h), *hx = down(dx, nx), *hz = down(dz, ng);
     if (!gated && want_out) { /* dx_act (in dz's first rows * n) is dx after the add, as it is */

@@ -10,11 +10,14 @@
  * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too; the
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
  *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums
- *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) read at 2;
+ *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) and the rmsnorm backward's dy (d(u)) read at 2;
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
  * - a model's forward: the residual add made by the out_proj GEMM (beta = 1), each rmsnorm_fwd reading h once;
+ * - what the backward reads from the forward instead of recomputing it: the SSD's C B^T and decay tables (the saved
+ *   buffer, kernels/ssd_cuda.cuh) and the model's dt and A (model.c): a training step launches each of their
+ *   kernels once per layer, in the forward;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -206,7 +209,7 @@ static void test_bf16_backward(void **state)
         g->conv_silu_bwd(g, a2, a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
         g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
-        g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
+        g->rmsnorm_bwd(g, a3, at, f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
         for (int k = 0; k < 4; k++) {
             const m2emu_kernel_count c = find_record(names[k], 1);
             wr[k][t] = c.write_distinct;
@@ -214,9 +217,9 @@ static void test_bf16_backward(void **state)
         }
     }
     /* activation elements written / read per op: conv din / in, dout; dt ddt_raw / dt_raw; gated dy, dz, out / dout,
-     * y, z; rmsnorm y, dx_act / none */
+     * y, z; rmsnorm y, dx_act / dy (d(u), the in_proj's input gradient) */
     const double e = (double)rows * n, nw[4] = {e, (double)rows * H, 3 * e, 2 * e},
-                 nr[4] = {2 * e, (double)rows * H, 3 * e, 0};
+                 nr[4] = {2 * e, (double)rows * H, 3 * e, e};
     for (int k = 0; k < 4; k++) {
         printf("  %-15s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
                rd[k][0], rd[k][1]);
@@ -274,6 +277,57 @@ static void test_bf16_ssd_gradients(void **state)
     free(hx);
     free(hdt);
     free(hA);
+}
+
+/* The launches named `name` over all its records (0 when there is none). */
+static double launches_of(const char *name)
+{
+    enum { MANY = 512 }; /* a model step's records */
+    static m2emu_kernel_count r[MANY];
+    const int n = m2emu_counters_get(r, MANY);
+    assert_true(n <= MANY);
+    double l = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(r[i].name, name)) l += r[i].launches;
+    return l;
+}
+
+/* A training step of a 3-layer model on the GPU ops: dt, A, C B^T and the decay tables are computed once per layer,
+ * by the forward; the backward reads them (kept) instead of launching their kernels again. */
+static void test_backward_keeps(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    m2_dims d = {.F = 3, .O = 2, .D = 8, .L = 3, .E = 2, .P = 4, .N = 4, .G = 1, .K = 4, .Q = 16};
+    assert_int_equal(m2_dims_derive(&d), 0);
+    const int B = 2, T = 40;
+    m2_layout lay;
+    assert_int_equal(m2_layout_init(&lay, &d), 0);
+    float *hp = malloc(lay.n_params * sizeof(float)), *hx = m2_host_uniform((size_t)B * T * d.F, -1, 1, 11, 1);
+    float *hy = m2_host_uniform((size_t)B * T * d.O, -1, 1, 11, 2);
+    assert_non_null(hp);
+    m2_params_init(&lay, hp, 11);
+    float *params = m2_dev_from(g, hp, lay.n_params), *grads = g->alloc(g, lay.n_params * sizeof(float));
+    float *X = m2_dev_from(g, hx, (size_t)B * T * d.F), *Y = m2_dev_from(g, hy, (size_t)B * T * d.O);
+    g->memset0(g, grads, lay.n_params * sizeof(float));
+    m2_model *m = NULL;
+    assert_int_equal(m2_model_create_with_ops(&m, &lay, B, T, g), 0);
+    double sse;
+    int64_t count;
+    m2emu_counters_reset();
+    assert_int_equal(m2_model_forward_backward(m, params, grads, X, Y, B, T, 0, &sse, &count, NULL, NULL, NULL), 0);
+    static const char *const names[4] = {"dt_fwd", "a_fwd", "ssd (C B^T)", "ssd (decay tables)"};
+    for (int k = 0; k < 4; k++) {
+        printf("  %-18s %.0f launches for %d layers\n", names[k], launches_of(names[k]), d.L);
+        assert_true(launches_of(names[k]) == d.L);
+    }
+    m2_model_free(m);
+    float *bufs[] = {params, grads, X, Y};
+    for (int i = 0; i < 4; i++) g->free(g, bufs[i]);
+    free(hp);
+    free(hx);
+    free(hy);
+    m2_layout_free(&lay);
 }
 
 static void test_ssd_first_stages(void **state)
@@ -386,10 +440,7 @@ static void test_residual_in_gemm(void **state)
     (void)state;
     const m2_ops *g = m2_gpu_ops();
     m2_dims d = {.F = 5, .O = 3, .D = 32, .L = 3, .E = 2, .P = 16, .N = 16, .G = 1, .K = 4, .Q = 16};
-    d.Di = d.E * d.D;
-    d.H = d.Di / d.P;
-    d.Cc = d.Di + 2 * d.G * d.N;
-    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    assert_int_equal(m2_dims_derive(&d), 0);
     const int B = 2, T = 32;
     m2_layout lay;
     assert_int_equal(m2_layout_init(&lay, &d), 0);
@@ -443,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_bf16_backward),
         cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
+        cmocka_unit_test(test_backward_keeps),
         cmocka_unit_test(test_ssd_states_bf16),
         cmocka_unit_test(test_residual_in_gemm),
     };

@@ -280,13 +280,20 @@ static void test_rmsnorm_out(void **state)
     float *dx2 = m2_dev_from(gpu, dx.h, dx.n), *dw2 = m2_dev_from(gpu, dw.h, dw.n);
     float *yw = gpu->alloc(gpu, y.n * sizeof(float)), *dxw = gpu->alloc(gpu, y.n * sizeof(float));
     void *dxb = gpu->alloc(gpu, y.n * 2);
-    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx2, dw2, yw, dxw, M2_ACT_REAL);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
+    cpu->rmsnorm_bwd(cpu, dy.h, M2_ACT_REAL, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx2, dw2, yw, dxw, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
     expect_rounded("rmsnorm_bwd y (bf16)", yb, yw, y.n);
     expect_rounded("rmsnorm_bwd dx_act (bf16)", dxb, dxw, y.n);
     pair_expect("rmsnorm_bwd dx (bf16 outputs)", dx, 1e-5);
     pair_expect("rmsnorm_bwd dw (bf16 outputs)", dw, 1e-5);
+    /* dy in bf16 too (a layer's d(u), ops.h): the CPU on the widened values, continuing from the sums above */
+    act dyb = act_of(dy.h, dy.n);
+    cpu->rmsnorm_bwd(cpu, dyb.ref, M2_ACT_REAL, x.h, w.h, rows, n, dx.h, dw.h, NULL, NULL, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dyb.d, M2_ACT_BF16, x.d, w.d, rows, n, dx.d, dw.d, yb, dxb, M2_ACT_BF16);
+    pair_expect("rmsnorm_bwd dx (bf16 dy)", dx, 1e-5);
+    pair_expect("rmsnorm_bwd dw (bf16 dy)", dw, 1e-5);
+    act_free(&dyb);
     gpu->free(gpu, yb);
     gpu->free(gpu, dxb);
     gpu->free(gpu, dx2);
@@ -392,8 +399,8 @@ static void test_ssd_rows(void **state)
  * dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the inputs
  * themselves): each chunk state st_c = sum_s x_s B_s^T and each S_c = st_0 + ... + st_{c-1} is a multiple of 1/16
  * below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the rounding to bf16's
- * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, then S at the next
- * multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
+ * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB, the three decay
+ * tables, then S, each region rounded up to a multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
 static void test_ssd_states_rounded(void **state)
 {
     (void)state;
@@ -416,7 +423,8 @@ static void test_ssd_states_rounded(void **state)
     gpu->ssd_fwd(gpu, &s, x, dt, A, Bm, Bm, D, y, M2_ACT_REAL, saved, scratch); /* C = B: only S is checked */
     m2_ops_cuda_set_ssd_states(old);
     float *hs = m2_host_from(gpu, saved, n_saved);
-    const size_t s_at = (heads * s.Q + 63) / 64 * 64;
+    const size_t groups = (size_t)s.B * nc * s.G, ht = (heads * s.Q + 63) / 64 * 64;
+    const size_t s_at = 4 * ht + (groups * s.Q * s.Q + 63) / 64 * 64; /* acs, CB, eA, wR, dtc */
     assert_true(s_at + (heads * PN + 1) / 2 <= n_saved);
     uint16_t *S = malloc(heads * PN * 2);
     assert_non_null(S);

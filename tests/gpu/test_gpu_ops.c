@@ -137,8 +137,8 @@ static void rmsnorm_case(int rows, int n)
     pair_free(&ys);
     pair yb = pair_fill((size_t)rows * n, 7.0f);  /* the backward's recomputed output */
     pair dxa = pair_fill((size_t)rows * n, 7.0f); /* the copy of dx after the add */
-    cpu->rmsnorm_bwd(cpu, dy.h, x.h, w.h, rows, n, dx.h, dw.h, yb.h, dxa.h, M2_ACT_REAL);
-    gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx.d, dw.d, yb.d, dxa.d, M2_ACT_REAL);
+    cpu->rmsnorm_bwd(cpu, dy.h, M2_ACT_REAL, x.h, w.h, rows, n, dx.h, dw.h, yb.h, dxa.h, M2_ACT_REAL);
+    gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx.d, dw.d, yb.d, dxa.d, M2_ACT_REAL);
     snprintf(what, sizeof what, "rmsnorm_bwd dx (adds) %dx%d", rows, n);
     pair_expect(what, dx, 1e-5);
     snprintf(what, sizeof what, "rmsnorm_bwd dx_act (dx) %dx%d", rows, n);
@@ -343,7 +343,7 @@ static void test_deterministic(void **state)
         assert_non_null(dw);
         gpu->memset0(gpu, dx, (size_t)rows * n * sizeof(float));
         gpu->memset0(gpu, dw, n * sizeof(float));
-        gpu->rmsnorm_bwd(gpu, dy.d, x.d, w.d, rows, n, dx, dw, NULL, NULL, M2_ACT_REAL);
+        gpu->rmsnorm_bwd(gpu, dy.d, M2_ACT_REAL, x.d, w.d, rows, n, dx, dw, NULL, NULL, M2_ACT_REAL);
         gpu->bias_grad(gpu, dy.d, n, rows, n, dw);
         runs[r] = m2_host_from(gpu, dw, n);
         gpu->free(gpu, dx);

@@ -31,10 +31,7 @@ enum { POOL = 4, B = 4, T = 64, BURN = 8 };
 static m2_dims dims(void)
 {
     m2_dims d = {.F = 6, .O = 2, .D = 32, .L = 2, .E = 2, .P = 16, .N = 16, .G = 1, .K = 4, .Q = 16};
-    d.Di = d.E * d.D;
-    d.H = d.Di / d.P;
-    d.Cc = d.Di + 2 * d.G * d.N;
-    d.Win = 2 * d.Di + 2 * d.G * d.N + d.H;
+    assert_int_equal(m2_dims_derive(&d), 0);
     return d;
 }
 
