@@ -276,12 +276,11 @@ void m2_cuda_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real 
 void m2_cuda_bias_add(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n);
 void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db);
 void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
-void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
-void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
-void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
-                    int H, m2_real *dt);
+void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias,
+                    const m2_real *A_log, int rows, int H, m2_real *dt, m2_real *A);
 void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                    const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
+                    const m2_real *dt_bias, const m2_real *dA, const m2_real *A_log, int rows, int H, void *ddt_raw,
+                    m2_real *ddt_bias, m2_real *dA_log);
 void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
 void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);

@@ -452,8 +452,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, ln->dt));
-    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, p.A_log, R, H, ln->dt, ln->A));
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
                                 p.Dsk, y, at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
@@ -530,8 +529,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     /* recompute the cheap forward values; the two norms' outputs (in the activation type: GEMM operands) come back
      * from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
     OP(M2_OPK_CONV, ops->conv_silu_fwd(ops, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, R, H, ln->dt));
-    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, ln->A));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, dt_raw, Win, at, p.dt_bias, p.A_log, R, H, ln->dt, ln->A));
 
     /* out_proj and the gated norm: d(o) = dh W_out (into dxbc, free until the SSD's backward), then the norm's
      * backward (dy, dz into dzx's z columns, d(norm weight)) writing o, then dW_out += dh^T o */
@@ -545,8 +543,8 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, ln->dt, ln->A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN),
                                 p.Dsk, ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA,
                                 act_at(m, ln->dxbc, Di), act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));
-    OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
-    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
+    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, ln->dA, p.A_log, R, H,
+                              act_at(m, ln->dzx, Di + Cc), g.dt_bias, g.A_log));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        act_at(m, ln->dzx, Di), Win, g.conv_w, g.conv_b));
     /* in_proj and RMSNorm: d(u) = dzx W_in (into dxbc, read by the conv's backward above), then the norm's backward

@@ -185,7 +185,7 @@ static void test_bf16_backward(void **state)
         void *a3 = t ? b[3] : (void *)f[3], *a4 = t ? b[4] : (void *)f[4], *a5 = t ? b[5] : (void *)f[5];
         m2emu_counters_reset();
         g->conv_silu_bwd(g, a2, a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
-        g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
+        g->dt_bwd(g, f[6], a0, H, at, f[9], f[8], f[9], rows, H, a1, f[11], f[15]);
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
         g->rmsnorm_bwd(g, f[6], f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
         for (int k = 0; k < 4; k++) {
