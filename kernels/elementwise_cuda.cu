@@ -28,7 +28,7 @@ struct strided_value {
 
 void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db)
 {
-    m2_colsum(m2_cuda_ctx_of(o), 0, rows, n, strided_value{dY, ldy}, m2_add_to{db}, "bias_grad");
+    m2_colsum(m2_cuda_ctx_of(o), 0, rows, n, strided_value{dY, ldy}, db, "bias_grad");
 }
 
 /* ---- residual ---- */
@@ -111,7 +111,7 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int
     if (H <= 0) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     const int per = m2_colsum_rows_per_block(rows > 0 ? rows : 1), nblk = rows > 0 ? (rows + per - 1) / per : 1;
-    float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, H));
+    float *part = m2_colsum_parts(c, 0, rows, H);
     m2_act_dispatch(rt, [&](auto *tr) {
         using TR = m2_elem_t<decltype(tr)>;
         const dim3 grid((H + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
@@ -119,7 +119,8 @@ void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int
                                                                    rows, H, per, (TR *)ddt_raw, part, dA_log);
         M2_CUDA_LAUNCHED("dt_bwd");
     });
-    m2_colsum_finish(c, part, nblk, H, m2_add_to{ddt_bias}, "dt_bwd (dt_bias)");
+    const m2_colsum_seg seg = {part, ddt_bias, nblk, H, H};
+    m2_colsum_finish(c, &seg, 1, "dt_bwd (dt_bias)");
 }
 
 /* ---- weights in the activation type: dst = x rounded (the model's bf16 copy of its parameters, ops.h to_act) ---- */

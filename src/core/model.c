@@ -525,6 +525,9 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     void *dha = dh_act_at(m, un);
     const void *dh_op = dha ? dha : (const void *)dh; /* dh as a GEMM operand, in the activation type */
     ln->phase = 1;
+    /* the layer's weight gradients that are column sums complete at the end of this function (ops.h grad_batch:
+     * one final launch for all of them on the GPU) */
+    if (ops->grad_batch) OP(M2_OPK_OTHER, ops->grad_batch(ops, 1));
 
     /* recompute the cheap forward values; the two norms' outputs (in the activation type: GEMM operands) come back
      * from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
@@ -553,6 +556,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     gemm_act(m, ln, 0, 0, R, D, Win, ln->dzx, Win, weight_act(m, c, p.W_in), D, 0, ln->dxbc, D, M2_ACT_REAL);
     OP(M2_OPK_NORM, ops->rmsnorm_bwd(ops, ln->dxbc, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
     gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
+    if (ops->grad_batch) OP(M2_OPK_OTHER, ops->grad_batch(ops, 0));
 }
 
 static void unit_embed_backward(m2_model *m, lane *ln, const call *c, const unit *un)

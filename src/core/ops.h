@@ -154,6 +154,14 @@ struct m2_ops {
     double (*sumsq)(const m2_ops *o, const float *x, size_t n);
     void (*scale)(const m2_ops *o, float *x, size_t n, double factor);
 
+    /* ---- batching the parameter gradients' last reductions (may be NULL: nothing to batch) ----
+     * Between grad_batch(o, 1) and grad_batch(o, 0) the gradients that the backward ops ADD as column sums
+     * (rmsnorm_bwd's and gated_norm_bwd's dw, conv_silu_bwd's dw and db, dt_bwd's ddt_bias, bias_grad's db) may be
+     * left incomplete until the batch closes: nothing may read them, or write them otherwise, in between. Closing
+     * completes them with the sums of unbatched calls, bitwise. The CUDA backend leaves each one's final pass
+     * pending and runs them all as one launch at the close (model.c: one per layer backward). */
+    void (*grad_batch)(const m2_ops *o, int open);
+
     /* ---- how the model should drive this backend (may be NULL) ----
      * NULL (a device backend): each op call covers the whole micro-batch. Otherwise the number of host
      * threads ("lanes") the model may run at once, each taking whole sequences one at a time with its own

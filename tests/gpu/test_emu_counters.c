@@ -14,6 +14,10 @@
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
+ * - the model's launches per layer (the difference between a two-layer and a one-layer model, forward and
+ *   forward+backward, B = 2, T = 32, Q = 16): 12 forward, 25 backward, with no kernel of its own for A = -exp(A_log)
+ *   or its gradient (dt_fwd's and dt_bwd's) and one column-sum final pass per layer backward for the four weight
+ *   gradients formed as column sums (ops.h grad_batch); before: 13 and 30;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model.h"
+#include "core/model_fixture.h"
 #include "emu_counters.h"
 #include "gpu_util.h"
 
@@ -354,6 +360,81 @@ static void test_ssd_states_bf16(void **state)
     free(hdy);
 }
 
+/* Launches of all kernels since the last reset, and those whose name starts with `name`. */
+static double launches(const char *name)
+{
+    static m2emu_kernel_count r[256];
+    const int n = m2emu_counters_get(r, 256);
+    assert_true(n <= 256);
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        if (!name || !strncmp(r[i].name, name, strlen(name))) t += r[i].launches;
+    return t;
+}
+
+/* One model of L layers on backend g: the launches of a forward and of a forward+backward (after one untimed
+ * forward+backward, which sizes the workspaces), in total and of the column sums' final passes; the gradients of
+ * the second forward+backward (host, malloc'd). */
+static float *model_launches(const m2_ops *g, int L, double fwd[2], double fb[2], size_t *n_params)
+{
+    m2_dims d = m2_fixture_dims(1, 16);
+    d.L = L;
+    const int B = 2, T = 32;
+    m2_fixture f;
+    m2_fixture_init(&f, &d, B, T, 4, 77);
+    m2_model *gm = NULL;
+    assert_int_equal(m2_model_create_with_ops(&gm, &f.lay, B, T, g), 0);
+    const size_t n = f.lay.n_params, nx = (size_t)B * T * d.F, ny = (size_t)B * T * d.O;
+    *n_params = n;
+    float *params = m2_dev_from(g, f.params, n), *X = m2_dev_from(g, f.X, nx), *Y = m2_dev_from(g, f.Y, ny);
+    float *grads = g->alloc(g, n * sizeof(float)), *pred = g->alloc(g, ny * sizeof(float));
+    double sse;
+    int64_t count;
+    for (int k = 0; k < 2; k++) {
+        g->memset0(g, grads, n * sizeof(float));
+        m2emu_counters_reset();
+        assert_int_equal(m2_model_forward_backward(gm, params, grads, X, Y, B, T, 4, &sse, &count, pred, NULL, NULL),
+                         0);
+    }
+    fb[0] = launches(NULL), fb[1] = launches("column sums");
+    float *host = m2_host_from(g, grads, n);
+    m2emu_counters_reset();
+    assert_int_equal(m2_model_forward(gm, params, X, B, T, pred), 0);
+    fwd[0] = launches(NULL), fwd[1] = launches("column sums");
+    void *bufs[] = {params, X, Y, grads, pred};
+    for (int i = 0; i < 5; i++) g->free(g, bufs[i]);
+    m2_model_free(gm);
+    m2_fixture_free(&f);
+    return host;
+}
+
+static void test_layer_launches(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    double f1[2], b1[2], f2[2], b2[2];
+    size_t n;
+    free(model_launches(g, 1, f1, b1, &n));
+    float *batched = model_launches(g, 2, f2, b2, &n);
+    const double fwd = f2[0] - f1[0], bwd = b2[0] - b1[0] - fwd;
+    printf("  launches per layer: forward %.0f, backward %.0f (of which column-sum finals %.0f)\n", fwd, bwd,
+           b2[1] - b1[1]);
+    assert_true(fwd == 12);
+    assert_true(bwd == 25);
+    assert_true(b2[1] - b1[1] == 1 && f2[1] == f1[1]);
+    /* the same backend without grad_batch (every final pass launched by its op): the same gradients, bitwise */
+    m2_ops unbatched = *g;
+    unbatched.grad_batch = NULL;
+    double fu[2], bu[2];
+    float *single = model_launches(&unbatched, 2, fu, bu, &n);
+    printf("  unbatched: %.0f launches per forward+backward, batched %.0f\n", bu[0], b2[0]);
+    assert_true(bu[0] - b2[0] == 2 * 3); /* 4 finals in place of 1, per layer */
+    assert_memory_equal(batched, single, n * sizeof(float));
+    printf("  their gradients: bitwise equal\n");
+    free(batched);
+    free(single);
+}
+
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
@@ -367,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_bf16_ssd_gradients),
         cmocka_unit_test(test_ssd_first_stages),
         cmocka_unit_test(test_ssd_states_bf16),
+        cmocka_unit_test(test_layer_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
