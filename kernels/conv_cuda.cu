@@ -212,8 +212,9 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
 /* The backward in one walk over the column-sum block of rows [r0, r1) (blockIdx.x) of the thread's channels, rows
  * in order (a block may span sequences: tick t restarts at 0, the taps before a sequence start are masked):
  * - dpre(r) = dout(r) * silu'(pre(r)), pre from the input window as in the forward;
- * - the weight and bias partials of the block's rows: part[blk][c*(K+1) + k] = sum_r (k < K ? dpre(r, c)
- *   in(r-K+1+k, c), 0 before the sequence start : dpre(r, c)), tap k's sum at acc[KM-K+k] beside its window register;
+ * - the weight and bias partials of the block's rows, part[blk] = [C*K weights laid out as dw | C biases] (two
+ *   segments of one final pass, cuda_common.cuh): weight (c, k) = sum_r dpre(r, c) in(r-K+1+k, c) (0 before the
+ *   sequence start), tap k's sum at acc[KM-K+k] beside its window register; bias c = sum_r dpre(r, c);
  * - din(ro) = sum_k w[k] dpre(ro+K-1-k) over the output ticks inside the sequence, written at row r = ro + K - 1 from a
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
  *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
@@ -258,28 +259,16 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
             to = to + 1 == a.T ? 0 : to + 1;
         }
     }
-    float *p = a.part + (size_t)blockIdx.x * a.C * (K + 1) + (size_t)c0 * (K + 1);
+    float *pw = a.part + (size_t)blockIdx.x * a.C * (K + 1), *pb = pw + (size_t)a.C * K + c0;
+    pw += (size_t)c0 * K;
 #pragma unroll
     for (int j = 0; j < V; j++) {
 #pragma unroll
         for (int m = 0; m < KM; m++)
-            if (m >= KM - K) p[j * (K + 1) + m - (KM - K)] = acc[m][j];
-        p[j * (K + 1) + K] = acc[KM][j];
+            if (m >= KM - K) pw[j * K + m - (KM - K)] = acc[m][j];
+        pb[j] = acc[KM][j];
     }
 }
-
-struct conv_wb_out {
-    float *dw, *db;
-    int K;
-    __device__ void operator()(int j, float s) const
-    {
-        const int c = j / (K + 1), k = j % (K + 1);
-        if (k == K)
-            db[c] += s;
-        else
-            dw[(size_t)c * K + k] += s;
-    }
-};
 
 /* Grids: x over (sequence, tile of CONV_TT ticks) or the column-sum row blocks, y over blocks of channel groups. */
 template <class Cfg, class CA> static dim3 conv_grid(const CA &a, int ny)
@@ -302,7 +291,9 @@ template <class Cfg, class TI> static void conv_bwd_run(m2_cuda_ctx *c, const co
     const dim3 grid = conv_grid<Cfg>(a, nblk);
     conv_bwd_kernel<Cfg, TI><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED("conv_silu_bwd");
-    m2_colsum_finish(c, a.part, nblk, a.C * (a.K + 1), conv_wb_out{dw, db, a.K}, "conv_silu_bwd (weight, bias)");
+    const int ld = a.C * (a.K + 1);
+    const m2_colsum_seg segs[2] = {{a.part, dw, nblk, a.C * a.K, ld}, {a.part + (size_t)a.C * a.K, db, nblk, a.C, ld}};
+    m2_colsum_finish(c, segs, 2, "conv_silu_bwd (weight, bias)");
 }
 
 /* 16-byte rows of 4 channels when every row start of every array is 16-byte aligned. */
@@ -338,7 +329,7 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, in
     const size_t total = (size_t)rows * C;
     if (!total) return;
     m2_cuda_ctx *c = m2_cuda_ctx_of(o);
-    float *part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, C * (K + 1)));
+    float *part = m2_colsum_parts(c, 0, rows, C * (K + 1));
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
         const TI *g = (const TI *)dout;

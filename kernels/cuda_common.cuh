@@ -24,6 +24,19 @@ extern "C" {
 
 static_assert(sizeof(m2_real) == sizeof(float), "the CUDA backend computes in fp32: build without MAMBA2_FP64");
 
+/* One column sum's final pass: dst[j] += the sum over b < nblk, in b order, of part[b * ld + j], for j < n. */
+struct m2_colsum_seg {
+    const float *part;
+    float *dst;
+    int nblk, n, ld;
+};
+enum { M2_COLSUM_SEGS = 8 };
+/* Final passes run by one launch (a kernel argument: one thread per column of every segment). */
+struct m2_colsum_segs {
+    m2_colsum_seg s[M2_COLSUM_SEGS];
+    int count;
+};
+
 typedef struct {
     int device;
     cudaStream_t stream;
@@ -32,6 +45,12 @@ typedef struct {
     m2_cuda_gemm_precision gemm_prec;
     void *ws; /* workspace for the ops' temporaries (partial sums, row statistics) */
     size_t ws_bytes;
+    /* ops.h grad_batch: while open, the column sums' final passes wait in pend (their partials in parts, which
+     * outlive the op, unlike ws) and run as one launch when it closes */
+    int batch;
+    m2_colsum_segs pend;
+    void *parts;
+    size_t parts_bytes, parts_used, parts_need; /* need: the bytes the open batch has taken in all */
 } m2_cuda_ctx;
 
 m2_cuda_ctx *m2_cuda_ctx_of(const m2_ops *o);
@@ -199,9 +218,13 @@ template <typename T> __device__ T m2_block_sum(T v, T *sh)
     return r;
 }
 
-/* ---- deterministic column sums: out(j, sum over rows r of f(r, j)) for j < n ----
- * Stage 1: partial sums over blocks of `per` consecutive rows (thread per column, coalesced over j).
- * Stage 2: one thread per column adds the partials in block order and hands the total to `out`. */
+/* ---- deterministic column sums: dst[j] += sum over rows r of f(r, j), for j < n ----
+ * Stage 1: partial sums over blocks of `per` consecutive rows (thread per column, coalesced over j), by
+ * m2_colsum_partial_kernel or by an op's own kernel that reads the rows anyway (the norms', conv's and dt's backwards).
+ * Stage 2: one thread per column adds the partials in block order and adds the total to dst (m2_colsum_seg). An op
+ * hands its stage 2 to m2_colsum_finish, which launches it at once, or, inside a grad_batch (ops.h), leaves it
+ * pending with the batch's others: one launch per layer backward for all of them (each was a launch of ~3 us for a
+ * few thousand columns), the same sums in the same order either way. */
 template <class F> __global__ void m2_colsum_partial_kernel(F f, int rows, int n, int per, float *part)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -211,15 +234,6 @@ template <class F> __global__ void m2_colsum_partial_kernel(F f, int rows, int n
     float s = 0.0f;
     for (int r = r0; r < r1; r++) s += f(r, j);
     part[(size_t)blk * n + j] = s;
-}
-
-template <class Out> __global__ void m2_colsum_final_kernel(const float *part, int nblk, int n, Out out)
-{
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    float s = 0.0f;
-    for (int b = 0; b < nblk; b++) s += part[(size_t)b * n + j];
-    out(j, s);
 }
 
 /* Rows per partial block: 64, or more so that there are at most 4096 blocks (grid.y and the final loop). */
@@ -238,37 +252,29 @@ static inline size_t m2_colsum_ws_bytes(int rows, int n)
     return nblk * (size_t)(n > 0 ? n : 0) * sizeof(float);
 }
 
-/* Stage 2 alone, for an op that forms the partials part[blk][j] itself (same blocks of rows, same order). */
-template <class Out>
-void m2_colsum_finish(const m2_cuda_ctx *c, const float *part, int nblk, int n, Out out, const char *what)
-{
-    m2_colsum_final_kernel<<<(n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, M2_CUDA_THREADS, 0, c->stream>>>(part, nblk,
-                                                                                                           n, out);
-    M2_CUDA_LAUNCHED(what);
-}
+/* Where an op puts the partials [nblk][n] of a column sum over rows: the workspace at byte offset ws_off (aligned;
+ * an op that keeps its own temporaries at the start of the workspace reserves m2_cuda_ws(c, ws_off +
+ * m2_colsum_ws_bytes(rows, n)) BEFORE writing them: a growing workspace does not keep its contents), or, inside a
+ * grad_batch, the batch's own buffer (they must outlive the op). Call it once per column sum, before
+ * m2_colsum_finish of the same sum. */
+float *m2_colsum_parts(m2_cuda_ctx *c, size_t ws_off, int rows, int n);
+/* Stage 2 of count segments (at most M2_COLSUM_SEGS), over partials from m2_colsum_parts: one launch named what, or
+ * pending in the open grad_batch. */
+void m2_colsum_finish(m2_cuda_ctx *c, const m2_colsum_seg *segs, int count, const char *what);
 
-/* The partials go to the workspace at byte offset ws_off (aligned): an op that keeps its own temporaries at the
- * start of the workspace reserves m2_cuda_ws(c, ws_off + m2_colsum_ws_bytes(rows, n)) BEFORE writing them (a
- * growing workspace does not keep its contents), then passes ws_off here. */
-template <class F, class Out>
-void m2_colsum(m2_cuda_ctx *c, size_t ws_off, int rows, int n, F f, Out out, const char *what)
+/* The whole column sum of f into dst (partials placed by m2_colsum_parts at ws_off). */
+template <class F> void m2_colsum(m2_cuda_ctx *c, size_t ws_off, int rows, int n, F f, float *dst, const char *what)
 {
     if (n <= 0) return;
     const int per = m2_colsum_rows_per_block(rows > 0 ? rows : 1);
     const int nblk = rows > 0 ? (rows + per - 1) / per : 1;
-    char *ws = (char *)m2_cuda_ws(c, ws_off + m2_colsum_ws_bytes(rows, n));
-    float *part = (float *)(ws + ws_off);
+    float *part = m2_colsum_parts(c, ws_off, rows, n);
     dim3 grid((n + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS, nblk);
     m2_colsum_partial_kernel<<<grid, M2_CUDA_THREADS, 0, c->stream>>>(f, rows, n, per, part);
     M2_CUDA_LAUNCHED(what);
-    m2_colsum_finish(c, part, nblk, n, out, what);
+    const m2_colsum_seg seg = {part, dst, nblk, n, n};
+    m2_colsum_finish(c, &seg, 1, what);
 }
-
-/* The most common `out`: dst[j] += sum (a gradient that ADDS). */
-struct m2_add_to {
-    float *dst;
-    __device__ void operator()(int j, float s) const { dst[j] += s; }
-};
 
 /* The ops, one file per concern (names as in ops.h). */
 void m2_cuda_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const m2_real *A, int lda,
@@ -276,12 +282,12 @@ void m2_cuda_gemm(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real 
 void m2_cuda_bias_add(const m2_ops *o, m2_real *Y, int ldy, const m2_real *bias, int rows, int n);
 void m2_cuda_bias_grad(const m2_ops *o, const m2_real *dY, int ldy, int rows, int n, m2_real *db);
 void m2_cuda_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n);
-void m2_cuda_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
-void m2_cuda_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
-void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows,
-                    int H, m2_real *dt);
+void m2_cuda_grad_batch(const m2_ops *o, int open);
+void m2_cuda_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias,
+                    const m2_real *A_log, int rows, int H, m2_real *dt, m2_real *A);
 void m2_cuda_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                    const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
+                    const m2_real *dt_bias, const m2_real *dA, const m2_real *A_log, int rows, int H, void *ddt_raw,
+                    m2_real *ddt_bias, m2_real *dA_log);
 void m2_cuda_to_act(const m2_ops *o, const m2_real *x, size_t n, void *dst, m2_act_type t);
 void m2_cuda_gemm_act(const m2_ops *o, int ta, int tb, int m, int n, int k, m2_real alpha, const void *A, int lda,
                       const void *B, int ldb, m2_act_type ab, m2_real beta, void *C, int ldc, m2_act_type ct);

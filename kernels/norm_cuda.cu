@@ -245,7 +245,7 @@ static norm_bwd_plan norm_bwd_plan_of(m2_cuda_ctx *c, int rows, int n, int G)
         p.per = m2_colsum_rows_per_block(rows);
         p.nblk = (rows + p.per - 1) / p.per;
         p.shmem = (size_t)n * sizeof(float);
-        p.part = (float *)m2_cuda_ws(c, m2_colsum_ws_bytes(rows, n));
+        p.part = m2_colsum_parts(c, 0, rows, n);
     } else {
         p.ws_off = m2_cuda_align((size_t)rows * G * sizeof(float));
         p.rstd = (float *)m2_cuda_ws(c, p.ws_off + m2_colsum_ws_bytes(rows, n));
@@ -257,10 +257,12 @@ static norm_bwd_plan norm_bwd_plan_of(m2_cuda_ctx *c, int rows, int n, int G)
 template <class F>
 static void norm_bwd_weight(m2_cuda_ctx *c, const norm_bwd_plan &p, int rows, int n, F f, float *dw, const char *what)
 {
-    if (p.part)
-        m2_colsum_finish(c, p.part, p.nblk, n, m2_add_to{dw}, what);
-    else
-        m2_colsum(c, p.ws_off, rows, n, f, m2_add_to{dw}, what);
+    if (p.part) {
+        const m2_colsum_seg seg = {p.part, dw, p.nblk, n, n};
+        m2_colsum_finish(c, &seg, 1, what);
+    } else {
+        m2_colsum(c, p.ws_off, rows, n, f, dw, what);
+    }
 }
 
 /* The 4-channel kernels when every segment, row and pointer is 16-byte aligned. */

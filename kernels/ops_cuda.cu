@@ -85,11 +85,109 @@ void *m2_cuda_ws(m2_cuda_ctx *c, size_t bytes)
 
 extern "C" void m2_ops_cuda_release_workspace(void)
 {
-    if (!g_ready || !g_ctx.ws) return;
+    if (!g_ready || (!g_ctx.ws && !g_ctx.parts)) return;
     m2_cuda_check(cudaStreamSynchronize(g_ctx.stream), "workspace: waiting for the stream");
-    m2_cuda_check(cudaFree(g_ctx.ws), "workspace: cudaFree");
+    if (g_ctx.ws) m2_cuda_check(cudaFree(g_ctx.ws), "workspace: cudaFree");
     g_ctx.ws = NULL;
     g_ctx.ws_bytes = 0;
+    if (!g_ctx.batch && g_ctx.parts) { /* a batch's pending partials stay */
+        m2_cuda_check(cudaFree(g_ctx.parts), "workspace: cudaFree");
+        g_ctx.parts = NULL;
+        g_ctx.parts_bytes = 0;
+    }
+}
+
+/* ---- column sums' final passes (cuda_common.cuh), batched per layer backward (ops.h grad_batch) ---- */
+/* Thread j of the flattened columns: segment k, column j - (the columns of the segments before k). */
+__global__ void m2_colsum_final_kernel(m2_colsum_segs g)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x, k = 0;
+    while (k < g.count && j >= g.s[k].n) j -= g.s[k++].n;
+    if (k == g.count) return;
+    const m2_colsum_seg &a = g.s[k];
+    float s = 0.0f;
+    for (int b = 0; b < a.nblk; b++) s += a.part[(size_t)b * a.ld + j];
+    a.dst[j] += s;
+}
+
+static void colsum_launch(m2_cuda_ctx *c, const m2_colsum_segs &g, const char *what)
+{
+    long long cols = 0;
+    for (int k = 0; k < g.count; k++) cols += g.s[k].n;
+    if (!cols) return;
+    m2_colsum_final_kernel<<<(unsigned)((cols + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS), M2_CUDA_THREADS, 0,
+                             c->stream>>>(g);
+    M2_CUDA_LAUNCHED(what);
+}
+
+/* The batch's pending finals, launched as one. */
+static void colsum_flush(m2_cuda_ctx *c)
+{
+    if (c->pend.count) colsum_launch(c, c->pend, "column sums (a layer's weight gradients)");
+    c->pend.count = 0;
+}
+
+/* The batch buffer at least as large as what the batch has taken in all, once nothing pending reads it. */
+static void colsum_parts_fit(m2_cuda_ctx *c)
+{
+    if (c->parts_need <= c->parts_bytes) return;
+    m2_cuda_check(cudaStreamSynchronize(c->stream), "column sums' buffer: waiting for the stream");
+    if (c->parts) m2_cuda_check(cudaFree(c->parts), "column sums' buffer: cudaFree");
+    c->parts = NULL;
+    c->parts_bytes = 0;
+    m2_cuda_check(cudaMalloc(&c->parts, c->parts_need), "column sums' buffer: cudaMalloc");
+    c->parts_bytes = c->parts_need;
+}
+
+float *m2_colsum_parts(m2_cuda_ctx *c, size_t ws_off, int rows, int n)
+{
+    const size_t bytes = m2_colsum_ws_bytes(rows, n);
+    if (!c->batch) return (float *)((char *)m2_cuda_ws(c, ws_off + bytes) + ws_off);
+    c->parts_need += m2_cuda_align(bytes);
+    if (c->parts_used + bytes > c->parts_bytes) {
+        /* every partial taken so far has its final pending (an op takes its partials before its final): those
+         * finals run now, before anything is written to the buffer again (stream order), and the buffer grows; it
+         * ends each batch as large as all the batch took, so that the next batch of the same shapes fits (only the
+         * first launches more than one final) */
+        colsum_flush(c);
+        c->parts_used = 0;
+        colsum_parts_fit(c);
+    }
+    float *p = (float *)((char *)c->parts + c->parts_used);
+    c->parts_used += m2_cuda_align(bytes);
+    return p;
+}
+
+void m2_colsum_finish(m2_cuda_ctx *c, const m2_colsum_seg *segs, int count, const char *what)
+{
+    if (!c->batch) {
+        m2_colsum_segs g = {};
+        for (int k = 0; k < count; k++) g.s[g.count++] = segs[k];
+        colsum_launch(c, g, what);
+        return;
+    }
+    for (int k = 0; k < count; k++) {
+        /* a full batch, or a gradient already pending (two threads would add to it), runs what is pending first */
+        bool clash = c->pend.count == M2_COLSUM_SEGS;
+        for (int i = 0; i < c->pend.count && !clash; i++) {
+            const m2_colsum_seg &p = c->pend.s[i];
+            clash = segs[k].dst < p.dst + p.n && p.dst < segs[k].dst + segs[k].n;
+        }
+        if (clash) colsum_flush(c);
+        c->pend.s[c->pend.count++] = segs[k];
+    }
+}
+
+void m2_cuda_grad_batch(const m2_ops *o, int open)
+{
+    m2_cuda_ctx *c = m2_cuda_ctx_of(o);
+    if (open == c->batch) return;
+    if (!open) {
+        colsum_flush(c);
+        colsum_parts_fit(c);
+    }
+    c->parts_used = c->parts_need = 0;
+    c->batch = open;
 }
 
 static int ctx_fail(const char *what, cudaError_t e)
@@ -265,8 +363,6 @@ static m2_ops g_cuda_ops = {
     .conv_silu_bwd = m2_cuda_conv_silu_bwd,
     .dt_fwd = m2_cuda_dt_fwd,
     .dt_bwd = m2_cuda_dt_bwd,
-    .a_fwd = m2_cuda_a_fwd,
-    .a_bwd = m2_cuda_a_bwd,
     .ssd_saved_size = m2_cuda_ssd_saved_size,
     .ssd_scratch_size = m2_cuda_ssd_scratch_size,
     .ssd_fwd = m2_cuda_ssd_fwd,
@@ -277,6 +373,7 @@ static m2_ops g_cuda_ops = {
     .adamw = m2_cuda_adamw,
     .sumsq = m2_cuda_sumsq,
     .scale = m2_cuda_scale,
+    .grad_batch = m2_cuda_grad_batch,
     .lanes = NULL, /* a device backend: every op call covers the whole micro-batch */
     .act_type = cuda_act_type,
 };

@@ -471,8 +471,7 @@ static void layer_forward(m2_model *m, lane *ln, const call *c, const unit *un, 
     forward_proj(m, ln, c, R, Win, D, ln->u, p.W_in, 0, zx, at);
     OP(M2_OPK_CONV,
        ops->conv_silu_fwd(ops, act_at(m, zx, Di), Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K, ln->xbc));
-    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, R, H, dt));
-    OP(M2_OPK_DT, ops->a_fwd(ops, p.A_log, H, A));
+    OP(M2_OPK_DT, ops->dt_fwd(ops, act_at(m, zx, Di + Cc), Win, at, p.dt_bias, p.A_log, R, H, dt, A));
     OP(M2_OPK_SSD, ops->ssd_fwd(ops, &s, ln->xbc, dt, A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN), p.Dsk, y,
                                 at, c->keep ? saved_at(m, c, un, l) : NULL, ln->scratch));
     OP(M2_OPK_GNORM, ops->gated_norm_fwd(ops, y, zx, Win, at, p.gnorm_w, R, Di, d->G, ln->o, at));
@@ -545,6 +544,9 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     void *dha = dh_act_at(m, un);
     const void *dh_op = dha ? dha : (const void *)dh; /* dh as a GEMM operand, in the activation type */
     ln->phase = 1;
+    /* the layer's weight gradients that are column sums complete at the end of this function (ops.h grad_batch:
+     * one final launch for all of them on the GPU) */
+    if (ops->grad_batch) OP(M2_OPK_OTHER, ops->grad_batch(ops, 1));
 
     /* recompute the conv output (dt and A are kept); the two norms' outputs (in the activation type: GEMM operands)
      * come back from the norms' own backwards below, which read the same inputs anyway (one pass over them, not two) */
@@ -562,8 +564,8 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, dt, A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN), p.Dsk,
                                 ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, act_at(m, ln->dxbc, Di),
                                 act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));
-    OP(M2_OPK_DT, ops->a_bwd(ops, ln->dA, p.A_log, H, g.A_log));
-    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, R, H, act_at(m, ln->dzx, Di + Cc), g.dt_bias));
+    OP(M2_OPK_DT, ops->dt_bwd(ops, ln->ddt, dt_raw, Win, at, p.dt_bias, ln->dA, p.A_log, R, H,
+                              act_at(m, ln->dzx, Di + Cc), g.dt_bias, g.A_log));
     OP(M2_OPK_CONV, ops->conv_silu_bwd(ops, ln->dxbc, xbc_in, Win, at, p.conv_w, p.conv_b, un->nb, c->T, Cc, d->K,
                                        act_at(m, ln->dzx, Di), Win, g.conv_w, g.conv_b));
     /* in_proj and RMSNorm: d(u) = dzx W_in in the activation type (into dxbc, read by the conv's backward above; the
@@ -574,6 +576,7 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     OP(M2_OPK_NORM,
        ops->rmsnorm_bwd(ops, ln->dxbc, at, hl, p.norm_w, R, D, dh, g.norm_w, ln->u, l > 0 ? dha : NULL, at));
     gemm_act(m, ln, 1, 0, Win, D, R, ln->dzx, Win, ln->u, D, 1, g.W_in, D, M2_ACT_REAL);
+    if (ops->grad_batch) OP(M2_OPK_OTHER, ops->grad_batch(ops, 0));
 }
 
 static void unit_embed_backward(m2_model *m, lane *ln, const call *c, const unit *un)

@@ -100,18 +100,17 @@ struct m2_ops {
                           const m2_real *w, const m2_real *b, int B, int T, int C, int K, void *din, int ld_din,
                           m2_real *dw, m2_real *db);
 
-    /* ---- dt = softplus(dt_raw + dt_bias) (docs/MODEL.md §2 step 4); dt_raw [rows,H] ld of type rt, dt [rows,H]
-     * contiguous (m2_real) ---- */
-    void (*dt_fwd)(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias, int rows, int H,
-                   m2_real *dt);
+    /* ---- the per-head parameters' transforms (docs/MODEL.md §2 step 4): dt = softplus(dt_raw + dt_bias), dt_raw
+     * [rows,H] ld of type rt, dt [rows,H] contiguous (m2_real); A = -exp(A_log) [H] (written whatever rows is). One
+     * op for both: A takes no launch of its own on a device backend. ---- */
+    void (*dt_fwd)(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias,
+                   const m2_real *A_log, int rows, int H, m2_real *dt, m2_real *A);
     /* ddt [rows,H] contiguous; ddt_raw [rows,H] with the same ld and type as dt_raw is written; ddt_bias [H] ADDS the
-     * column sums of ddt_raw's fp32 values (before any rounding to rt). */
+     * column sums of ddt_raw's fp32 values (before any rounding to rt); dA_log [H] ADDS dA [H] * A (whatever rows
+     * is). */
     void (*dt_bwd)(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
-                   const m2_real *dt_bias, int rows, int H, void *ddt_raw, m2_real *ddt_bias);
-
-    /* ---- A = -exp(A_log) [H]; dA_log [H] ADDS dA * A ---- */
-    void (*a_fwd)(const m2_ops *o, const m2_real *A_log, int H, m2_real *A);
-    void (*a_bwd)(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log);
+                   const m2_real *dt_bias, const m2_real *dA, const m2_real *A_log, int rows, int H, void *ddt_raw,
+                   m2_real *ddt_bias, m2_real *dA_log);
 
     /* ---- chunked SSD (ssd.h: layouts, what ADDS); sizes in m2_reals for this backend's thread count ---- */
     size_t (*ssd_saved_size)(const m2_ops *o, const m2_ssd_shape *s);
@@ -156,6 +155,14 @@ struct m2_ops {
      * returned to the host (implies a sync). scale: x[i] = (float)((double)x[i] * factor). */
     double (*sumsq)(const m2_ops *o, const float *x, size_t n);
     void (*scale)(const m2_ops *o, float *x, size_t n, double factor);
+
+    /* ---- batching the parameter gradients' last reductions (may be NULL: nothing to batch) ----
+     * Between grad_batch(o, 1) and grad_batch(o, 0) the gradients that the backward ops ADD as column sums
+     * (rmsnorm_bwd's and gated_norm_bwd's dw, conv_silu_bwd's dw and db, dt_bwd's ddt_bias, bias_grad's db) may be
+     * left incomplete until the batch closes: nothing may read them, or write them otherwise, in between. Closing
+     * completes them with the sums of unbatched calls, bitwise. The CUDA backend leaves each one's final pass
+     * pending and runs them all as one launch at the close (model.c: one per layer backward). */
+    void (*grad_batch)(const m2_ops *o, int open);
 
     /* ---- how the model should drive this backend (may be NULL) ----
      * NULL (a device backend): each op call covers the whole micro-batch. Otherwise the number of host

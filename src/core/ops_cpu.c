@@ -138,14 +138,19 @@ static void cpu_add(const m2_ops *o, m2_real *y, const m2_real *x, size_t n)
     for (long i = 0; i < nn; i++) y[i] += x[i];
 }
 
-/* ---- A = -exp(A_log) ---- */
-static void cpu_a_fwd(const m2_ops *o, const m2_real *A_log, int H, m2_real *A)
+/* ---- dt and A (ops.h dt_fwd): the level's dt, then A = -exp(A_log); the backward's dA_log += dA * A ---- */
+static void cpu_dt_fwd(const m2_ops *o, const void *dt_raw, int ld, m2_act_type rt, const m2_real *dt_bias,
+                       const m2_real *A_log, int rows, int H, m2_real *dt, m2_real *A)
 {
+    if (rows > 0) m2_cpu_act_dt_fwd(o, dt_raw, ld, rt, dt_bias, rows, H, dt);
     for (int h = 0; h < H; h++) A[h] = -M2_EXP(A_log[h]);
 }
 
-static void cpu_a_bwd(const m2_ops *o, const m2_real *dA, const m2_real *A_log, int H, m2_real *dA_log)
+static void cpu_dt_bwd(const m2_ops *o, const m2_real *ddt, const void *dt_raw, int ld, m2_act_type rt,
+                       const m2_real *dt_bias, const m2_real *dA, const m2_real *A_log, int rows, int H, void *ddt_raw,
+                       m2_real *ddt_bias, m2_real *dA_log)
 {
+    if (rows > 0) m2_cpu_act_dt_bwd(o, ddt, dt_raw, ld, rt, dt_bias, rows, H, ddt_raw, ddt_bias);
     for (int h = 0; h < H; h++) dA_log[h] += dA[h] * -M2_EXP(A_log[h]);
 }
 
@@ -240,10 +245,8 @@ static const m2_ops g_cpu_ops = {
     .rmsnorm_bwd = m2_cpu_act_rmsnorm_bwd,
     .conv_silu_fwd = m2_cpu_act_conv_silu_fwd,
     .conv_silu_bwd = m2_cpu_act_conv_silu_bwd,
-    .dt_fwd = m2_cpu_act_dt_fwd,
-    .dt_bwd = m2_cpu_act_dt_bwd,
-    .a_fwd = cpu_a_fwd,
-    .a_bwd = cpu_a_bwd,
+    .dt_fwd = cpu_dt_fwd,
+    .dt_bwd = cpu_dt_bwd,
     .ssd_saved_size = cpu_ssd_saved_size,
     .ssd_scratch_size = cpu_ssd_scratch_size,
     .ssd_fwd = cpu_ssd_fwd,

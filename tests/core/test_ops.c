@@ -419,14 +419,17 @@ static void test_conv_silu(void **state)
     run_case(&c);
 }
 
-/* ---- dt = softplus(dt_raw + bias): in = {dt_raw [rows, ld], bias [H]}; some values above the threshold ---- */
+/* ---- dt = softplus(dt_raw + bias): in = {dt_raw [rows, ld], bias [H]}; some values above the threshold. The op's A
+ * and dA_log (test_a below) go to a scratch here. ---- */
+static m2_real a_scratch[3][8]; /* A_log (0), A, dA_log; dA is A_log's zeros */
 static void dt_fwd(const op_case *c, m2_real *const *d, m2_real *out)
 {
-    ops->dt_fwd(ops, d[0], c->ld, M2_ACT_REAL, d[1], c->rows, c->n, out);
+    ops->dt_fwd(ops, d[0], c->ld, M2_ACT_REAL, d[1], a_scratch[0], c->rows, c->n, out, a_scratch[1]);
 }
 static void dt_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->dt_bwd(ops, dr, d[0], c->ld, M2_ACT_REAL, d[1], c->rows, c->n, g[0], g[1]);
+    ops->dt_bwd(ops, dr, d[0], c->ld, M2_ACT_REAL, d[1], a_scratch[0], a_scratch[0], c->rows, c->n, g[0], g[1],
+                a_scratch[2]);
 }
 static void dt_naive(const op_case *c, double *out)
 {
@@ -457,11 +460,14 @@ static void test_dt(void **state)
     run_case(&c);
 }
 
-/* ---- A = -exp(A_log): in = {A_log [H]} ---- */
-static void a_fwd(const op_case *c, m2_real *const *d, m2_real *out) { ops->a_fwd(ops, d[0], c->n, out); }
+/* ---- A = -exp(A_log): in = {A_log [H]}; dt_fwd and dt_bwd on no rows (their dt part does nothing) ---- */
+static void a_fwd(const op_case *c, m2_real *const *d, m2_real *out)
+{
+    ops->dt_fwd(ops, NULL, c->n, M2_ACT_REAL, NULL, d[0], 0, c->n, NULL, out);
+}
 static void a_bwd(const op_case *c, m2_real *const *d, const m2_real *dr, m2_real **g)
 {
-    ops->a_bwd(ops, dr, d[0], c->n, g[0]);
+    ops->dt_bwd(ops, NULL, NULL, c->n, M2_ACT_REAL, NULL, dr, d[0], 0, c->n, NULL, a_scratch[1], g[0]);
 }
 static void a_naive(const op_case *c, double *out)
 {

@@ -18,6 +18,11 @@
  * - what the backward reads from the forward instead of recomputing it: the SSD's C B^T and decay tables (the saved
  *   buffer, kernels/ssd_cuda.cuh) and the model's dt and A (model.c): a training step launches each of their
  *   kernels once per layer, in the forward;
+ * - the model's launches per layer (the difference between a two-layer and a one-layer model, forward and
+ *   forward+backward, B = 2, T = 32, Q = 16): 12 forward, 22 backward, with no kernel of its own for A = -exp(A_log)
+ *   or its gradient (dt_fwd's and dt_bwd's), no recomputation of dt, C B^T or the decay tables (kept from the
+ *   forward) and one column-sum final pass per layer backward for the four weight gradients formed as column sums
+ *   (ops.h grad_batch); before these: 13 and 30;
  * Counts are exact integers (sums of small integers in double), so the comparisons are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +36,7 @@
 #include "base/error.h"
 #include "base/layout.h"
 #include "core/model.h"
+#include "core/model_fixture.h"
 #include "emu_counters.h"
 #include "gpu_util.h"
 
@@ -207,7 +213,7 @@ static void test_bf16_backward(void **state)
         void *a3 = t ? b[3] : (void *)f[3], *a4 = t ? b[4] : (void *)f[4], *a5 = t ? b[5] : (void *)f[5];
         m2emu_counters_reset();
         g->conv_silu_bwd(g, a2, a0, C, at, f[8], f[9], rows / T, T, C, K, a1, C, f[10], f[11]);
-        g->dt_bwd(g, f[6], a0, H, at, f[9], rows, H, a1, f[11]);
+        g->dt_bwd(g, f[6], a0, H, at, f[9], f[8], f[9], rows, H, a1, f[11], f[15]);
         g->gated_norm_bwd(g, a0, a1, a2, n, at, f[12], rows, n, 2, a3, a4, n, f[13], a5);
         g->rmsnorm_bwd(g, a3, at, f[7], f[12], rows, n, f[14], f[13], a0, a1, at);
         for (int k = 0; k < 4; k++) {
@@ -279,20 +285,20 @@ static void test_bf16_ssd_gradients(void **state)
     free(hA);
 }
 
-/* The launches named `name` over all its records (0 when there is none). */
-static double launches_of(const char *name)
+/* Launches of all kernels since the last reset, and those whose name starts with `name`. */
+static double launches(const char *name)
 {
-    enum { MANY = 512 }; /* a model step's records */
-    static m2emu_kernel_count r[MANY];
-    const int n = m2emu_counters_get(r, MANY);
-    assert_true(n <= MANY);
-    double l = 0;
+    static m2emu_kernel_count r[256];
+    const int n = m2emu_counters_get(r, 256);
+    assert_true(n <= 256);
+    double t = 0;
     for (int i = 0; i < n; i++)
-        if (!strcmp(r[i].name, name)) l += r[i].launches;
-    return l;
+        if (!name || !strncmp(r[i].name, name, strlen(name))) t += r[i].launches;
+    return t;
 }
 
-/* A training step of a 3-layer model on the GPU ops: dt, A, C B^T and the decay tables are computed once per layer,
+/* A training step of a 3-layer model on the GPU ops: dt and A (dt_fwd), C B^T and the decay tables are computed once
+ * per layer,
  * by the forward; the backward reads them (kept) instead of launching their kernels again. */
 static void test_backward_keeps(void **state)
 {
@@ -316,10 +322,10 @@ static void test_backward_keeps(void **state)
     int64_t count;
     m2emu_counters_reset();
     assert_int_equal(m2_model_forward_backward(m, params, grads, X, Y, B, T, 0, &sse, &count, NULL, NULL, NULL), 0);
-    static const char *const names[4] = {"dt_fwd", "a_fwd", "ssd (C B^T)", "ssd (decay tables)"};
-    for (int k = 0; k < 4; k++) {
-        printf("  %-18s %.0f launches for %d layers\n", names[k], launches_of(names[k]), d.L);
-        assert_true(launches_of(names[k]) == d.L);
+    static const char *const names[3] = {"dt_fwd", "ssd (C B^T)", "ssd (decay tables)"};
+    for (int k = 0; k < 3; k++) {
+        printf("  %-18s %.0f launches for %d layers\n", names[k], launches(names[k]), d.L);
+        assert_true(launches(names[k]) == d.L);
     }
     m2_model_free(m);
     float *bufs[] = {params, grads, X, Y};
@@ -482,6 +488,69 @@ static void test_residual_in_gemm(void **state)
     m2_layout_free(&lay);
 }
 
+/* One model of L layers on backend g: the launches of a forward and of a forward+backward (after one untimed
+ * forward+backward, which sizes the workspaces), in total and of the column sums' final passes; the gradients of
+ * the second forward+backward (host, malloc'd). */
+static float *model_launches(const m2_ops *g, int L, double fwd[2], double fb[2], size_t *n_params)
+{
+    m2_dims d = m2_fixture_dims(1, 16);
+    d.L = L;
+    const int B = 2, T = 32;
+    m2_fixture f;
+    m2_fixture_init(&f, &d, B, T, 4, 77);
+    m2_model *gm = NULL;
+    assert_int_equal(m2_model_create_with_ops(&gm, &f.lay, B, T, g), 0);
+    const size_t n = f.lay.n_params, nx = (size_t)B * T * d.F, ny = (size_t)B * T * d.O;
+    *n_params = n;
+    float *params = m2_dev_from(g, f.params, n), *X = m2_dev_from(g, f.X, nx), *Y = m2_dev_from(g, f.Y, ny);
+    float *grads = g->alloc(g, n * sizeof(float)), *pred = g->alloc(g, ny * sizeof(float));
+    double sse;
+    int64_t count;
+    for (int k = 0; k < 2; k++) {
+        g->memset0(g, grads, n * sizeof(float));
+        m2emu_counters_reset();
+        assert_int_equal(m2_model_forward_backward(gm, params, grads, X, Y, B, T, 4, &sse, &count, pred, NULL, NULL),
+                         0);
+    }
+    fb[0] = launches(NULL), fb[1] = launches("column sums");
+    float *host = m2_host_from(g, grads, n);
+    m2emu_counters_reset();
+    assert_int_equal(m2_model_forward(gm, params, X, B, T, pred), 0);
+    fwd[0] = launches(NULL), fwd[1] = launches("column sums");
+    void *bufs[] = {params, X, Y, grads, pred};
+    for (int i = 0; i < 5; i++) g->free(g, bufs[i]);
+    m2_model_free(gm);
+    m2_fixture_free(&f);
+    return host;
+}
+
+static void test_layer_launches(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    double f1[2], b1[2], f2[2], b2[2];
+    size_t n;
+    free(model_launches(g, 1, f1, b1, &n));
+    float *batched = model_launches(g, 2, f2, b2, &n);
+    const double fwd = f2[0] - f1[0], bwd = b2[0] - b1[0] - fwd;
+    printf("  launches per layer: forward %.0f, backward %.0f (of which column-sum finals %.0f)\n", fwd, bwd,
+           b2[1] - b1[1]);
+    assert_true(fwd == 12);
+    assert_true(bwd == 22);
+    assert_true(b2[1] - b1[1] == 1 && f2[1] == f1[1]);
+    /* the same backend without grad_batch (every final pass launched by its op): the same gradients, bitwise */
+    m2_ops unbatched = *g;
+    unbatched.grad_batch = NULL;
+    double fu[2], bu[2];
+    float *single = model_launches(&unbatched, 2, fu, bu, &n);
+    printf("  unbatched: %.0f launches per forward+backward, batched %.0f\n", bu[0], b2[0]);
+    assert_true(bu[0] - b2[0] == 2 * 3); /* 4 finals in place of 1, per layer */
+    assert_memory_equal(batched, single, n * sizeof(float));
+    printf("  their gradients: bitwise equal\n");
+    free(batched);
+    free(single);
+}
+
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
@@ -497,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_backward_keeps),
         cmocka_unit_test(test_ssd_states_bf16),
         cmocka_unit_test(test_residual_in_gemm),
+        cmocka_unit_test(test_layer_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

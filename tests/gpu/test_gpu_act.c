@@ -187,17 +187,20 @@ static void test_dt(void **state)
     pair bias = pair_uniform(H, -2, 2, 51), dt = pair_fill((size_t)rows * H, 0);
     pair ddt = pair_uniform((size_t)rows * H, -1, 1, 52), draw = pair_fill((size_t)rows * ld, 7.0f);
     pair dbias = pair_uniform(H, -1, 1, 53);
-    cpu->dt_fwd(cpu, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, dt.h);
-    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, dt.d);
+    /* A and dA_log ride along (test_gpu_ops.c checks them) */
+    pair Alog = pair_uniform(H, -1, 3, 54), A = pair_fill(H, 0), dA = pair_uniform(H, -1, 1, 55);
+    pair dAlog = pair_fill(H, 0);
+    cpu->dt_fwd(cpu, raw.ref, ld, M2_ACT_REAL, bias.h, Alog.h, rows, H, dt.h, A.h);
+    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_BF16, bias.d, Alog.d, rows, H, dt.d, A.d);
     pair_expect("dt_fwd (bf16 dt_raw)", dt, 1e-6);
     /* fp32 dt_raw and ddt_raw holding the bf16 dt_raw's values, ddt_bias from the same start */
     float *raw_wide = act_wide(&raw), *dbias_wide = m2_dev_from(gpu, dbias.h, dbias.n);
-    cpu->dt_bwd(cpu, ddt.h, raw.ref, ld, M2_ACT_REAL, bias.h, rows, H, draw.h, dbias.h);
-    gpu->dt_bwd(gpu, ddt.d, raw_wide, ld, M2_ACT_REAL, bias.d, rows, H, draw.d, dbias_wide);
+    cpu->dt_bwd(cpu, ddt.h, raw.ref, ld, M2_ACT_REAL, bias.h, dA.h, Alog.h, rows, H, draw.h, dbias.h, dAlog.h);
+    gpu->dt_bwd(gpu, ddt.d, raw_wide, ld, M2_ACT_REAL, bias.d, dA.d, Alog.d, rows, H, draw.d, dbias_wide, dAlog.d);
     pair_expect("dt_bwd ddt_raw (the bf16 dt_raw's values)", draw, 1e-6);
     /* bf16 dt_raw and ddt_raw: ddt_raw the fp32 one rounded once, ddt_bias the sum of the fp32 values */
     act drawb = act_fill(draw.n, 7.0f);
-    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_BF16, bias.d, rows, H, drawb.d, dbias.d);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_BF16, bias.d, dA.d, Alog.d, rows, H, drawb.d, dbias.d, dAlog.d);
     expect_rounded("dt_bwd ddt_raw (bf16 dt_raw and ddt_raw)", drawb.d, draw.d, draw.n);
     pair_expect("dt_bwd ddt_bias (bf16 dt_raw)", dbias, 1e-5);
     float *got = m2_host_from(gpu, dbias.d, dbias.n), *wide = m2_host_from(gpu, dbias_wide, dbias.n);
@@ -208,8 +211,8 @@ static void test_dt(void **state)
     gpu->free(gpu, dbias_wide);
     act_free(&drawb);
     act_free(&raw);
-    pair *ps[] = {&bias, &dt, &ddt, &draw, &dbias};
-    for (int i = 0; i < 5; i++) pair_free(ps[i]);
+    pair *ps[] = {&bias, &dt, &ddt, &draw, &dbias, &Alog, &A, &dA, &dAlog};
+    for (int i = 0; i < 9; i++) pair_free(ps[i]);
 }
 
 static void gated_case(int rows, int n, int G, int ld_z)

@@ -207,32 +207,28 @@ static void test_dt_and_a(void **state)
     pair raw = pair_uniform((size_t)rows * ld, -30, 30, 50), bias = pair_uniform(H, -2, 2, 51);
     pair dt = pair_fill((size_t)rows * H, 0), ddt = pair_uniform((size_t)rows * H, -1, 1, 52);
     pair draw = pair_fill((size_t)rows * ld, 7.0f), dbias = pair_uniform(H, -1, 1, 53);
-    cpu->dt_fwd(cpu, raw.h, ld, M2_ACT_REAL, bias.h, rows, H, dt.h);
-    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_REAL, bias.d, rows, H, dt.d);
+    pair Alog = pair_uniform(H, -1, 3, 54), A = pair_fill(H, 0), dA = pair_uniform(H, -1, 1, 55);
+    pair dAlog = pair_uniform(H, -1, 1, 56);
+    cpu->dt_fwd(cpu, raw.h, ld, M2_ACT_REAL, bias.h, Alog.h, rows, H, dt.h, A.h);
+    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_REAL, bias.d, Alog.d, rows, H, dt.d, A.d);
     pair_expect("dt_fwd", dt, 1e-6);
-    cpu->dt_bwd(cpu, ddt.h, raw.h, ld, M2_ACT_REAL, bias.h, rows, H, draw.h, dbias.h);
-    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_REAL, bias.d, rows, H, draw.d, dbias.d);
+    pair_expect("dt_fwd A", A, 1e-6);
+    cpu->dt_bwd(cpu, ddt.h, raw.h, ld, M2_ACT_REAL, bias.h, dA.h, Alog.h, rows, H, draw.h, dbias.h, dAlog.h);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_REAL, bias.d, dA.d, Alog.d, rows, H, draw.d, dbias.d, dAlog.d);
     pair_expect("dt_bwd ddt_raw (+ untouched columns)", draw, 1e-6);
     pair_expect("dt_bwd ddt_bias (adds)", dbias, 1e-5);
-
-    pair Alog = pair_uniform(7, -1, 3, 54), A = pair_fill(7, 0), dA = pair_uniform(7, -1, 1, 55);
-    pair dAlog = pair_uniform(7, -1, 1, 56);
-    cpu->a_fwd(cpu, Alog.h, 7, A.h);
-    gpu->a_fwd(gpu, Alog.d, 7, A.d);
-    pair_expect("a_fwd", A, 1e-6);
-    cpu->a_bwd(cpu, dA.h, Alog.h, 7, dAlog.h);
-    gpu->a_bwd(gpu, dA.d, Alog.d, 7, dAlog.d);
-    pair_expect("a_bwd (adds)", dAlog, 1e-6);
-    pair_free(&raw);
-    pair_free(&bias);
-    pair_free(&dt);
-    pair_free(&ddt);
-    pair_free(&draw);
-    pair_free(&dbias);
-    pair_free(&Alog);
-    pair_free(&A);
-    pair_free(&dA);
-    pair_free(&dAlog);
+    pair_expect("dt_bwd dA_log (adds)", dAlog, 1e-6);
+    /* no rows: A and dA_log all the same (ops.h) */
+    pair A0 = pair_fill(H, 0);
+    cpu->dt_fwd(cpu, raw.h, ld, M2_ACT_REAL, bias.h, Alog.h, 0, H, dt.h, A0.h);
+    gpu->dt_fwd(gpu, raw.d, ld, M2_ACT_REAL, bias.d, Alog.d, 0, H, dt.d, A0.d);
+    pair_expect("dt_fwd A (no rows)", A0, 1e-6);
+    cpu->dt_bwd(cpu, ddt.h, raw.h, ld, M2_ACT_REAL, bias.h, dA.h, Alog.h, 0, H, draw.h, dbias.h, dAlog.h);
+    gpu->dt_bwd(gpu, ddt.d, raw.d, ld, M2_ACT_REAL, bias.d, dA.d, Alog.d, 0, H, draw.d, dbias.d, dAlog.d);
+    pair_expect("dt_bwd dA_log (adds, no rows)", dAlog, 1e-6);
+    pair_expect("dt_bwd ddt_bias (no rows: unchanged)", dbias, 1e-5);
+    pair *ps[] = {&raw, &bias, &dt, &ddt, &draw, &dbias, &Alog, &A, &dA, &dAlog, &A0};
+    for (int i = 0; i < 11; i++) pair_free(ps[i]);
 }
 
 static void gated_case(int rows, int n, int G, int ld_z, int ld_dz)
