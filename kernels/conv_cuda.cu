@@ -165,8 +165,8 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
  * same sums in the same order, but its products may be fused into the additions (FMA) where the tested form kept
  * them apart: an ulp's difference, not bitwise the edge form's. */
 template <class Cfg, bool Edge, class TI>
-__device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *col, int c0, int r, int t, int to,
-                                             int r0, int r1, const float (&wf)[Cfg::KM][Cfg::V],
+__device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *src, const TI *gp, TI *dp, int r, int t,
+                                             int to, int r0, int r1, const float (&wf)[Cfg::KM][Cfg::V],
                                              const float (&wb)[Cfg::KM][Cfg::V], const float (&bias)[Cfg::V],
                                              float (&win)[Cfg::KM][Cfg::V], float (&dwin)[Cfg::KM][Cfg::V],
                                              float (&acc)[Cfg::KM + 1][Cfg::V])
@@ -175,10 +175,10 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
     const int K = conv_taps<Cfg>(a);
     m2_vec<V> d = {};
     if (!Edge || r < a.rows) {
-        conv_shift<Cfg>(win, m2_vload<V>(col + (size_t)r * a.ld_in));
+        conv_shift<Cfg>(win, m2_vload<V>(src));
         float pre[V];
         conv_pre<Cfg, Edge>(a, t, bias, wf, win, pre);
-        const m2_vec<V> g = m2_vload<V>(a.dout + (size_t)r * a.C + c0);
+        const m2_vec<V> g = m2_vload<V>(gp);
 #pragma unroll
         for (int j = 0; j < V; j++) {
             const float s = m2_dev_sigmoid(pre[j]);
@@ -205,7 +205,7 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
 #pragma unroll
                 for (int j = 0; j < V; j++) s.v[j] += wb[KM - 1 - k][j] * dwin[KM - 1 - k][j];
             }
-        m2_vstore<V>(a.din + (size_t)ro * a.ld_din + c0, s);
+        m2_vstore<V>(dp, s);
     }
 }
 
@@ -219,8 +219,8 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *c
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
  *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
  * The rows that need no test (conv_bwd_row's Edge false: all but the first K-1 of the block and of each sequence,
- * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS at K = 4: about 130 instructions per
- * row of 4 channels there, 140 from bf16 rows; a tested row with the walk's bookkeeping about 340). After a run, ro's
+ * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS at K = 4: about 125 instructions per
+ * row of 4 channels there, 135 from bf16 rows; a tested row with the walk's bookkeeping about 340). After a run, ro's
  * tick follows from t (no division). dpre never goes to memory; every sum is formed in the order of the separate
  * kernels this replaced. */
 template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
@@ -245,15 +245,20 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
             if (m < KM) dwin[m][j] = 0.0f;
         }
     for (int r = r0; r < r1 + K - 1;) {
+        /* row r's input and output gradient, din's row ro = r - (K-1) (only formed where it is stored) */
+        const TI *src = col + (size_t)r * a.ld_in, *gp = a.dout + (size_t)r * a.C + c0;
+        TI *dp = a.din + (size_t)max(r - (K - 1), 0) * a.ld_din + c0;
         if (r >= r0 + K - 1 && r < r1 && t >= K - 1) {
             const int re = r + min(r1 - r, a.T - t); /* to the block's or the sequence's end */
+            /* the rows by pointer steps: no 64-bit index product per row (sm_90 SASS at K = 4: 498 instructions
+             * per 4 rows of 4 fp32 channels, 521 with the products) */
 #pragma unroll 4
-            for (; r < re; r++, t++)
-                conv_bwd_row<Cfg, false>(a, col, c0, r, t, 0, r0, r1, wf, wb, bias, win, dwin, acc);
+            for (; r < re; r++, t++, src += a.ld_in, gp += a.C, dp += a.ld_din)
+                conv_bwd_row<Cfg, false>(a, src, gp, dp, r, t, 0, r0, r1, wf, wb, bias, win, dwin, acc);
             to = t - (K - 1); /* ro's tick: in r's sequence, or (t == T) the last ticks of the one just ended */
             if (t == a.T) t = 0;
         } else {
-            conv_bwd_row<Cfg, true>(a, col, c0, r, t, to, r0, r1, wf, wb, bias, win, dwin, acc);
+            conv_bwd_row<Cfg, true>(a, src, gp, dp, r, t, to, r0, r1, wf, wb, bias, win, dwin, acc);
             r++;
             t = t + 1 == a.T ? 0 : t + 1;
             to = to + 1 == a.T ? 0 : to + 1;
