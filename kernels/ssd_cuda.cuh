@@ -210,7 +210,7 @@ template <class TM, class TR> struct ssd_scaled_view {
     __device__ auto b4(int k, int j) const { return R.moved4(k - k0, j); }
 };
 
-/* The heads of a group as the parts of one reduction (tile_gemm.cuh, over_parts), P values of k each: head q's
+/* The heads of a group as the parts of one reduction (tile_gemm.cuh, over_steps), P values of k each: head q's
  * weights w + q*Q, its columns of the token rows M (at q*P) and its matrix R + q*P*N. */
 template <class TM, class TR> struct ssd_group_heads {
     int n, P, Q, N;
@@ -223,6 +223,13 @@ template <class TM, class TR> struct ssd_group_heads {
     {
         return ssd_scaled_view<TM, TR>{k0, w + (size_t)q * Q, ssd_mat_t<TM>{M.p + (size_t)q * P, M.rs, 1},
                                        ssd_mat_t<TR>{R + (size_t)q * P * N, (size_t)N, 1}};
+    }
+    __device__ void next(ssd_scaled_view<TM, TR> &v) const
+    {
+        v.k0 += P;
+        v.w += Q;
+        v.M.p += P;
+        v.R.p += P * N;
     }
 };
 

@@ -54,7 +54,7 @@
  *                        positions; or the chunk positions of the tile's own rows and those before). When split() is
  *                        a multiple of the K step and of the tile's start, the k steps are the same as in one loop,
  *                        and so is the result, bitwise. lo and hi may be split again, or parted (parts(),
- *                        part_len(), part(q, k0): over_parts below); a view may set its own a_kfast and b_jfast.
+ *                        part_len(), part(q, k0), next(part): over_steps below); a view may set its own a_kfast and b_jfast.
  *                        split_view_hi_first: the same, with hi's loop before lo's.
  *   a view with row_scaled = true, and the Op's float row_scale(int z, const span &t, int i): the products of that
  *                        view's k are accumulated apart and multiplied by row_scale(z, t, i) once, in the epilogue:
@@ -543,37 +543,67 @@ __device__ __forceinline__ void stage_k(const V &v, const span &t, int k0, int k
         });
 }
 
+/* A parted view (parts(), part_len(), part(q, k0): the view of part q, whose first k is k0, next(part): part q + 1
+ * from part q; e.g. one part per head of a group, each with its own rows) is run part by part, part q over
+ * [base + q * part_len, base + (q + 1) * part_len), so that a part's operands are located once per part, not per
+ * element; parts() >= 1. The view of a k step (step_view_t): a parted view's part, any other view itself. */
+template <class V> constexpr bool parted()
+{
+    return requires(const V &v) { v.parts(); };
+}
+template <class V> __device__ auto step_view_of(const V &v)
+{
+    if constexpr (parted<V>())
+        return v.part(0, 0);
+    else
+        return v;
+}
+template <class V> using step_view_t = decltype(step_view_of(std::declval<V>()));
+
 /* Runs body(va, vb) with the flags of stage: the 16-byte loads the view offers in a V4 kernel, none otherwise. */
 template <bool A, bool B> struct vec_flags {
     static constexpr bool va = A, vb = B;
 };
 template <class Op, bool V4, class V, class F> __device__ __forceinline__ void with_loads(const V &, F body)
 {
+    using S = step_view_t<V>;
     if constexpr (V4)
-        body(vec_flags<has_a4<Op, V>(), has_b4<Op, V>()>());
+        body(vec_flags<has_a4<Op, S>(), has_b4<Op, S>()>());
     else
         body(vec_flags<false, false>());
 }
 
-/* Runs acc_k(view, kb, ke) for the k in [kb, ke) of a view that starts at k = base. A parted view (parts(),
- * part_len(), part(q, k0): the view of part q, whose first k is k0; e.g. one part per head of a group, each with
- * its own rows) is run part by part, part q over [base + q * part_len, base + (q + 1) * part_len), so that a
- * part's operands are located once per part, not per element. */
-template <class V, class F> __device__ __forceinline__ void over_parts(const V &v, int base, int kb, int ke, F acc_k)
+/* Runs step(view, k0, ke) for the k steps k0 = kb, kb + STEP, ... below ke of a view that starts at k = base, with
+ * ke the end of the k the step may read (those at or above it are zero). A parted view's steps (over each part's
+ * share of [kb, ke)) are one loop, moving to the next part (next) where a part's steps end: the per-thread setup
+ * of the steps' loads and fragment addresses, invariant, stays outside it instead of running again per part
+ * (BENCHMARKS.md, issue 16 dC and dB). The same steps as a loop per part, in the same order: the same result. */
+template <int STEP, class V, class F>
+__device__ __forceinline__ void over_steps(const V &v, int base, int kb, int ke, F step)
 {
-    if constexpr (requires { v.parts(); }) {
-        const int len = v.part_len();
-        for (int q = 0; q < v.parts(); q++) {
-            const int b = base + q * len;
-            acc_k(v.part(q, b), max(kb, b), min(ke, b + len));
+    if constexpr (parted<V>()) {
+        const int len = v.part_len(), n = v.parts();
+        auto p = v.part(0, base);
+        int q = 0, pe = min(ke, base + len), k0 = max(kb, base);
+        for (;;) {
+            if (k0 >= pe) { /* this part's steps are done */
+                if (++q >= n) break;
+                v.next(p);
+                base += len;
+                pe = min(ke, base + len);
+                k0 = max(kb, base);
+                continue;
+            }
+            step(p, k0, pe);
+            k0 += STEP;
         }
     } else {
-        acc_k(v, kb, ke);
+        for (int k0 = kb; k0 < ke; k0 += STEP) step(v, k0, ke);
     }
 }
 
-/* Runs acc_k(view, kb, ke) for the k in [kb, ke) of a view that starts at k = base: a split view (file comment)
- * as its two halves, a parted one part by part (over_parts), any other at once. */
+/* Runs acc_k(view, base, kb, ke) for the k in [kb, ke) of a view that starts at k = base: a split view (file
+ * comment) as its two halves, any other (parted ones too: over_steps) at once. */
 template <class V, class F> __device__ __forceinline__ void over_view(const V &v, int base, int kb, int ke, F acc_k)
 {
     if constexpr (requires { v.split(); }) {
@@ -586,11 +616,11 @@ template <class V, class F> __device__ __forceinline__ void over_view(const V &v
             over_view(v.hi, at, max(kb, at), ke, acc_k);
         }
     } else {
-        over_parts(v, base, kb, ke, acc_k);
+        acc_k(v, base, kb, ke);
     }
 }
 
-/* Runs acc_k(view, kb, ke) over the block's reduction range. */
+/* Runs acc_k(view, base, kb, ke) over the block's reduction range. */
 template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op, const span &t, F acc_k)
 {
     over_view(bind(op, t), 0, t.kb, t.ke, acc_k);
@@ -644,11 +674,11 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
 #pragma unroll
         for (int c = 0; c < SUB; c++) acc[r][c] = accs[r][c] = 0.0f;
 
-    over_k(op, t, [&](const auto &v, int kb, int ke) {
+    over_k(op, t, [&](const auto &v, int base, int kb, int ke) {
         auto &dst = acc_of<std::decay_t<decltype(v)>>(acc, accs);
         with_loads<Op, V4>(v, [&](auto vf) {
-            for (int k0 = kb; k0 < ke; k0 += BK) {
-                stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, &As[0][0], BM + 4,
+            over_steps<BK>(v, base, kb, ke, [&](const auto &sv, int k0, int se) {
+                stage<BK, fp32_operands, Op, decltype(vf)::va, decltype(vf)::vb>(sv, t, k0, se, &As[0][0], BM + 4,
                                                                                  &Bs[0][0], BN + 4);
                 __syncthreads();
 #pragma unroll
@@ -664,7 +694,7 @@ template <class Op, bool V4> __device__ __forceinline__ void fp32_tiles(const Op
                         for (int c = 0; c < SUB; c++) dst[r][c] = fmaf(av[r], bv[c], dst[r][c]);
                 }
                 __syncthreads();
-            }
+            });
         });
         if constexpr (then_scaled<std::decay_t<decltype(v)>>()) {
             const float w = v.then_scale();
@@ -758,11 +788,11 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
         for (int f = 0; f < FRAGS; f++) wmma::fill_fragment(accs[f], 0.0f);
     }
 
-    over_k(op, t, [&](const auto &v, int kb, int ke) {
+    over_k(op, t, [&](const auto &v, int base, int kb, int ke) {
         auto &dst = acc_of<std::decay_t<decltype(v)>>(acc, accs);
         with_loads<Op, V4>(v, [&](auto vf) {
-            for (int k0 = kb; k0 < ke; k0 += TBK) {
-                stage_k<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, k0, ke, sm.ab.a, sm.ab.b, LDK);
+            over_steps<TBK>(v, base, kb, ke, [&](const auto &sv, int k0, int se) {
+                stage_k<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(sv, t, k0, se, sm.ab.a, sm.ab.b, LDK);
                 __syncthreads();
 #pragma unroll
                 for (int kk = 0; kk < TBK; kk += WK) {
@@ -776,7 +806,7 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
                     }
                 }
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
-            }
+            });
         });
         if constexpr (then_scaled<std::decay_t<decltype(v)>>()) {
             /* through the free operand tiles: the fragments' elements are only touched by whole-fragment loads and
