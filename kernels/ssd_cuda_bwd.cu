@@ -14,7 +14,7 @@
  *                   + [i = last] (sum_s dt_s (B_s . dBst_s) + e^{a_last} <dSt_c, S_c>)
  *   ddt_i (direct) = sum_{l>=i} Mq[l,i] + B_i . dBst_i
  *   a_i = A sum_{k<=i} dt_k, so with rc_i = sum_{l>=i} d(loss)/d a_l:   ddt_i = direct_i + A rc_i,
- *   dA += sum_i dt_i rc_i;   dD += sum dy . x.
+ *   dA = sum_i dt_i rc_i;   dD += sum dy . x.
  * dA and dD are per-(b, c, h) partials reduced over (b, c) in a fixed order: no atomics anywhere.
  * B_i . dBst_i = sum_p x_i[p] (e^{a_last-a_i} dSt_c B_i)[p], x_i times dx's state part over dt_i: dx's product forms
  * it from its accumulators (ssd_dx_op, tap), so dBst itself is never formed.
@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     }
 }
 
-/* dA[h] += sum over (b, c) of the partials, in (b, c) order; dD likewise. */
+/* dA[h] = sum over (b, c) of the partials, in (b, c) order (written: src/core/ssd.h); dD[h] += likewise. */
 __global__ void ssd_param_grads_kernel(ssd_args s, float *dA, float *dD)
 {
     const int h = blockIdx.x * blockDim.x + threadIdx.x;
@@ -416,7 +416,7 @@ __global__ void ssd_param_grads_kernel(ssd_args s, float *dA, float *dD)
         sa += s.pA[(size_t)bc * s.H + h];
         sd += s.pD[(size_t)bc * s.H + h];
     }
-    dA[h] += sa;
+    dA[h] = sa;
     dD[h] += sd;
 }
 

@@ -560,7 +560,6 @@ static void layer_backward(m2_model *m, lane *ln, const call *c, const unit *un,
     gemm_act(m, ln, 1, 0, D, Di, R, dh_op, D, ln->o, Di, 1, g.W_out, Di, M2_ACT_REAL);
     /* SSD: dx, dB, dC into dxbc (in the activation type: the conv backward widens them); ddt; dA; dD straight into
      * the gradient buffer */
-    OP(M2_OPK_OTHER, ops->memset0(ops, ln->dA, (size_t)H * sizeof(m2_real)));
     OP(M2_OPK_SSD, ops->ssd_bwd(ops, &s, ln->xbc, dt, A, act_at(m, ln->xbc, Di), act_at(m, ln->xbc, Di + GN), p.Dsk,
                                 ln->dy, at, saved_at(m, c, un, l), ln->dxbc, ln->ddt, ln->dA, act_at(m, ln->dxbc, Di),
                                 act_at(m, ln->dxbc, Di + GN), g.Dsk, ln->scratch));

@@ -122,7 +122,7 @@ struct m2_ops {
                     m2_real *scratch);
     /* x, Bm, Cm and dy [B*T, H*P] in type at, and the token rows' gradients dx, dBm, dCm (the same layout as x, Bm,
      * Cm: the conv backward's d(out)) written in type at too, each rounded once from its fp32 sum; ddt, dA, dD
-     * m2_real */
+     * m2_real: ddt and dA written, dD added (src/core/ssd.h) */
     void (*ssd_bwd)(const m2_ops *o, const m2_ssd_shape *s, const void *x, const m2_real *dt, const m2_real *A,
                     const void *Bm, const void *Cm, const m2_real *Dsk, const void *dy, m2_act_type at,
                     const m2_real *saved, void *dx, m2_real *ddt, m2_real *dA, void *dBm, void *dCm, m2_real *dD,

@@ -49,8 +49,9 @@ void m2_ssd_forward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, 
                     const m2_real *Cm, const m2_real *Dsk, m2_real *y, m2_real *saved, m2_real *scratch);
 
 /* Given dy [B,T,H*P] (contiguous), writes dx (stride ld_x), dBm and dCm (stride ld_bc), ddt [B,T,H]
- * (overwrite), and ADDS into dA [H] and dD [H] (summed over batch and time in a fixed order, so the
- * result is deterministic). dBm/dCm sum over the heads of a group. */
+ * and dA [H] (overwrite), and ADDS into dD [H] (dA and dD summed over batch and time in a fixed order, so the
+ * result is deterministic). dA is written, not added: the model hands it straight to dt_bwd (d A_log), so no
+ * caller clears it first; dD lands in the gradient buffer, which accumulates. dBm/dCm sum over the heads of a group. */
 void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt, const m2_real *A, const m2_real *Bm,
                      const m2_real *Cm, const m2_real *Dsk, const m2_real *dy, const m2_real *saved, m2_real *dx,
                      m2_real *ddt, m2_real *dA, m2_real *dBm, m2_real *dCm, m2_real *dD, m2_real *scratch);

@@ -308,7 +308,7 @@ void m2_ssd_backward(const m2_ssd_shape *s, const m2_real *x, const m2_real *dt,
                 sa += part[i];
                 sd += part[pl.n_chunks + i];
             }
-        dA[h] += sa;
+        dA[h] = sa;
         dD[h] += sd;
     }
 }
