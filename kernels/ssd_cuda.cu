@@ -1,5 +1,5 @@
 /* The chunked SSD on the GPU, forward (definitions in ssd_cuda.cuh). Stages, in stream order:
- *   1. acs: chunk-local cumsums of dt*A, one thread per (b, c, h), sequential along the chunk (fp32)
+ *   1. acs: chunk-local cumsums of dt*A, sequential along the chunk (fp32), and the decay tables from them
  *   2. CB = C B^T per (b, c, g)
  *   3. st_c per (b, c < nc-1, h), fp32, written to slot c+1 of st (in place in S when S is fp32; ssd_layout_of)
  *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry, in
@@ -36,35 +36,55 @@ size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with
     return with_backward ? L.scratch_total : L.fwd_scratch_total;
 }
 
-/* ---- 1. cumsums ---- */
-__global__ void ssd_cumsum_kernel(ssd_args s)
+/* ---- 1. cumsums and the decay tables, one launch ----
+ * The tables are the per-(head, position) decays that the products read for every row or column of every tile,
+ * computed once (BENCHMARKS.md, "Predicted GPU step"): eA[zh][l] = e^{a_l} and wR[zh][s] = e^{a_last-a_s} dt_s, the
+ * same fp32 expressions the operands evaluated inline, so the products are unchanged bitwise; and dtc[zh][s] = dt_s,
+ * the head's dt contiguous (0 past the chunk's end) for 16-byte loads. In the saved buffer: the backward reads the
+ * forward's.
+ * A block takes one chunk bc and up to SSD_SCAN_HEADS heads of it: its threads stage the heads' dt rows in shared
+ * memory (coalesced: dt is [token][H]), one thread per head runs the chunk's cumsum in order (the same sequential
+ * fp32 sum as the CPU's, so acs is the same bitwise as one thread per head over global memory gave), and then every
+ * thread writes the tables' rows [zh][l], which lie contiguous for consecutive heads. */
+enum { SSD_SCAN_FLOATS = 8192 }; /* shared floats for a block's dt and acs rows (2 x heads x Q): 32 KB */
+/* heads per block: all of the chunk's that fit, at most a warp's width (the staging loads' rows) */
+static inline int ssd_scan_heads(const ssd_args &a) { return max(1, min(min(a.H, 32), SSD_SCAN_FLOATS / (2 * a.Q))); }
+__global__ void ssd_cumsum_tables_kernel(ssd_args s, int hb)
 {
-    const int zh = blockIdx.x * blockDim.x + threadIdx.x;
-    if (zh >= s.B * s.nc * s.H) return;
-    const int bc = zh / s.H, h = zh % s.H, L = s.len(bc);
-    const float A = s.A[h];
-    float *acs = s.acs + (size_t)zh * s.Q;
-    float run = 0.0f;
-    for (int l = 0; l < L; l++) {
-        run += s.dtv(bc, l, h) * A;
-        acs[l] = run;
+    __shared__ float sh[SSD_SCAN_FLOATS];
+    const int hn = (s.H + hb - 1) / hb, bc = blockIdx.x / hn, h0 = blockIdx.x % hn * hb, nh = min(hb, s.H - h0);
+    const int L = s.len(bc), Q = s.Q;
+    float *dts = sh, *as = sh + (size_t)hb * Q; /* [head][l] */
+    for (int l = threadIdx.y; l < Q; l += blockDim.y)
+        for (int j = threadIdx.x; j < nh; j += blockDim.x) dts[j * Q + l] = l < L ? s.dtv(bc, l, h0 + j) : 0.0f;
+    __syncthreads();
+    const int t = threadIdx.y * blockDim.x + threadIdx.x, nt = blockDim.x * blockDim.y;
+    if (t < nh) {
+        const float A = s.A[h0 + t];
+        const float *dt = dts + t * Q;
+        float *a = as + t * Q, run = 0.0f;
+        for (int l = 0; l < L; l++) {
+            run += dt[l] * A;
+            a[l] = run;
+        }
+        for (int l = L; l < Q; l++) a[l] = run; /* padding: a_last sits at Q-1 for every chunk */
     }
-    for (int l = L; l < s.Q; l++) acs[l] = run; /* padding: a_last sits at Q-1 for every chunk */
+    __syncthreads();
+    const size_t base = ((size_t)bc * s.H + h0) * Q;
+    for (int j = 0; j < nh; j++) {
+        const float last = as[j * Q + Q - 1];
+        for (int l = t; l < Q; l += nt) {
+            const size_t i = base + (size_t)j * Q + l;
+            const float al = as[j * Q + l], dt = dts[j * Q + l];
+            s.acs[i] = al;
+            s.eA[i] = ssd_args::dexp(al);
+            s.wR[i] = l < L ? ssd_args::dexp(last - al) * dt : 0.0f;
+            s.dtc[i] = dt;
+        }
+    }
 }
 
-/* the decay tables (ssd_cuda.cuh) */
-__global__ void ssd_tables_kernel(ssd_args s)
-{
-    M2_GRID_STRIDE(i, (size_t)s.B * s.nc * s.H * s.Q)
-    {
-        const int zh = (int)(i / s.Q), l = (int)(i % s.Q), bc = zh / s.H, h = zh % s.H;
-        const float al = s.a_at(zh, l);
-        s.eA[i] = ssd_args::dexp(al);
-        const float dt = l < s.len(bc) ? s.dtv(bc, l, h) : 0.0f;
-        s.wR[i] = l < s.len(bc) ? ssd_args::dexp(s.a_last(zh) - al) * dt : 0.0f;
-        s.dtc[i] = dt;
-    }
-}
+/* ---- 2. CB: ssd_compute_cb (ssd_cuda.cuh) ---- */
 
 /* ---- 3. chunk states: st[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
 template <class TX> struct ssd_states_op {
@@ -275,9 +295,9 @@ static void ssd_forward(const m2_cuda_ctx *c, ssd_io<TX> a, const ssd_layout &L,
     ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
     const int heads = a.B * a.nc * a.H;
 
-    ssd_cumsum_kernel<<<(heads + 127) / 128, 128, 0, st>>>(a);
-    M2_CUDA_LAUNCHED("ssd_fwd (cumsum)");
-    ssd_compute_tables(c, a);
+    const int hb = ssd_scan_heads(a);
+    ssd_cumsum_tables_kernel<<<a.B * a.nc *((a.H + hb - 1) / hb), dim3(32, 8), 0, st>>>(a, hb);
+    M2_CUDA_LAUNCHED("ssd_fwd (cumsums, decay tables)");
     ssd_compute_cb(c, a);
     static const char *const states[2] = {"ssd_fwd (chunk states)", "ssd_fwd (state passing)"};
     ssd_compute_states(c, a, L, states);

@@ -20,7 +20,7 @@
  *
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), CB [B*nc*G][Q][Q], the tables
- *            eA, wR, dtc [B*nc*H][Q] (below): the forward's, kept for the backward, which would otherwise compute
+ *            eA, wR, dtc [B*nc*H][Q] (ssd_cuda.cu, stage 1): the forward's, kept for the backward, which would otherwise compute
  *            them again from the same inputs (two launches per layer; G*Q + 3H floats per token, 1,312 bytes at
  *            configs/8gpu.ini's shape: the activations kept stay under upstream mamba_ssm's, BENCHMARKS.md);
  *            and S [B*nc*H][P][N] only when the backend keeps the chunk states (ssd_cuda.h; by default the
@@ -369,19 +369,6 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->rOff = scratch + L->rOff;
     a->rSt = scratch + L->rSt;
     a->pSd = scratch + L->pSd;
-}
-
-/* The per-(head, position) decays that the products read for every row or column of every tile, computed once
- * (BENCHMARKS.md, "Predicted GPU step"): eA[zh][l] = e^{a_l} and wR[zh][s] = e^{a_last-a_s} dt_s, the same fp32
- * expressions the operands evaluated inline, so the products are unchanged bitwise; and dtc[zh][s] = dt_s, the
- * head's dt contiguous (0 past the chunk's end) for 16-byte loads. Written by the forward after the cumsums, into the
- * saved buffer: the backward reads the forward's. */
-__global__ void ssd_tables_kernel(ssd_args s);
-static inline void ssd_compute_tables(const m2_cuda_ctx *c, const ssd_args &a)
-{
-    const size_t n = (size_t)a.B * a.nc * a.H * a.Q;
-    ssd_tables_kernel<<<m2_cuda_blocks(n), M2_CUDA_THREADS, 0, c->stream>>>(a);
-    M2_CUDA_LAUNCHED("ssd (decay tables)");
 }
 
 /* CB[zg] = C B^T over the chunk's positions (both passes need it; the forward's is kept in the saved buffer for the
