@@ -25,18 +25,22 @@ enum { CONV_TT = 32 };
  * tests/gpu/emu/emu_counters.h). The 4-register windows serve K = 4 only (the model's d_conv default): with K a
  * constant every tap test and window offset is resolved by the compiler (no predicated taps, no zero-initialised
  * sums); the 16-register windows serve every other K (KF = 0: K from the arguments; K < 4, which no configuration
- * uses, runs there too, correct but with the wider window's registers). */
+ * uses, runs there too, correct but with the wider window's registers). BWD_BLOCKS: the backward's blocks per SM
+ * that its registers must allow (__launch_bounds__): 2 where the walk's bookkeeping would otherwise take the
+ * 1-channel 16-tap kernel past 128 registers (142 in sm_90 SASS, one block per SM; 127 with the bound), 1 elsewhere
+ * (the 1-channel 4-tap kernel's bf16 outer loop: 523 instructions at 62 registers, 4 blocks per SM, where a bound of
+ * 6 blocks took 594 at 40 and none 570 at 48). */
 struct conv_v4k4 {
-    static constexpr int V = 4, KM = 4, KF = 4;
+    static constexpr int V = 4, KM = 4, KF = 4, BWD_BLOCKS = 2;
 };
 struct conv_v1k4 {
-    static constexpr int V = 1, KM = 4, KF = 4;
+    static constexpr int V = 1, KM = 4, KF = 4, BWD_BLOCKS = 1;
 };
 struct conv_v4k16 {
-    static constexpr int V = 4, KM = 16, KF = 0;
+    static constexpr int V = 4, KM = 16, KF = 0, BWD_BLOCKS = 1;
 };
 struct conv_v1k16 {
-    static constexpr int V = 1, KM = 16, KF = 0;
+    static constexpr int V = 1, KM = 16, KF = 0, BWD_BLOCKS = 2;
 };
 
 /* The tap count K of a configuration's kernels. */
@@ -260,7 +264,8 @@ __device__ __forceinline__ void conv_bwd_flush(const conv_args<TI> &a, int blk, 
  * a column-sum block's end, where the partials are stored and the walk goes on (the windows carry over: a block
  * boundary inside a walk costs no tested rows and no recomputed rows). After a run, ro's tick follows from t (no
  * division). dpre never goes to memory; every sum is formed in the order of the separate kernels this replaced. */
-template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
+template <class Cfg, class TI>
+__global__ void __launch_bounds__(M2_CUDA_THREADS, Cfg::BWD_BLOCKS) conv_bwd_kernel(conv_args<TI> a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
