@@ -10,7 +10,7 @@
  *
  * Layout of the work (BENCHMARKS.md, "Predicted GPU step"): a thread owns V consecutive channels (V = 4: one
  * 16-byte load or store per token row when the strides and pointers allow it, else V = 1) and walks consecutive
- * rows (the forward: CONV_TT ticks of one sequence; the backward: one column-sum block of rows), keeping the K taps'
+ * rows (the forward: CONV_TT ticks of one sequence; the backward: up to CONV_WALK_MAX column-sum blocks of rows), keeping the K taps'
  * inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times and no
  * index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a compile-time 4
  * or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1 (conv_bwd_row says where
@@ -25,18 +25,22 @@ enum { CONV_TT = 32 };
  * tests/gpu/emu/emu_counters.h). The 4-register windows serve K = 4 only (the model's d_conv default): with K a
  * constant every tap test and window offset is resolved by the compiler (no predicated taps, no zero-initialised
  * sums); the 16-register windows serve every other K (KF = 0: K from the arguments; K < 4, which no configuration
- * uses, runs there too, correct but with the wider window's registers). */
+ * uses, runs there too, correct but with the wider window's registers). BWD_BLOCKS: the backward's blocks per SM
+ * that its registers must allow (__launch_bounds__): 2 where the walk's bookkeeping would otherwise take the
+ * 1-channel 16-tap kernel past 128 registers (142 in sm_90 SASS, one block per SM; 127 with the bound), 1 elsewhere
+ * (the 1-channel 4-tap kernel's bf16 outer loop: 523 instructions at 62 registers, 4 blocks per SM, where a bound of
+ * 6 blocks took 594 at 40 and none 570 at 48). */
 struct conv_v4k4 {
-    static constexpr int V = 4, KM = 4, KF = 4;
+    static constexpr int V = 4, KM = 4, KF = 4, BWD_BLOCKS = 2;
 };
 struct conv_v1k4 {
-    static constexpr int V = 1, KM = 4, KF = 4;
+    static constexpr int V = 1, KM = 4, KF = 4, BWD_BLOCKS = 1;
 };
 struct conv_v4k16 {
-    static constexpr int V = 4, KM = 16, KF = 0;
+    static constexpr int V = 4, KM = 16, KF = 0, BWD_BLOCKS = 1;
 };
 struct conv_v1k16 {
-    static constexpr int V = 1, KM = 16, KF = 0;
+    static constexpr int V = 1, KM = 16, KF = 0, BWD_BLOCKS = 2;
 };
 
 /* The tap count K of a configuration's kernels. */
@@ -52,7 +56,7 @@ template <class TI> struct conv_args {
     const TI *dout;
     TI *out, *din;
     float *part;
-    int ld_in, ld_din, T, C, K, rows, per;
+    int ld_in, ld_din, T, C, K, rows, per, walk; /* walk: the backward's rows per block, a multiple of per */
 };
 
 /* The thread's channels c0 .. c0+V-1 and its ticks [t0, t1) of sequence `seq`; false past the last channel. */
@@ -209,26 +213,65 @@ __device__ __forceinline__ void conv_bwd_row(const conv_args<TI> &a, const TI *s
     }
 }
 
-/* The backward in one walk over the column-sum block of rows [r0, r1) (blockIdx.x) of the thread's channels, rows
- * in order (a block may span sequences: tick t restarts at 0, the taps before a sequence start are masked):
+/* Stores the weight and bias partials of column-sum block blk, part[blk] = [C*K weights laid out as dw | C biases]
+ * (two segments of one final pass, cuda_common.cuh), and restarts the sums. With V = 4 (C and c0 multiples of 4) and
+ * K = KM = 4 the thread's 16 weights and its 4 biases are contiguous and 16-byte aligned: one 16-byte store per
+ * channel's taps and one for the biases, where scalar stores took 20. */
+template <class Cfg, class TI>
+__device__ __forceinline__ void conv_bwd_flush(const conv_args<TI> &a, int blk, int c0,
+                                               float (&acc)[Cfg::KM + 1][Cfg::V])
+{
+    constexpr int KM = Cfg::KM, V = Cfg::V;
+    const int K = conv_taps<Cfg>(a);
+    float *pw = a.part + (size_t)blk * a.C * (K + 1), *pb = pw + (size_t)a.C * K + c0;
+    pw += (size_t)c0 * K;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        if constexpr (Cfg::KF == KM && V == 4) {
+            m2_vec<KM> x;
+#pragma unroll
+            for (int m = 0; m < KM; m++) x.v[m] = acc[m][j];
+            m2_vstore<KM>(pw + j * KM, x);
+        } else {
+#pragma unroll
+            for (int m = 0; m < KM; m++)
+                if (m >= KM - K) pw[j * K + m - (KM - K)] = acc[m][j];
+        }
+    }
+    m2_vec<V> x;
+#pragma unroll
+    for (int j = 0; j < V; j++) x.v[j] = acc[KM][j];
+    m2_vstore<V>(pb, x);
+#pragma unroll
+    for (int m = 0; m <= KM; m++)
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[m][j] = 0.0f;
+}
+
+/* The backward in one walk over the rows [r0, r1) of a.walk / a.per consecutive column-sum blocks (blockIdx.x) of the
+ * thread's channels, rows in order (a walk may span sequences: tick t restarts at 0, the taps before a sequence start
+ * are masked):
  * - dpre(r) = dout(r) * silu'(pre(r)), pre from the input window as in the forward;
- * - the weight and bias partials of the block's rows, part[blk] = [C*K weights laid out as dw | C biases] (two
- *   segments of one final pass, cuda_common.cuh): weight (c, k) = sum_r dpre(r, c) in(r-K+1+k, c) (0 before the
- *   sequence start), tap k's sum at acc[KM-K+k] beside its window register; bias c = sum_r dpre(r, c);
+ * - the weight and bias partials of each column-sum block's rows (conv_bwd_flush at the block's end): weight (c, k)
+ *   = sum_r dpre(r, c) in(r-K+1+k, c) (0 before the sequence start), tap k's sum at acc[KM-K+k] beside its window
+ *   register; bias c = sum_r dpre(r, c);
  * - din(ro) = sum_k w[k] dpre(ro+K-1-k) over the output ticks inside the sequence, written at row r = ro + K - 1 from a
  *   window dwin[m] = dpre(r - (KM-1-m)) (tap k at m = KM-1-k, the weights in reversed order); the walk runs K - 1 rows
- *   past r1 (their dpre recomputed, not summed) to finish the block's last rows.
- * The rows that need no test (conv_bwd_row's Edge false: all but the first K-1 of the block and of each sequence,
+ *   past r1 (their dpre recomputed, not summed) to finish the walk's last rows.
+ * The rows that need no test (conv_bwd_row's Edge false: all but the first K-1 of the walk and of each sequence,
  * and the K-1 past r1) run as one unrolled loop per run of them (sm_90 SASS at K = 4: about 125 instructions per
- * row of 4 channels there, 135 from bf16 rows; a tested row with the walk's bookkeeping about 340). After a run, ro's
- * tick follows from t (no division). dpre never goes to memory; every sum is formed in the order of the separate
- * kernels this replaced. */
-template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS) conv_bwd_kernel(conv_args<TI> a)
+ * row of 4 channels there, 135 from bf16 rows; a tested row with the walk's bookkeeping about 340), a run ending at
+ * a column-sum block's end, where the partials are stored and the walk goes on (the windows carry over: a block
+ * boundary inside a walk costs no tested rows and no recomputed rows). After a run, ro's tick follows from t (no
+ * division). dpre never goes to memory; every sum is formed in the order of the separate kernels this replaced. */
+template <class Cfg, class TI>
+__global__ void __launch_bounds__(M2_CUDA_THREADS, Cfg::BWD_BLOCKS) conv_bwd_kernel(conv_args<TI> a)
 {
     constexpr int KM = Cfg::KM, V = Cfg::V;
     const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c0 >= a.C) return;
-    const int r0 = blockIdx.x * a.per, r1 = min(a.rows, r0 + a.per), K = conv_taps<Cfg>(a);
+    const int r0 = blockIdx.x * a.walk, r1 = min(a.rows, r0 + a.walk), K = conv_taps<Cfg>(a);
+    int blk = r0 / a.per, b1 = min(r1, r0 + a.per); /* the column-sum block of the rows and its end */
     const TI *col = a.in + c0;
     float wf[KM][V], wb[KM][V], bias[V], win[KM][V], dwin[KM][V], acc[KM + 1][V];
     conv_weights<Cfg, false>(a, c0, wf);
@@ -245,11 +288,15 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
             if (m < KM) dwin[m][j] = 0.0f;
         }
     for (int r = r0; r < r1 + K - 1;) {
+        if (r == b1) { /* a column-sum block's rows are done (the last one's at r1, before the rows past it) */
+            conv_bwd_flush<Cfg>(a, blk++, c0, acc);
+            b1 = min(r1, b1 + a.per);
+        }
         /* row r's input and output gradient, din's row ro = r - (K-1) (only formed where it is stored) */
         const TI *src = col + (size_t)r * a.ld_in, *gp = a.dout + (size_t)r * a.C + c0;
         TI *dp = a.din + (size_t)max(r - (K - 1), 0) * a.ld_din + c0;
         if (r >= r0 + K - 1 && r < r1 && t >= K - 1) {
-            const int re = r + min(r1 - r, a.T - t); /* to the block's or the sequence's end */
+            const int re = r + min(b1 - r, a.T - t); /* to the column-sum block's or the sequence's end */
             /* the rows by pointer steps: no 64-bit index product per row (sm_90 SASS at K = 4: 498 instructions
              * per 4 rows of 4 fp32 channels, 521 with the products) */
 #pragma unroll 4
@@ -264,15 +311,7 @@ template <class Cfg, class TI> __global__ void __launch_bounds__(M2_CUDA_THREADS
             to = to + 1 == a.T ? 0 : to + 1;
         }
     }
-    float *pw = a.part + (size_t)blockIdx.x * a.C * (K + 1), *pb = pw + (size_t)a.C * K + c0;
-    pw += (size_t)c0 * K;
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-#pragma unroll
-        for (int m = 0; m < KM; m++)
-            if (m >= KM - K) pw[j * K + m - (KM - K)] = acc[m][j];
-        pb[j] = acc[KM][j];
-    }
+    if (K == 1) conv_bwd_flush<Cfg>(a, blk, c0, acc); /* no rows past r1: the loop ended before the last flush */
 }
 
 /* Grids: x over (sequence, tile of CONV_TT ticks) or the column-sum row blocks, y over blocks of channel groups. */
@@ -290,10 +329,19 @@ template <class Cfg, class TI> static void conv_fwd_run(const m2_cuda_ctx *c, co
     M2_CUDA_LAUNCHED("conv_silu_fwd");
 }
 
-template <class Cfg, class TI> static void conv_bwd_run(m2_cuda_ctx *c, const conv_args<TI> &a, float *dw, float *db)
+/* The backward's blocks walk CONV_WALK_MAX column-sum blocks of rows, or fewer where the grid would then fall
+ * under CONV_MIN_CTAS blocks (about two waves of the kernel's 2 blocks per SM on a 132-SM H200: fewer would idle
+ * SMs). A longer walk costs its K-1 tested rows at each end and its K-1 recomputed rows once instead of once per
+ * column-sum block (sm_90 SASS at K = 4: 6 tested rows of about 340 instructions per 64 rows of about 135). */
+enum { CONV_WALK_MAX = 4, CONV_MIN_CTAS = 256 };
+
+template <class Cfg, class TI> static void conv_bwd_run(m2_cuda_ctx *c, conv_args<TI> a, float *dw, float *db)
 {
-    const int nblk = (a.rows + a.per - 1) / a.per;
-    const dim3 grid = conv_grid<Cfg>(a, nblk);
+    const int nblk = (a.rows + a.per - 1) / a.per, ny = conv_grid<Cfg>(a, 1).y;
+    int nb = CONV_WALK_MAX;
+    while (nb > 1 && (long)((nblk + nb - 1) / nb) * ny < CONV_MIN_CTAS) nb /= 2;
+    a.walk = a.per * nb;
+    const dim3 grid = conv_grid<Cfg>(a, (nblk + nb - 1) / nb);
     conv_bwd_kernel<Cfg, TI><<<grid, M2_CUDA_THREADS, 0, c->stream>>>(a);
     M2_CUDA_LAUNCHED("conv_silu_bwd");
     const int ld = a.C * (a.K + 1);
@@ -319,7 +367,7 @@ void m2_cuda_conv_silu_fwd(const m2_ops *o, const void *in, int ld_in, m2_act_ty
     const m2_cuda_ctx *c = m2_cuda_ctx_of(o);
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
-        conv_args<TI> a = {(const TI *)in, w, b, NULL, (TI *)out, NULL, NULL, ld_in, C, T, C, K, B * T, 0};
+        conv_args<TI> a = {(const TI *)in, w, b, NULL, (TI *)out, NULL, NULL, ld_in, C, T, C, K, B * T, 0, 0};
 #define CONV_FWD(Cfg) conv_fwd_run<Cfg>(c, a)
         CONV_DISPATCH(a, CONV_FWD);
 #undef CONV_FWD
@@ -338,8 +386,21 @@ void m2_cuda_conv_silu_bwd(const m2_ops *o, const void *dout, const void *in, in
     m2_act_dispatch(it, [&](auto *ti) {
         using TI = m2_elem_t<decltype(ti)>;
         const TI *g = (const TI *)dout;
-        conv_args<TI> a = {(const TI *)in, w,      b, g, NULL, (TI *)din, part,
-                           ld_in,          ld_din, T, C, K,    rows,      m2_colsum_rows_per_block(rows)};
+        conv_args<TI> a = {(const TI *)in,
+                           w,
+                           b,
+                           g,
+                           NULL,
+                           (TI *)din,
+                           part,
+                           ld_in,
+                           ld_din,
+                           T,
+                           C,
+                           K,
+                           rows,
+                           m2_colsum_rows_per_block(rows),
+                           0};
 #define CONV_BWD(Cfg) conv_bwd_run<Cfg>(c, a, dw, db)
         CONV_DISPATCH(a, CONV_BWD);
 #undef CONV_BWD

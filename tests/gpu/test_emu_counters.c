@@ -11,6 +11,8 @@
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
  *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums
  *   unchanged, and the conv backward's d(out) (the SSD's dx, dB, dC) and the rmsnorm backward's dy (d(u)) read at 2;
+ * - the conv backward's walks over 4 column-sum blocks of rows: the window, the K-1 rows past a walk and the
+ *   weights loaded once per walk, each thread's weight and bias partials stored as 16-byte vectors;
  * - the SSD's chunk-start states S, bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the state
  *   passing (forward, and the backward's recomputation) writes 2 bytes less per state element than at fp32
  *   precision, and the reverse state passing reads 2 bytes less per element;
@@ -121,6 +123,40 @@ static void test_vector_accesses(void **state)
     assert_true(c.write_bytes == 4.0 * rows * n && c.write_distinct == 4.0 * rows * n);
     float *bufs[] = {y, z, w, out};
     for (int i = 0; i < 4; i++) g->free(g, bufs[i]);
+    free(h);
+}
+
+/* The conv backward's walks (kernels/conv_cuda.cu, CONV_WALK_MAX): at bf16, one sequence of 65536 rows of 8
+ * channels (2 threads of 4) is 1024 column-sum blocks of 64 rows, walked 4 at a time by 256 blocks (the grid's
+ * floor, CONV_MIN_CTAS). Per thread and walk: the weights twice and the bias (36 scalar loads of 4 bytes), the
+ * window before the walk (3 rows, none at the sequence start), the input and d(out) of its 256 rows and of the 3
+ * past them (none past the last walk), 256 din stores and per column-sum block one 16-byte store of each channel's
+ * 4 weight partials and one of the 4 biases'. Blocks of one column-sum block each, with 20 scalar partial stores,
+ * took 526318 accesses and read 2539376 B (the same count with 1024 walks of 64 rows); walks of 4 take 426478 and
+ * 2207600 B. */
+static void test_conv_bwd_walks(void **state)
+{
+    (void)state;
+    const m2_ops *g = m2_gpu_ops();
+    const int T = 65536, C = 8, K = 4, nw = 256, W = 256;
+    const size_t n = (size_t)T * C;
+    float *h = m2_host_uniform(n, -1, 1, 7, 1), *w = m2_dev_from(g, h, (size_t)C * K), *b = m2_dev_from(g, h, C);
+    float *dw = m2_dev_from(g, h, (size_t)C * K), *db = m2_dev_from(g, h, C), *f = m2_dev_from(g, h, n);
+    void *in = g->alloc(g, n * 2), *dout = g->alloc(g, n * 2), *din = g->alloc(g, n * 2);
+    g->to_act(g, f, n, in, M2_ACT_BF16);
+    g->to_act(g, f, n, dout, M2_ACT_BF16);
+    m2emu_counters_reset();
+    g->conv_silu_bwd(g, dout, in, C, M2_ACT_BF16, w, b, 1, T, C, K, din, C, dw, db);
+    const m2emu_kernel_count c = find_record("conv_silu_bwd", 1);
+    const double acc = 2.0 * (nw * (36.0 + W + 4 * 5 + 2.0 * W) + (nw - 1) * (3 + 2 * 3)),
+                 rd = 2.0 * (nw * (36 * 4.0 + W * 16.0) + (nw - 1) * (3 * 8 + 3 * 16.0));
+    printf("  conv_silu_bwd: %.0f blocks, %.0f accesses (%.0f), read %.0f B (%.0f)\n", c.blocks, c.accesses, acc,
+           c.read_bytes, rd);
+    assert_true(c.launches == 1 && c.blocks == nw);
+    assert_true(c.accesses == acc);
+    assert_true(c.read_bytes == rd);
+    void *bufs[] = {w, b, dw, db, f, in, dout, din};
+    for (int i = 0; i < 8; i++) g->free(g, bufs[i]);
     free(h);
 }
 
@@ -559,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_vector_accesses),
+        cmocka_unit_test(test_conv_bwd_walks),
         cmocka_unit_test(test_bf16_storage),
         cmocka_unit_test(test_bf16_backward),
         cmocka_unit_test(test_bf16_ssd_gradients),

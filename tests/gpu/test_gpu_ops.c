@@ -198,6 +198,15 @@ static void test_conv(void **state)
     conv_case(3, 37, 24, 3, 28, 24); /* fewer taps than the window */
     conv_case(2, 45, 12, 6, 16, 12); /* the 16-tap window */
     conv_case(1, 5, 13, 7, 13, 13);  /* a sequence shorter than the taps, odd widths */
+    /* The backward's blocks walk 4 or 2 column-sum blocks of 64 rows when the grid keeps 256 blocks
+     * (kernels/conv_cuda.cu, CONV_WALK_MAX): sequences (T not a multiple of 64) that start inside a walk and inside
+     * a column-sum block, and sequences shorter than the taps at every row of a walk. */
+    conv_case(3, 21800, 8, 4, 12, 8); /* 1022 column-sum blocks: walks of 4 */
+    conv_case(5, 6600, 8, 4, 8, 12);  /* 516 blocks: walks of 2 */
+    conv_case(11000, 3, 8, 4, 8, 8);  /* 516 blocks of 3-tick sequences: walks of 2 */
+    conv_case(5, 6600, 5, 4, 5, 7);   /* walks of 2, one channel per thread */
+    conv_case(5, 6600, 8, 3, 8, 8);   /* walks of 2, fewer taps than the window */
+    conv_case(2, 130, 8, 1, 8, 8);    /* one tap: no rows past a walk's end (its last partials stored after it) */
 }
 
 static void test_dt_and_a(void **state)
