@@ -373,9 +373,11 @@ static void test_ssd_first_stages(void **state)
     free(hA);
 }
 
-/* The chunk-start states in bf16 at bf16 precision: the same SSD (fp32 token rows) run at fp32 and at bf16 precision;
- * the state passing writes every S_c (its fp32 input, the chunk states, is read at 4 bytes either way) and the reverse
- * state passing reads every S_c (and dS, fp32 either way), so each count falls by 2 bytes per state element. */
+/* The SSD's state-shaped arrays in bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the same SSD (fp32
+ * token rows) run at fp32 and at bf16 precision. Each launch's distinct bytes fall by 2 per element of each such
+ * array it reads or writes (the rest of its traffic the same): the state passing writes every S_c and the reverse
+ * state passing reads every S_c; the reverse pass writes every dSt_c, which dx's and dB's products read. The state
+ * passing's input (the chunk states) and dSoff stay fp32. */
 static void test_ssd_states_bf16(void **state)
 {
     (void)state;
@@ -396,9 +398,19 @@ static void test_ssd_states_bf16(void **state)
     g->memset0(g, dA, H * sizeof(float)); /* the backward adds to dA and dD */
     g->memset0(g, dD, H * sizeof(float));
     static const m2_cuda_gemm_precision precs[2] = {M2_CUDA_GEMM_FP32, M2_CUDA_GEMM_BF16};
-    static const char *const names[3] = {"ssd_fwd (state passing)", "ssd_bwd (state passing, recomputed)",
-                                         "ssd_bwd (reverse state passing)"};
-    double wr[3][2], rd[3][2];
+    /* per launch, the arrays of every (b, c, h) it reads and writes in the states' type */
+    static const struct {
+        const char *name;
+        int reads, writes;
+    } launches[] = {
+        {"ssd_fwd (state passing)", 0, 1},             /* S */
+        {"ssd_bwd (state passing, recomputed)", 0, 1}, /* S */
+        {"ssd_bwd (reverse state passing)", 1, 1},     /* S; dSt */
+        {"ssd_bwd (dx)", 1, 0},                        /* dSt */
+        {"ssd_bwd (dB)", 1, 0},                        /* dSt */
+    };
+    enum { NL = sizeof launches / sizeof launches[0] };
+    double wr[NL][2], rd[NL][2];
     for (int t = 0; t < 2; t++) {
         const m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(precs[t]);
         float *saved = g->alloc(g, g->ssd_saved_size(g, &s) * sizeof(float));
@@ -406,8 +418,8 @@ static void test_ssd_states_bf16(void **state)
         m2emu_counters_reset();
         g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
         g->ssd_bwd(g, &s, x, dt, A, Bm, Cm, D, dy, M2_ACT_REAL, saved, dx, ddt, dA, dB, dC, dD, scratch);
-        for (int k = 0; k < 3; k++) {
-            const m2emu_kernel_count c = find_record(names[k], 1);
+        for (int k = 0; k < NL; k++) {
+            const m2emu_kernel_count c = find_record(launches[k].name, 1);
             wr[k][t] = c.write_distinct;
             rd[k][t] = c.read_distinct;
         }
@@ -415,15 +427,12 @@ static void test_ssd_states_bf16(void **state)
         g->free(g, saved);
         g->free(g, scratch);
     }
-    for (int k = 0; k < 3; k++)
-        printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
-               rd[k][0], rd[k][1]);
-    for (int k = 0; k < 2; k++) { /* the state passing: S written, st read */
-        assert_true(wr[k][0] - wr[k][1] == 2.0 * elems);
-        assert_true(rd[k][0] == rd[k][1]);
+    for (int k = 0; k < NL; k++) {
+        printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", launches[k].name, wr[k][0],
+               wr[k][1], rd[k][0], rd[k][1]);
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * elems * launches[k].writes);
+        assert_true(rd[k][0] - rd[k][1] == 2.0 * elems * launches[k].reads);
     }
-    assert_true(rd[2][0] - rd[2][1] == 2.0 * elems); /* the reverse pass: S read */
-    assert_true(wr[2][0] == wr[2][1]);
     float *bufs[] = {x, Bm, Cm, dt, A, D, dy, y, dx, ddt, dA, dB, dC, dD};
     for (int i = 0; i < 14; i++) g->free(g, bufs[i]);
     free(hx);
