@@ -375,16 +375,17 @@ static void test_ssd_first_stages(void **state)
 
 /* The SSD's state-shaped arrays in bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the same SSD (fp32
  * token rows) run at fp32 and at bf16 precision. Each launch's distinct bytes fall by 2 per element of each such
- * array it reads or writes (the rest of its traffic the same): the state passing writes every S_c and the reverse
- * state passing reads every S_c; the reverse pass writes every dSt_c, which dx's and dB's products read. The state
- * passing's input (the chunk states) and dSoff stay fp32. */
+ * array it reads or writes (the rest of its traffic the same): the states product writes the chunk states st_c (c <
+ * nc-1), which the state passing reads, writing every S_c; the reverse state passing reads every S_c and writes every
+ * dSt_c, which dx's and dB's products read. dSoff stays fp32. */
 static void test_ssd_states_bf16(void **state)
 {
     (void)state;
     const m2_ops *g = m2_gpu_ops();
     const m2_ssd_shape s = {.B = 1, .T = 192, .H = 2, .P = 16, .G = 1, .N = 32, .Q = 64, .ld_x = 32, .ld_bc = 32};
     const size_t T = (size_t)s.T, H = (size_t)s.H, ny = T * H * s.P, nbc = T * s.ld_bc;
-    const double elems = (double)s.B * (s.T / s.Q) * s.H * s.P * s.N; /* every S_c of every (b, c, h) */
+    const double elems = (double)s.B * (s.T / s.Q) * s.H * s.P * s.N;  /* every S_c of every (b, c, h) */
+    const double chunk_states = elems / (s.T / s.Q) * (s.T / s.Q - 1); /* st_c for c < nc-1 */
     float *hx = m2_host_uniform(T * s.ld_x, -1, 1, 5, 1), *hbc = m2_host_uniform(nbc, -1, 1, 5, 2);
     float *hdt = m2_host_uniform(T * H, 0.01f, 0.1f, 5, 3), *hA = m2_host_fill(H, -1.0f);
     float *hdy = m2_host_uniform(ny, -1, 1, 5, 4);
@@ -398,16 +399,18 @@ static void test_ssd_states_bf16(void **state)
     g->memset0(g, dA, H * sizeof(float)); /* the backward adds to dA and dD */
     g->memset0(g, dD, H * sizeof(float));
     static const m2_cuda_gemm_precision precs[2] = {M2_CUDA_GEMM_FP32, M2_CUDA_GEMM_BF16};
-    /* per launch, the arrays of every (b, c, h) it reads and writes in the states' type */
-    static const struct {
+    /* per launch, the elements it reads and writes in the states' type */
+    const struct {
         const char *name;
-        int reads, writes;
+        double reads, writes;
     } launches[] = {
-        {"ssd_fwd (state passing)", 0, 1},             /* S */
-        {"ssd_bwd (state passing, recomputed)", 0, 1}, /* S */
-        {"ssd_bwd (reverse state passing)", 1, 1},     /* S; dSt */
-        {"ssd_bwd (dx)", 1, 0},                        /* dSt */
-        {"ssd_bwd (dB)", 1, 0},                        /* dSt */
+        {"ssd_fwd (chunk states)", 0, chunk_states},                  /* st */
+        {"ssd_fwd (state passing)", chunk_states, elems},             /* st; S */
+        {"ssd_bwd (chunk states, recomputed)", 0, chunk_states},      /* st */
+        {"ssd_bwd (state passing, recomputed)", chunk_states, elems}, /* st; S */
+        {"ssd_bwd (reverse state passing)", elems, elems},            /* S; dSt */
+        {"ssd_bwd (dx)", elems, 0},                                   /* dSt */
+        {"ssd_bwd (dB)", elems, 0},                                   /* dSt */
     };
     enum { NL = sizeof launches / sizeof launches[0] };
     double wr[NL][2], rd[NL][2];
@@ -430,8 +433,8 @@ static void test_ssd_states_bf16(void **state)
     for (int k = 0; k < NL; k++) {
         printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", launches[k].name, wr[k][0],
                wr[k][1], rd[k][0], rd[k][1]);
-        assert_true(wr[k][0] - wr[k][1] == 2.0 * elems * launches[k].writes);
-        assert_true(rd[k][0] - rd[k][1] == 2.0 * elems * launches[k].reads);
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * launches[k].writes);
+        assert_true(rd[k][0] - rd[k][1] == 2.0 * launches[k].reads);
     }
     float *bufs[] = {x, Bm, Cm, dt, A, D, dy, y, dx, ddt, dA, dB, dC, dD};
     for (int i = 0; i < 14; i++) g->free(g, bufs[i]);
