@@ -15,7 +15,7 @@
  * accumulates in fp32 (docs/MODEL.md §3); and, at bf16, the token rows x, B, C, dy and the output y are stored in
  * bf16 and widened on every load (ssd_io, docs/MODEL.md §8); and, at bf16 precision, the chunk-start states S are
  * stored in bf16 by the fp32 state passing, as are its input, the chunk states st (summed in fp32 by their product), and
- * the gradient dSt by the fp32 reverse state passing (ssd_states_type).
+ * the gradients dSoff (summed in fp32 by its product) and dSt by the fp32 reverse state passing (ssd_states_type).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
@@ -29,7 +29,7 @@
  *            floats), else fp32
  *   scratch: room for the saved regions (the forward's own when it is not followed by a backward; S there when
  *            the states are not kept, where the backward recomputes them),
- *            dS [B*nc*H][P][N] (dSoff, ssd_cuda_bwd.cu; the chunk states st_c, of S's type, lie in S itself, in
+ *            dS [B*nc*H][P][N], of S's type (dSoff, then dSt in place, ssd_cuda_bwd.cu; the chunk states st_c, of S's type, lie in S itself, in
  *            slot c+1, from the states product to the state passing, which turns each into S_c where it lies: the
  *            forward alone needs no scratch past the saved regions' copy),
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
@@ -38,9 +38,7 @@
  *            rOff [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C per column tile, ssd_cuda_bwd.cu; dCoff itself
  *            never reaches memory), rSt [B*nc*H][Q][ceil(P/64)] (dBst.B, as row sums of x times dx's state part per
  *            column tile of dx, formed by dx's product: dBst itself is never formed),
- *            pSd [B*nc*H][ceil(P*N/32)] (partials of <dSt_c, S_c> per warp of the reverse state passing),
- *            dSt [B*nc*H][P][N] (the reverse state passing's output, of S's type: its own region at bf16 precision,
- *            in place over dSoff in dS otherwise)
+ *            pSd [B*nc*H][ceil(P*N/32)] (partials of <dSt_c, S_c> per warp of the reverse state passing)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -55,7 +53,7 @@ typedef struct {
     size_t acs, CB, eA, wR, dtc, S, fwd_total, saved_total; /* offsets in the saved buffer, or in its copy in the
                                                              * scratch at fwd_saved */
     size_t fwd_saved, dS, fwd_scratch_total;                /* scratch: both passes */
-    size_t rMq, cMq, pDd, dCBw, pA, pD, rOff, rSt, pSd, dSt, scratch_total; /* the backward's */
+    size_t rMq, cMq, pDd, dCBw, pA, pD, rOff, rSt, pSd, scratch_total; /* the backward's */
 } ssd_layout;
 
 /* Whether the backend keeps the chunk states for the backward (ssd_cuda.h; defined in ssd_cuda.cu). */
@@ -98,7 +96,7 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s, m2_act_type states
     L.fwd_saved = 0;
     L.dS = L.fwd_saved + L.fwd_total;
     L.fwd_scratch_total = L.dS; /* the chunk states st lie in S (ssd_cuda.cu) */
-    L.rMq = L.dS + ssd_round(heads * PN);
+    L.rMq = L.dS + ssd_round((heads * PN * m2_act_bytes(states) + sizeof(float) - 1) / sizeof(float));
     L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.pDd = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.dCBw = L.pDd + ssd_round(heads * ssd_chunk_tiles(s));
@@ -107,13 +105,7 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s, m2_act_type states
     L.rOff = L.pD + ssd_round(heads);
     L.rSt = L.rOff + ssd_round(heads * Q * ssd_state_tiles(s));
     L.pSd = L.rSt + ssd_round(heads * Q * ssd_head_tiles(s));
-    const size_t pSd_end = L.pSd + ssd_round(heads * (size_t)ssd_state_warps(s->P, s->N));
-    /* dSt, of S's type: in place over dSoff in dS when that is of the same type (the reverse pass reads each entry
-     * before it overwrites it), else a region of its own (bf16 dSt beside fp32 dSoff: one element of a different
-     * size in place would alias another chunk's) */
-    const bool dSt_apart = states != M2_ACT_REAL;
-    L.dSt = dSt_apart ? pSd_end : L.dS;
-    L.scratch_total = dSt_apart ? pSd_end + ssd_round((heads * PN * m2_act_bytes(states) + 3) / 4) : pSd_end;
+    L.scratch_total = L.pSd + ssd_round(heads * (size_t)ssd_state_warps(s->P, s->N));
     return L;
 }
 
@@ -244,8 +236,8 @@ struct ssd_args {
     const float *dt, *A, *Dsk;
     float *ddt;
     void *S; /* the chunk-start states, of the layout's type (ssd_states_type): S_of; also the chunk states st */
-    float *acs, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
-    void *dSt; /* d(loss)/d(st_c), of the states' type (ssd_cuda_bwd.cu): dSt_of */
+    float *acs, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *pA, *pD, *rOff, *rSt, *pSd;
+    void *dS; /* dSoff, then dSt (ssd_cuda_bwd.cu), of the states' type: dS_of */
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -259,8 +251,7 @@ struct ssd_args {
     __device__ const float *dt_of(int bc, int h) const { return dt + row(bc, 0) * H + h; } /* stride H */
     /* TS: the states' element type (ssd_states_type) */
     template <class TS> __device__ TS *S_of(int zh) const { return (TS *)S + (size_t)zh * P * N; }
-    __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
-    template <class TS> __device__ TS *dSt_of(int zh) const { return (TS *)dSt + (size_t)zh * P * N; }
+    template <class TS> __device__ TS *dS_of(int zh) const { return (TS *)dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
 };
@@ -311,7 +302,7 @@ template <class TX> struct ssd_io : ssd_args {
      * vec4): sizes and row strides multiples of 4 elements and the arrays 16-byte aligned, so that every row start,
      * range end and view pointer a block derives from them is aligned for its load (16 bytes of fp32, 8 of bf16; the
      * scratch regions are rounded to 64 floats). */
-    bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS, dSt, dCBw, dtc}, {T, Q, N, P, ld_x, ld_bc}); }
+    bool vec4() const { return m2_vec4_ok({x, Bm, Cm, dy, acs, S, CB, dS, dCBw, dtc}, {T, Q, N, P, ld_x, ld_bc}); }
 };
 
 /* Fills the shape and the input pointers; the caller sets the buffers it uses. */
@@ -373,7 +364,6 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->rOff = scratch + L->rOff;
     a->rSt = scratch + L->rSt;
     a->pSd = scratch + L->pSd;
-    a->dSt = scratch + L->dSt;
 }
 
 /* The per-(head, position) decays that the products read for every row or column of every tile, computed once

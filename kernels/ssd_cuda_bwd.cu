@@ -19,15 +19,15 @@
  * B_i . dBst_i = sum_p x_i[p] (e^{a_last-a_i} dSt_c B_i)[p], x_i times dx's state part over dt_i: dx's product forms
  * it from its accumulators (ssd_dx_op, tap), so dBst itself is never formed.
  *
- * Buffers: dS holds dSoff (fp32); the reverse pass writes dSt in the states' type (ssd_states_type: bf16 at bf16
- * precision, rounded once from its fp32 running value, as upstream mamba_ssm's state passing backward stores its
- * dstates in the inputs' dtype), in place over dSoff when fp32, else in a region of its own (ssd_layout_of). Its
- * readers are the products of dx and dB, whose tensor-core operands it is. The tail chunk needs no special case: its
- * length bounds every loop, and its dSt is 0. */
+ * Buffers: dS holds dSoff, then (after the reverse pass, in place) dSt, both in the states' type (ssd_states_type:
+ * bf16 at bf16 precision, each rounded once: dSoff from its product's fp32 sums, dSt from the reverse pass's fp32
+ * running value, as upstream mamba_ssm's state passing backward stores its dstates in the inputs' dtype). dSoff's
+ * reader is the reverse pass's fp32 recurrence; dSt's are the products of dx and dB, whose tensor-core operand it is.
+ * The tail chunk needs no special case: its length bounds every loop, and its dSt is 0. */
 #include "ssd_cuda.cuh"
 
-/* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n] ---- */
-template <class TX> struct ssd_dsoff_op {
+/* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n], summed in fp32, stored as TS ---- */
+template <class TX, class TS> struct ssd_dsoff_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -55,16 +55,19 @@ template <class TX> struct ssd_dsoff_op {
         const int bc = zh / s.H, h = zh % s.H;
         return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.eA + (size_t)zh * s.Q};
     }
-    __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
+    __device__ void store(int zh, int p, int n, float acc) const
+    {
+        m2_st(s.template dS_of<TS>(zh) + (size_t)p * s.N + n, acc);
+    }
 };
 
-/* ---- reverse state passing: dSt[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
+/* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
  * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each warp sums
  * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
  * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
  * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). S is
- * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type); dSt is stored as TS, rounded from the fp32 running
- * value, which the recurrence and the partials keep using. */
+ * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type), and so is dSoff; dSt is stored as TS over it,
+ * rounded from the fp32 running value, which the recurrence and the partials keep using. */
 template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args &s)
 {
     const size_t PN = (size_t)s.P * s.N;
@@ -78,8 +81,8 @@ template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args 
         const int zh = (b * s.nc + c) * s.H + h;
         float off = 0.0f, st = 0.0f;
         if (in) {
-            off = s.dS_of(zh)[pn];
-            m2_st(s.dSt_of<TS>(zh) + pn, run); /* in place over off when TS is fp32 */
+            off = m2_ld(s.dS_of<TS>(zh) + pn);
+            m2_st(s.dS_of<TS>(zh) + pn, run);
             st = m2_ld(s.S_of<TS>(zh) + pn);
         }
         float part = run * st;
@@ -201,7 +204,7 @@ template <class TX, class TS> struct ssd_dx_op {
         later.wt = ssd_k_factors(t.i1, Lc, sh + SSD_OWN_FLOATS, [&](int k) { return later.w(k); });
         return view{{Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
                      state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g),
-                                ssd_mat_t<TS>{s.template dSt_of<TS>(zh), (size_t)s.N, 1}}}};
+                                ssd_mat_t<TS>{s.template dS_of<TS>(zh), (size_t)s.N, 1}}}};
     }
     /* The B gradient's row sums through the state (the scalars' B_s . dBst_s), from the state part's accumulators
      * T[s][p] = sum_n B_s[n] e^{a_last-a_r} dSt[p][n]: B_s . dBst_s = sum_n B_s[n] e^{a_last-a_s} sum_p x_s[p]
@@ -360,7 +363,7 @@ template <class TX, class TS> struct ssd_db_op {
         return view{s.len(bc),
                     ssd_causal_view<true, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
                     ssd_group_heads<TX, TS>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg),
-                                            s.template dSt_of<TS>(zh)}};
+                                            s.template dS_of<TS>(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
@@ -454,15 +457,15 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
                                               "ssd_bwd (state passing, recomputed)"};
         ssd_compute_states(c, a, L, states);
     }
-    m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
-    if (L.states == M2_ACT_BF16)
-        ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
-    else
-        ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
-    M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
     m2_act_dispatch(L.states, [&](auto tag) {
         using TS = m2_elem_t<decltype(tag)>;
+        m2_tile_gemm(c, ssd_dsoff_op<TX, TS>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
+        if constexpr (std::is_same<TS, __nv_bfloat16>::value)
+            ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+        else
+            ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+        M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
         m2_tile_gemm(c, ssd_dx_op<TX, TS>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
         ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
         m2_tile_gemm(c, ssd_dcoff_op<TX, TS>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");

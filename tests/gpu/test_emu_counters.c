@@ -376,8 +376,8 @@ static void test_ssd_first_stages(void **state)
 /* The SSD's state-shaped arrays in bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the same SSD (fp32
  * token rows) run at fp32 and at bf16 precision. Each launch's distinct bytes fall by 2 per element of each such
  * array it reads or writes (the rest of its traffic the same): the states product writes the chunk states st_c (c <
- * nc-1), which the state passing reads, writing every S_c; the reverse state passing reads every S_c and writes every
- * dSt_c, which dx's and dB's products read. dSoff stays fp32. */
+ * nc-1), which the state passing reads, writing every S_c; dSoff's product writes every dSoff_c, which the reverse
+ * state passing reads with every S_c, writing every dSt_c, which dx's and dB's products read. */
 static void test_ssd_states_bf16(void **state)
 {
     (void)state;
@@ -408,7 +408,8 @@ static void test_ssd_states_bf16(void **state)
         {"ssd_fwd (state passing)", chunk_states, elems},             /* st; S */
         {"ssd_bwd (chunk states, recomputed)", 0, chunk_states},      /* st */
         {"ssd_bwd (state passing, recomputed)", chunk_states, elems}, /* st; S */
-        {"ssd_bwd (reverse state passing)", elems, elems},            /* S; dSt */
+        {"ssd_bwd (dS through outputs)", 0, elems},                   /* dSoff */
+        {"ssd_bwd (reverse state passing)", 2 * elems, elems},        /* S, dSoff; dSt */
         {"ssd_bwd (dx)", elems, 0},                                   /* dSt */
         {"ssd_bwd (dB)", elems, 0},                                   /* dSt */
     };

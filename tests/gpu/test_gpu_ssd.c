@@ -26,8 +26,10 @@
  *   states st_c, the state passing's input, are stored in bf16 too: one more rounding (<= u/2) per chunk state
  *   before the fp32 recurrence, which S_c's own rounding mostly absorbs (S_1 = bf16(st_0) is the same; observed: in
  *   the 5-chunk case y 2.495e-3 -> 2.515e-3, ddt 2.794e-3 -> 2.829e-3, dA 4.8e-3 -> 3.6e-3, the others unchanged to
- *   4 digits). dD is a sum of dy.x formed in fp32 outside the products (docs/MODEL.md §3: reductions stay
- *   fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
+ *   4 digits). Likewise dSoff, the reverse state passing's input, is stored in bf16, its rounding mostly absorbed by
+ *   dSt's (observed: the 5-chunk case dx 2.535e-3 -> 2.524e-3, dB 3.089e-3 -> 3.069e-3, ddt 2.829e-3 -> 2.792e-3,
+ *   dA 3.6e-3 -> 3.0e-3, the others unchanged to 3 digits). dD is a sum of dy.x formed in fp32 outside the products
+ *   (docs/MODEL.md §3: reductions stay fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
  * - tf32 products (u = 2^-11): the same reasoning, 8 times smaller: 2.5e-3 and 1e-2 (observed up to 6e-4 and
  *   1.1e-3).
  * - the tensor-core result must differ from the fp32 one by at least u/16 (norm-wise, y and dx): the fp32 path is
