@@ -1,9 +1,10 @@
 /* The chunked SSD on the GPU, forward (definitions in ssd_cuda.cuh). Stages, in stream order:
  *   1. acs: chunk-local cumsums of dt*A, sequential along the chunk (fp32), and the decay tables from them
  *   2. CB = C B^T per (b, c, g)
- *   3. st_c per (b, c < nc-1, h), fp32, written to slot c+1 of st (in place in S when S is fp32; ssd_layout_of)
+ *   3. st_c per (b, c < nc-1, h), summed in fp32 and stored in S's type (bf16 at bf16 precision: rounded to nearest
+ *      even, ssd_states_type) in slot c+1 of S itself
  *   4. state passing along the chunks: S_0 = 0, S_{c+1} = e^{a_last(c)} S_c + st_c, one thread per state entry, in
- *      fp32, each S_c stored once in S's type (bf16 at bf16 precision: rounded to nearest even, ssd_states_type)
+ *      fp32 from the widened st_c, each S_c stored once in S's type over st_{c-1}
  *   5. y = [e^{a_l} C_l | masked, decayed CB row times dt] . [S_c^T ; x] + D x: one product per (b, c, h) whose
  *      reduction runs over the N state entries, then over the positions s <= l. */
 #include "ssd_cuda.h"
@@ -28,8 +29,8 @@ static ssd_layout ssd_layout_for(const m2_ops *o, const m2_ssd_shape *s)
     return ssd_layout_of(s, ssd_states_type(m2_cuda_ctx_of(o)));
 }
 size_t m2_cuda_ssd_saved_size(const m2_ops *o, const m2_ssd_shape *s) { return ssd_layout_for(o, s).saved_total; }
-/* The forward alone uses the copy of the saved regions (the cumsums, CB, the tables, S) and (bf16 states) the fp32
- * chunk states, which come first (ssd_cuda.cuh); the backward's arrays follow. */
+/* The forward alone uses the copy of the saved regions (the cumsums, CB, the tables, S, which also holds the chunk
+ * states), which comes first (ssd_cuda.cuh); the backward's arrays follow. */
 size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with_backward)
 {
     const ssd_layout L = ssd_layout_for(o, s);
@@ -86,8 +87,9 @@ __global__ void ssd_cumsum_tables_kernel(ssd_args s, int hb)
 
 /* ---- 2. CB: ssd_compute_cb (ssd_cuda.cuh) ---- */
 
-/* ---- 3. chunk states: st[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1 ---- */
-template <class TX> struct ssd_states_op {
+/* ---- 3. chunk states: st[c+1][p][n] = sum_s x_s[p] * e^{a_last-a_s} dt_s B_s[n], c < nc-1, stored as TS (S's type)
+ * in S: one rounding per chunk state before the fp32 recurrence at bf16 precision (docs/MODEL.md §8) ---- */
+template <class TX, class TS> struct ssd_states_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     /* batch entry z = (b*(nc-1) + c)*H + h over the chunks that have a successor */
@@ -123,12 +125,12 @@ template <class TX> struct ssd_states_op {
     }
     __device__ void store(int z, int p, int n, float acc) const
     {
-        s.st_of(zh_of(z) + s.H)[(size_t)p * s.N + n] = acc; /* slot c+1 of the same (b, h) */
+        m2_st(s.template S_of<TS>(zh_of(z) + s.H) + (size_t)p * s.N + n, acc); /* slot c+1 of the same (b, h) */
     }
 };
 
-/* ---- 4. state passing: the recurrence in fp32 from the fp32 st, each S_c stored once as TS (m2_st: bf16 rounded
- * to nearest even); for fp32 S, st lies in S itself and each entry is read before it is overwritten ---- */
+/* ---- 4. state passing: the recurrence in fp32 from st (of type TS, in S itself: each entry is read before it is
+ * overwritten), each S_c stored once as TS (m2_st: bf16 rounded to nearest even) ---- */
 template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
 {
     const size_t PN = (size_t)s.P * s.N, step = (size_t)s.H * PN, a_step = (size_t)s.H * s.Q; /* chunk c to c+1 */
@@ -136,16 +138,13 @@ template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
     {
         const size_t pn = i % PN;
         const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H, zh = (b * s.nc) * s.H + h;
-        TS *out = s.S_of<TS>(zh) + pn;
-        /* fp32 S: st read where it lies, in S (ssd_set_buffers), through S's pointer */
-        const float *in = std::is_same<TS, float>::value ? (const float *)out : s.st_of(zh) + pn;
+        TS *out = s.S_of<TS>(zh) + pn;                            /* st_{c-1}, then S_c */
         const float *a_last = s.acs + (size_t)zh * s.Q + s.Q - 1; /* of the chunk before */
         float prev = 0.0f;
         m2_st(out, 0.0f);
         for (int c = 1; c < s.nc; c++, a_last += a_step) {
-            in += step;
             out += step;
-            prev = s.dexp(*a_last) * prev + *in;
+            prev = s.dexp(*a_last) * prev + m2_ld(out);
             m2_st(out, prev);
         }
     }
@@ -275,7 +274,10 @@ template <class TX, class TS> struct ssd_y_op {
 template <class TX>
 void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_layout &L, const char *const what[2])
 {
-    m2_tile_gemm(c, ssd_states_op<TX>{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
+    m2_act_dispatch(L.states, [&](auto tag) {
+        using TS = m2_elem_t<decltype(tag)>;
+        m2_tile_gemm(c, ssd_states_op<TX, TS>{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
+    });
     const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
     if (L.states == M2_ACT_BF16)
         ssd_pass_bf16_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);

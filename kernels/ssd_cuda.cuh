@@ -14,7 +14,8 @@
  * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
  * accumulates in fp32 (docs/MODEL.md §3); and, at bf16, the token rows x, B, C, dy and the output y are stored in
  * bf16 and widened on every load (ssd_io, docs/MODEL.md §8); and, at bf16 precision, the chunk-start states S are
- * stored in bf16 by the fp32 state passing (ssd_states_type).
+ * stored in bf16 by the fp32 state passing, as are its input, the chunk states st (summed in fp32 by their product), and
+ * the gradients dSoff (summed in fp32 by its product) and dSt by the fp32 reverse state passing (ssd_states_type).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
@@ -28,9 +29,9 @@
  *            floats), else fp32
  *   scratch: room for the saved regions (the forward's own when it is not followed by a backward; S there when
  *            the states are not kept, where the backward recomputes them),
- *            dS [B*nc*H][P][N], which holds the fp32 chunk states st [B*nc*H][P][N] (slot c+1: st_c) from the
- *            states product to the state passing when S is bf16 (dS is not yet written then; with fp32 S, st lies
- *            in S itself, each S_c overwriting st_{c-1}; the forward alone needs this region only for bf16 S),
+ *            dS [B*nc*H][P][N], of S's type (dSoff, then dSt in place, ssd_cuda_bwd.cu; the chunk states st_c, of S's type, lie in S itself, in
+ *            slot c+1, from the states product to the state passing, which turns each into S_c where it lies: the
+ *            forward alone needs no scratch past the saved regions' copy),
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
  *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            pA [B*nc*H],  pD [B*nc*H],
@@ -51,7 +52,7 @@ typedef struct {
     m2_act_type states; /* S's element type (ssd_states_type) */
     size_t acs, CB, eA, wR, dtc, S, fwd_total, saved_total; /* offsets in the saved buffer, or in its copy in the
                                                              * scratch at fwd_saved */
-    size_t fwd_saved, dS, st, fwd_scratch_total;            /* scratch: both passes */
+    size_t fwd_saved, dS, fwd_scratch_total;                /* scratch: both passes */
     size_t rMq, cMq, pDd, dCBw, pA, pD, rOff, rSt, pSd, scratch_total; /* the backward's */
 } ssd_layout;
 
@@ -94,13 +95,8 @@ static inline ssd_layout ssd_layout_of(const m2_ssd_shape *s, m2_act_type states
     L.saved_total = L.keep_states ? L.fwd_total : L.S;
     L.fwd_saved = 0;
     L.dS = L.fwd_saved + L.fwd_total;
-    /* The fp32 chunk states st: in place in S when S is fp32 (the state passing turns each into S_c where it lies);
-     * else in dS's region, which is free until the backward's first product after the state passing writes it (the
-     * forward has no dS; the backward recomputes the states first), so the forward alone needs it too. */
-    const bool st_apart = states != M2_ACT_REAL;
-    L.st = L.dS; /* when apart (ssd_set_buffers) */
-    L.fwd_scratch_total = st_apart ? L.dS + ssd_round(heads * PN) : L.dS;
-    L.rMq = L.dS + ssd_round(heads * PN);
+    L.fwd_scratch_total = L.dS; /* the chunk states st lie in S (ssd_cuda.cu) */
+    L.rMq = L.dS + ssd_round((heads * PN * m2_act_bytes(states) + sizeof(float) - 1) / sizeof(float));
     L.cMq = L.rMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.pDd = L.cMq + ssd_round(heads * Q * ssd_chunk_tiles(s));
     L.dCBw = L.pDd + ssd_round(heads * ssd_chunk_tiles(s));
@@ -196,7 +192,7 @@ template <class TA, class TB> struct ssd_plain_view {
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type
  * TM) scaled per row (a decay table) times one of the head's [P][N] matrices (element type TR: ssd_cuda_bwd.cu, dC
- * reads the states S, bf16 at bf16 precision, and dB reads dSt, fp32), which reaches the tiles unscaled (moved4:
+ * reads the states S and dB reads dSt, both bf16 at bf16 precision), which reaches the tiles unscaled (moved4:
  * bf16 untouched); M's and R's rows contiguous (4-element loads along k and j). */
 template <class TM, class TR> struct ssd_scaled_view {
     static constexpr bool a_kfast = true;
@@ -239,8 +235,9 @@ struct ssd_args {
     int B, T, H, P, G, N, Q, nc, hpg, ld_x, ld_bc;
     const float *dt, *A, *Dsk;
     float *ddt;
-    void *S; /* the chunk-start states, of the layout's type (ssd_states_type): S_of */
-    float *st, *acs, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *dS, *pA, *pD, *rOff, *rSt, *pSd;
+    void *S; /* the chunk-start states, of the layout's type (ssd_states_type): S_of; also the chunk states st */
+    float *acs, *CB, *eA, *wR, *dtc, *rMq, *cMq, *pDd, *dCBw, *pA, *pD, *rOff, *rSt, *pSd;
+    void *dS; /* dSoff, then dSt (ssd_cuda_bwd.cu), of the states' type: dS_of */
 
     __device__ int chunk_of(int bc) const { return bc % nc; }
     __device__ int len(int bc) const { return min(Q, T - chunk_of(bc) * Q); }
@@ -254,8 +251,7 @@ struct ssd_args {
     __device__ const float *dt_of(int bc, int h) const { return dt + row(bc, 0) * H + h; } /* stride H */
     /* TS: the states' element type (ssd_states_type) */
     template <class TS> __device__ TS *S_of(int zh) const { return (TS *)S + (size_t)zh * P * N; }
-    __device__ float *st_of(int zh) const { return st + (size_t)zh * P * N; } /* the chunk states, fp32 */
-    __device__ float *dS_of(int zh) const { return dS + (size_t)zh * P * N; }
+    template <class TS> __device__ TS *dS_of(int zh) const { return (TS *)dS + (size_t)zh * P * N; }
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
 };
@@ -354,7 +350,6 @@ static inline void ssd_set_buffers(ssd_args *a, const ssd_layout *L, float *save
     a->acs = saved + L->acs;
     float *S = (L->keep_states ? saved : scratch + L->fwd_saved) + L->S;
     a->S = S;
-    a->st = L->states == M2_ACT_REAL ? S : scratch + L->st; /* ssd_layout_of */
     a->CB = saved + L->CB;
     a->eA = saved + L->eA;
     a->wR = saved + L->wR;

@@ -19,12 +19,15 @@
  * B_i . dBst_i = sum_p x_i[p] (e^{a_last-a_i} dSt_c B_i)[p], x_i times dx's state part over dt_i: dx's product forms
  * it from its accumulators (ssd_dx_op, tap), so dBst itself is never formed.
  *
- * Buffers: dS holds dSoff, then (after the reverse pass) dSt. The tail chunk needs no special case: its length
- * bounds every loop, and its dSt is 0. */
+ * Buffers: dS holds dSoff, then (after the reverse pass, in place) dSt, both in the states' type (ssd_states_type:
+ * bf16 at bf16 precision, each rounded once: dSoff from its product's fp32 sums, dSt from the reverse pass's fp32
+ * running value, as upstream mamba_ssm's state passing backward stores its dstates in the inputs' dtype). dSoff's
+ * reader is the reverse pass's fp32 recurrence; dSt's are the products of dx and dB, whose tensor-core operand it is.
+ * The tail chunk needs no special case: its length bounds every loop, and its dSt is 0. */
 #include "ssd_cuda.cuh"
 
-/* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n] ---- */
-template <class TX> struct ssd_dsoff_op {
+/* ---- dSoff[zh][p][n] = sum_l dy_l[p] e^{a_l} C_l[n], summed in fp32, stored as TS ---- */
+template <class TX, class TS> struct ssd_dsoff_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     __device__ void dims(int zh, int &m, int &n, int &k) const
@@ -52,7 +55,10 @@ template <class TX> struct ssd_dsoff_op {
         const int bc = zh / s.H, h = zh % s.H;
         return view{s.dy_of(bc, h).T(), s.C_of(bc, h / s.hpg), s.eA + (size_t)zh * s.Q};
     }
-    __device__ void store(int zh, int p, int n, float acc) const { s.dS_of(zh)[(size_t)p * s.N + n] = acc; }
+    __device__ void store(int zh, int p, int n, float acc) const
+    {
+        m2_st(s.template dS_of<TS>(zh) + (size_t)p * s.N + n, acc);
+    }
 };
 
 /* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
@@ -60,7 +66,8 @@ template <class TX> struct ssd_dsoff_op {
  * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
  * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
  * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). S is
- * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type). */
+ * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type), and so is dSoff; dSt is stored as TS over it,
+ * rounded from the fp32 running value, which the recurrence and the partials keep using. */
 template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args &s)
 {
     const size_t PN = (size_t)s.P * s.N;
@@ -74,8 +81,8 @@ template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args 
         const int zh = (b * s.nc + c) * s.H + h;
         float off = 0.0f, st = 0.0f;
         if (in) {
-            off = s.dS_of(zh)[pn];
-            s.dS_of(zh)[pn] = run;
+            off = m2_ld(s.dS_of<TS>(zh) + pn);
+            m2_st(s.dS_of<TS>(zh) + pn, run);
             st = m2_ld(s.S_of<TS>(zh) + pn);
         }
         float part = run * st;
@@ -99,7 +106,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_bf16_kernel(ssd_
  * e^{a_last-a_r} dSt^T, multiplied by e^{a_r-a_s} dt_s once per output (tile_gemm.cuh, row_scaled), so their k
  * loops carry no exp per element; the outputs of the tile's own rows (s <= l <= r) take the exact decay of each
  * element from the block's table (ssd_own_decays). */
-template <class TX> struct ssd_dx_op {
+template <class TX, class TS> struct ssd_dx_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true;
     bool vec4() const { return s.vec4() && ssd_ktab_fits(s.Q); }
@@ -151,17 +158,34 @@ template <class TX> struct ssd_dx_op {
     };
     /* the state part B_s[n] . e^{a_last-a_r} dSt[p][n] (n = k - Lc; B's and dSt's rows contiguous along k); tapped:
      * its loop runs first (view below), so the row_scaled accumulators then hold it alone, and tap_term and
-     * tap_store form rSt from them */
+     * tap_store form rSt from them. With bf16 dSt (TS) the B operand is dSt itself, moved to the tiles as stored,
+     * and e^{a_last-a_r} multiplies the part's fp32 sums once, after its loop and before the tap (tile_gemm.cuh,
+     * then_scaled), as the outputs' product does with bf16 S; with fp32 dSt it scales dSt's elements on their way
+     * to the tiles. */
     struct state_view {
         static constexpr bool row_scaled = true, tapped = true, a_kfast = true, b_jfast = false;
+        static constexpr bool then_scaled = std::is_same<TS, __nv_bfloat16>::value;
         int k0;
         float w; /* e^{a_last-a_r} */
         ssd_mat_t<TX> Bg;
-        ssd_mat dSt;
+        ssd_mat_t<TS> dSt;
         __device__ float a(int si, int k) const { return Bg(si, k - k0); }
         __device__ auto a4(int si, int k) const { return Bg.raw4(si, k - k0); }
-        __device__ float b(int k, int p) const { return w * dSt(p, k - k0); }
-        __device__ m2_vec<4> b4k(int k, int p) const { return ssd_scaled4(w, dSt.row4(p, k - k0)); }
+        __device__ float b(int k, int p) const
+        {
+            if constexpr (then_scaled)
+                return dSt(p, k - k0);
+            else
+                return w * dSt(p, k - k0);
+        }
+        __device__ auto b4k(int k, int p) const
+        {
+            if constexpr (then_scaled)
+                return dSt.moved4(p, k - k0);
+            else
+                return ssd_scaled4(w, dSt.row4(p, k - k0));
+        }
+        __device__ float then_scale() const { return w; }
     };
     /* the state, then the tile's own outputs and the later ones (tile_gemm.cuh, split; the state's k are the last,
      * its loop the first): each loop holds one kind of operand, with the head's rows and arrays located once per
@@ -178,9 +202,9 @@ template <class TX> struct ssd_dx_op {
         const float *tab = ssd_own_decays(acs, s.dtc + (size_t)zh * s.Q, t.i0, t.i1, sh);
         later_view later{s.Q, t.i1, ar, acs, CB, nullptr, dy};
         later.wt = ssd_k_factors(t.i1, Lc, sh + SSD_OWN_FLOATS, [&](int k) { return later.w(k); });
-        return view{
-            {Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
-             state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g), ssd_mat{s.dS_of(zh), (size_t)s.N, 1}}}};
+        return view{{Lc, chunk_parts{t.i1, own_view{s.Q, t.i0, CB, tab, dy}, later},
+                     state_view{Lc, ssd_args::dexp(s.a_last(zh) - ar), s.B_of(bc, g),
+                                ssd_mat_t<TS>{s.template dS_of<TS>(zh), (size_t)s.N, 1}}}};
     }
     /* The B gradient's row sums through the state (the scalars' B_s . dBst_s), from the state part's accumulators
      * T[s][p] = sum_n B_s[n] e^{a_last-a_r} dSt[p][n]: B_s . dBst_s = sum_n B_s[n] e^{a_last-a_s} sum_p x_s[p]
@@ -314,8 +338,9 @@ template <class TX, class TS> struct ssd_dc_op {
 
 /* ---- dB_s[n] = sum_{l>=s} dCBw[l][s] C_l[n] + sum_h e^{a_last-a_s} dt_s,h x_s,h . dSt_h[:, n] (per group,
  * overwrites): one reduction over the chunk's positions l (k < Lc) and then the group's heads' channels (a part per
- * head: the B gradient through the state, dt dBst summed over the heads) ---- */
-template <class TX> struct ssd_db_op {
+ * head: the B gradient through the state, dt dBst summed over the heads); dSt of element type TS, moved to the tiles
+ * unscaled (bf16: as stored, the value the tiles rounded the fp32 dSt to before) ---- */
+template <class TX, class TS> struct ssd_db_op {
     ssd_io<TX> s;
     static constexpr bool a_kfast = false, b_jfast = true; /* the heads' parts: a_kfast (ssd_scaled_view) */
     bool vec4() const { return s.vec4(); }
@@ -331,14 +356,14 @@ template <class TX> struct ssd_db_op {
         ke = s.len(zg / s.G) + s.hpg * s.P;
     }
     /* the positions, then the heads' channels (tile_gemm.cuh, split) */
-    using view = m2tile::split_view<ssd_causal_view<true, TX>, ssd_group_heads<TX, float>>;
+    using view = m2tile::split_view<ssd_causal_view<true, TX>, ssd_group_heads<TX, TS>>;
     __device__ view bind(int zg) const
     {
         const int bc = zg / s.G, g = zg % s.G, zh = bc * s.H + g * s.hpg;
         return view{s.len(bc),
                     ssd_causal_view<true, TX>{ssd_mat{s.QQ(s.dCBw, zg), (size_t)s.Q, 1}.T(), s.C_of(bc, g), 0},
-                    ssd_group_heads<TX, float>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg),
-                                               s.dS_of(zh)}};
+                    ssd_group_heads<TX, TS>{s.hpg, s.P, s.Q, s.N, s.wR + (size_t)zh * s.Q, s.x_of(bc, g * s.hpg),
+                                            s.template dS_of<TS>(zh)}};
     }
     __device__ void store(int zg, int si, int n, float acc) const
     {
@@ -432,21 +457,21 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
                                               "ssd_bwd (state passing, recomputed)"};
         ssd_compute_states(c, a, L, states);
     }
-    m2_tile_gemm(c, ssd_dsoff_op<TX>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
     const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
-    if (L.states == M2_ACT_BF16)
-        ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
-    else
-        ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
-    M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
-    m2_tile_gemm(c, ssd_dx_op<TX>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
-    ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
     m2_act_dispatch(L.states, [&](auto tag) {
         using TS = m2_elem_t<decltype(tag)>;
+        m2_tile_gemm(c, ssd_dsoff_op<TX, TS>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
+        if constexpr (std::is_same<TS, __nv_bfloat16>::value)
+            ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+        else
+            ssd_pass_bwd_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);
+        M2_CUDA_LAUNCHED("ssd_bwd (reverse state passing)");
+        m2_tile_gemm(c, ssd_dx_op<TX, TS>{a}, heads, a.Q, a.P, "ssd_bwd (dx)");
+        ssd_compute_dcb(c, a); /* E kept on chip (ssd_cuda_dcb.cu) */
         m2_tile_gemm(c, ssd_dcoff_op<TX, TS>{{a}}, heads, a.Q, a.N, "ssd_bwd (dC through the state)");
         m2_tile_gemm(c, ssd_dc_op<TX, TS>{a}, groups, a.Q, a.N, "ssd_bwd (dC)");
+        m2_tile_gemm(c, ssd_db_op<TX, TS>{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     });
-    m2_tile_gemm(c, ssd_db_op<TX>{a}, groups, a.Q, a.N, "ssd_bwd (dB)");
     const size_t shmem = 2 * (size_t)a.Q * sizeof(float);
     if (shmem > 48 * 1024) /* a block's default dynamic shared memory; chunk sizes are 64..256 in practice */
         m2_cuda_check(cudaErrorInvalidValue, "ssd_bwd: chunk_size above 6144 (per-position scalars in shared memory)");

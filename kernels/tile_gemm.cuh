@@ -808,31 +808,28 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             });
         });
-        if constexpr (then_scaled<std::decay_t<decltype(v)>>()) {
+        constexpr bool scale = then_scaled<std::decay_t<decltype(v)>>(), tap = tapped<std::decay_t<decltype(v)>>();
+        if constexpr (scale || tap) {
             /* through the free operand tiles: the fragments' elements are only touched by whole-fragment loads and
-             * stores (file comment); each thread scales its own (ty + 16r, tx + 16c) elements */
-            const float w = v.then_scale();
-            const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+             * stores (file comment); each thread scales its own (ty + 16r, tx + 16c) elements, then the tap reads
+             * the scaled sums */
 #pragma unroll
             for (int f = 0; f < FRAGS; f++)
                 wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, dst[f], LDC, wmma::mem_row_major);
             __syncthreads();
+            if constexpr (scale) {
+                const float w = v.then_scale();
+                const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
-            for (int r = 0; r < SUB; r++)
+                for (int r = 0; r < SUB; r++)
 #pragma unroll
-                for (int c = 0; c < SUB; c++) sm.c[(ty + 16 * r) * LDC + tx + 16 * c] *= w;
-            __syncthreads();
+                    for (int c = 0; c < SUB; c++) sm.c[(ty + 16 * r) * LDC + tx + 16 * c] *= w;
+                __syncthreads();
 #pragma unroll
-            for (int f = 0; f < FRAGS; f++)
-                wmma::load_matrix_sync(dst[f], sm.c + wi * LDC + wj + 16 * f, LDC, wmma::mem_row_major);
-            __syncthreads(); /* before the next loop's operands overwrite sm.c */
-        }
-        if constexpr (tapped<std::decay_t<decltype(v)>>()) { /* the operand tiles are free between the loops */
-#pragma unroll
-            for (int f = 0; f < FRAGS; f++)
-                wmma::store_matrix_sync(sm.c + wi * LDC + wj + 16 * f, dst[f], LDC, wmma::mem_row_major);
-            __syncthreads();
-            tap_sums(op, t, sm.c, LDC);
+                for (int f = 0; f < FRAGS; f++)
+                    wmma::load_matrix_sync(dst[f], sm.c + wi * LDC + wj + 16 * f, LDC, wmma::mem_row_major);
+            }
+            if constexpr (tap) tap_sums(op, t, sm.c, LDC);
             __syncthreads(); /* before the next loop's operands overwrite sm.c */
         }
     });

@@ -410,16 +410,19 @@ static void test_ssd_first_stages(void **state)
     free(hA);
 }
 
-/* The chunk-start states in bf16 at bf16 precision: the same SSD (fp32 token rows) run at fp32 and at bf16 precision;
- * the state passing writes every S_c (its fp32 input, the chunk states, is read at 4 bytes either way) and the reverse
- * state passing reads every S_c (and dS, fp32 either way), so each count falls by 2 bytes per state element. */
+/* The SSD's state-shaped arrays in bf16 at bf16 precision (kernels/ssd_cuda.cuh, ssd_states_type): the same SSD (fp32
+ * token rows) run at fp32 and at bf16 precision. Each launch's distinct bytes fall by 2 per element of each such
+ * array it reads or writes (the rest of its traffic the same): the states product writes the chunk states st_c (c <
+ * nc-1), which the state passing reads, writing every S_c; dSoff's product writes every dSoff_c, which the reverse
+ * state passing reads with every S_c, writing every dSt_c, which dx's and dB's products read. */
 static void test_ssd_states_bf16(void **state)
 {
     (void)state;
     const m2_ops *g = m2_gpu_ops();
     const m2_ssd_shape s = {.B = 1, .T = 192, .H = 2, .P = 16, .G = 1, .N = 32, .Q = 64, .ld_x = 32, .ld_bc = 32};
     const size_t T = (size_t)s.T, H = (size_t)s.H, ny = T * H * s.P, nbc = T * s.ld_bc;
-    const double elems = (double)s.B * (s.T / s.Q) * s.H * s.P * s.N; /* every S_c of every (b, c, h) */
+    const double elems = (double)s.B * (s.T / s.Q) * s.H * s.P * s.N;  /* every S_c of every (b, c, h) */
+    const double chunk_states = elems / (s.T / s.Q) * (s.T / s.Q - 1); /* st_c for c < nc-1 */
     float *hx = m2_host_uniform(T * s.ld_x, -1, 1, 5, 1), *hbc = m2_host_uniform(nbc, -1, 1, 5, 2);
     float *hdt = m2_host_uniform(T * H, 0.01f, 0.1f, 5, 3), *hA = m2_host_fill(H, -1.0f);
     float *hdy = m2_host_uniform(ny, -1, 1, 5, 4);
@@ -432,9 +435,22 @@ static void test_ssd_states_bf16(void **state)
           *dD = g->alloc(g, H * sizeof(float));
     g->memset0(g, dD, H * sizeof(float)); /* the backward adds to dD (and writes dA) */
     static const m2_cuda_gemm_precision precs[2] = {M2_CUDA_GEMM_FP32, M2_CUDA_GEMM_BF16};
-    static const char *const names[3] = {"ssd_fwd (state passing)", "ssd_bwd (state passing, recomputed)",
-                                         "ssd_bwd (reverse state passing)"};
-    double wr[3][2], rd[3][2];
+    /* per launch, the elements it reads and writes in the states' type */
+    const struct {
+        const char *name;
+        double reads, writes;
+    } launches[] = {
+        {"ssd_fwd (chunk states)", 0, chunk_states},                  /* st */
+        {"ssd_fwd (state passing)", chunk_states, elems},             /* st; S */
+        {"ssd_bwd (chunk states, recomputed)", 0, chunk_states},      /* st */
+        {"ssd_bwd (state passing, recomputed)", chunk_states, elems}, /* st; S */
+        {"ssd_bwd (dS through outputs)", 0, elems},                   /* dSoff */
+        {"ssd_bwd (reverse state passing)", 2 * elems, elems},        /* S, dSoff; dSt */
+        {"ssd_bwd (dx)", elems, 0},                                   /* dSt */
+        {"ssd_bwd (dB)", elems, 0},                                   /* dSt */
+    };
+    enum { NL = sizeof launches / sizeof launches[0] };
+    double wr[NL][2], rd[NL][2];
     for (int t = 0; t < 2; t++) {
         const m2_cuda_gemm_precision old = m2_ops_cuda_set_gemm_precision(precs[t]);
         float *saved = g->alloc(g, g->ssd_saved_size(g, &s) * sizeof(float));
@@ -442,8 +458,8 @@ static void test_ssd_states_bf16(void **state)
         m2emu_counters_reset();
         g->ssd_fwd(g, &s, x, dt, A, Bm, Cm, D, y, M2_ACT_REAL, saved, scratch);
         g->ssd_bwd(g, &s, x, dt, A, Bm, Cm, D, dy, M2_ACT_REAL, saved, dx, ddt, dA, dB, dC, dD, scratch);
-        for (int k = 0; k < 3; k++) {
-            const m2emu_kernel_count c = find_record(names[k], 1);
+        for (int k = 0; k < NL; k++) {
+            const m2emu_kernel_count c = find_record(launches[k].name, 1);
             wr[k][t] = c.write_distinct;
             rd[k][t] = c.read_distinct;
         }
@@ -451,15 +467,12 @@ static void test_ssd_states_bf16(void **state)
         g->free(g, saved);
         g->free(g, scratch);
     }
-    for (int k = 0; k < 3; k++)
-        printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", names[k], wr[k][0], wr[k][1],
-               rd[k][0], rd[k][1]);
-    for (int k = 0; k < 2; k++) { /* the state passing: S written, st read */
-        assert_true(wr[k][0] - wr[k][1] == 2.0 * elems);
-        assert_true(rd[k][0] == rd[k][1]);
+    for (int k = 0; k < NL; k++) {
+        printf("  %-36s wrote fp32 %.0f B, bf16 %.0f B; read fp32 %.0f B, bf16 %.0f B\n", launches[k].name, wr[k][0],
+               wr[k][1], rd[k][0], rd[k][1]);
+        assert_true(wr[k][0] - wr[k][1] == 2.0 * launches[k].writes);
+        assert_true(rd[k][0] - rd[k][1] == 2.0 * launches[k].reads);
     }
-    assert_true(rd[2][0] - rd[2][1] == 2.0 * elems); /* the reverse pass: S read */
-    assert_true(wr[2][0] == wr[2][1]);
     float *bufs[] = {x, Bm, Cm, dt, A, D, dy, y, dx, ddt, dA, dB, dC, dD};
     for (int i = 0; i < 14; i++) g->free(g, bufs[i]);
     free(hx);

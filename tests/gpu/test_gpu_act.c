@@ -398,11 +398,12 @@ static void test_ssd_rows(void **state)
 }
 
 /* The chunk-start states kept in bf16 (kernels/ssd_cuda.cuh, ssd_states_type) are the fp32 state passing's S_c
- * rounded once to nearest even, bitwise. Inputs that make every fp32 value exact: A = 0 (every decay e^0 = 1),
- * dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the inputs
- * themselves): each chunk state st_c = sum_s x_s B_s^T and each S_c = st_0 + ... + st_{c-1} is a multiple of 1/16
- * below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the rounding to bf16's
- * 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB, the three decay
+ * rounded once to nearest even, bitwise, the passing's inputs being the chunk states st_c, each rounded once to
+ * nearest even from its fp32 sum by the states product. Inputs that make every fp32 value exact: A = 0 (every decay
+ * e^0 = 1), dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the
+ * inputs themselves): each chunk state st_c = sum_s x_s B_s^T, and each S_c = bf16(st_0) + ... + bf16(st_{c-1}), is a
+ * multiple of 1/16 below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the
+ * rounding to bf16's 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB, the three decay
  * tables, then S, each region rounded up to a multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
 static void test_ssd_states_rounded(void **state)
 {
@@ -432,12 +433,12 @@ static void test_ssd_states_rounded(void **state)
     uint16_t *S = malloc(heads * PN * 2);
     assert_non_null(S);
     memcpy(S, hs + s_at, heads * PN * 2);
-    int inexact = 0;
+    int inexact = 0, st_inexact = 0;
     for (int b = 0; b < s.B; b++)
         for (int h = 0; h < s.H; h++)
             for (int pn = 0; pn < PN; pn++) {
                 const int p = pn / s.N, n = pn % s.N;
-                double run = 0; /* S_c, exact */
+                double run = 0; /* S_c, exact: the sum of the rounded chunk states */
                 for (int c = 0; c < nc; c++) {
                     const size_t zh = ((size_t)b * nc + c) * s.H + h;
                     const uint16_t want = (uint16_t)m2_bf16_bits((float)run);
@@ -445,14 +446,19 @@ static void test_ssd_states_rounded(void **state)
                         fail_msg("S[b %d, c %d, h %d][%d][%d]: 0x%04x, want 0x%04x (%.4f rounded)", b, c, h, p, n,
                                  S[zh * PN + pn], want, run);
                     inexact += m2_bf16_float(want) != (float)run;
+                    double st = 0; /* st_c, exact */
                     for (int l = 0; l < s.Q; l++) {
                         const size_t r = (size_t)b * s.T + (size_t)c * s.Q + l;
-                        run += (double)hx[r * s.ld_x + (size_t)h * s.P + p] * hb[r * s.ld_bc + n];
+                        st += (double)hx[r * s.ld_x + (size_t)h * s.P + p] * hb[r * s.ld_bc + n];
                     }
+                    const float st_stored = m2_bf16_float((uint16_t)m2_bf16_bits((float)st));
+                    st_inexact += c < nc - 1 && st_stored != (float)st; /* st_{nc-1} is never formed */
+                    run += st_stored;
                 }
             }
-    printf("  %zu states, %d of them rounded (the others exact in bf16)\n", heads * PN, inexact);
-    assert_true(inexact > 0);
+    printf("  %zu states, %d of them rounded (the others exact in bf16); %d chunk states rounded\n", heads * PN,
+           inexact, st_inexact);
+    assert_true(inexact > 0 && st_inexact > 0);
     float *bufs[] = {x, Bm, dt, A, D, y, saved, scratch};
     for (int i = 0; i < 8; i++) gpu->free(gpu, bufs[i]);
     free(hx);

@@ -22,8 +22,14 @@
  *   fp32: 5.4e-2 at worst, tolerance 8e-2 (observed up to 3.9e-3: the rounding enters before the differences, so
  *   little of it cancels). The chunk-start states are stored in bf16 at bf16 precision (kernels/ssd_cuda.cuh,
  *   ssd_states_type): S is still one rounded operand of its products, and one more rounding (<= u/2) enters the
- *   fp32 <dSt, S> of ddt and dA, inside the same bounds (observed: y, ddt and dA move by ~1e-6 relative). dD is a sum of dy.x formed in fp32 outside the products (docs/MODEL.md §3: reductions stay
- *   fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
+ *   fp32 <dSt, S> of ddt and dA, inside the same bounds (observed: y, ddt and dA move by ~1e-6 relative). The chunk
+ *   states st_c, the state passing's input, are stored in bf16 too: one more rounding (<= u/2) per chunk state
+ *   before the fp32 recurrence, which S_c's own rounding mostly absorbs (S_1 = bf16(st_0) is the same; observed: in
+ *   the 5-chunk case y 2.495e-3 -> 2.515e-3, ddt 2.794e-3 -> 2.829e-3, dA 4.8e-3 -> 3.6e-3, the others unchanged to
+ *   4 digits). Likewise dSoff, the reverse state passing's input, is stored in bf16, its rounding mostly absorbed by
+ *   dSt's (observed: the 5-chunk case dx 2.535e-3 -> 2.524e-3, dB 3.089e-3 -> 3.069e-3, ddt 2.829e-3 -> 2.792e-3,
+ *   dA 3.6e-3 -> 3.0e-3, the others unchanged to 3 digits). dD is a sum of dy.x formed in fp32 outside the products
+ *   (docs/MODEL.md §3: reductions stay fp32), so it keeps the fp32 tolerance 1e-4 in every mode.
  * - tf32 products (u = 2^-11): the same reasoning, 8 times smaller: 2.5e-3 and 1e-2 (observed up to 6e-4 and
  *   1.1e-3).
  * - the tensor-core result must differ from the fp32 one by at least u/16 (norm-wise, y and dx): the fp32 path is
