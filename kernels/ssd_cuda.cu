@@ -167,7 +167,11 @@ template <class TX, class TS> struct ssd_y_op {
         ssd_mat_t<TX> C;
         ssd_mat_t<TS> S;
         __device__ float a(int l, int k) const { return C(l, k); }
-        __device__ auto a4(int l, int k) const { return C.moved4(l, k); }
+        __device__ auto a4c(int l, int k, int dk) const
+        {
+            return ssd_moved_cursor<TX>{ssd_cursor(C.at(l, k), (size_t)dk)};
+        }
+        __device__ auto a4(int l, int k) const { return a4c(l, k, 0).get(); }
         __device__ float b(int k, int p) const
         {
             if constexpr (then_scaled)
@@ -175,13 +179,14 @@ template <class TX, class TS> struct ssd_y_op {
             else
                 return w * S(p, k);
         }
-        __device__ auto b4k(int k, int p) const
+        __device__ auto b4c(int k, int p, int dk) const
         {
             if constexpr (then_scaled)
-                return S.moved4(p, k);
+                return ssd_moved_cursor<TS>{ssd_cursor(S.at(p, k), (size_t)dk)};
             else
-                return ssd_scaled4(w, S.row4(p, k));
+                return ssd_scaled_cursor<TS>{ssd_cursor(S.at(p, k), (size_t)dk), w};
         }
+        __device__ auto b4k(int k, int p) const { return b4c(k, p, 0).get(); }
         __device__ float then_scale() const { return w; }
     };
     /* the positions j = k - N before the tile's rows: CB[l][j] . e^{a_r-a_j} dt_j x_j[p] (no mask: j < r <= l) */
@@ -193,9 +198,17 @@ template <class TX, class TS> struct ssd_y_op {
         ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
         __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
-        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + (k - N)); }
+        __device__ auto a4c(int l, int k, int dk) const
+        {
+            return ssd_row_cursor<float>{ssd_cursor(CB + (size_t)l * Q + (k - N), (size_t)dk)};
+        }
+        __device__ m2_vec<4> a4(int l, int k) const { return a4c(l, k, 0).get(); }
         __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - N], x.row4(k - N, p)); }
+        __device__ auto b4c(int k, int p, int dk) const
+        {
+            return ssd_table_scaled_cursor<TX>{ssd_cursor(x.at(k - N, p), (size_t)dk * x.rs), wt + (k - N), (size_t)dk};
+        }
+        __device__ m2_vec<4> b4(int k, int p) const { return b4c(k, p, 0).get(); }
     };
     /* the positions of the tile's own rows: CB[l][j] (e^{a_l-a_j} dt_j, masked: the block's table) . x_j[p] */
     struct own_view {
@@ -208,18 +221,35 @@ template <class TX, class TS> struct ssd_y_op {
             return CB[(size_t)l * Q + j] * tab[(l - i0) * m2tile::BM + j - i0];
         }
         /* the same products for j..j+3 (j a multiple of 4): CB's row and the table's in 16-byte loads */
-        __device__ m2_vec<4> a4(int l, int k) const
+        struct a_cursor {
+            const float *cb, *d;
+            int step;
+            __device__ void next()
+            {
+                cb += step;
+                d += step;
+            }
+            __device__ m2_vec<4> get() const
+            {
+                const m2_vec<4> c4 = m2_vload<4>(cb), d4 = m2_vload<4>(d);
+                m2_vec<4> r;
+#pragma unroll
+                for (int c = 0; c < 4; c++) r.v[c] = c4.v[c] * d4.v[c];
+                return r;
+            }
+        };
+        __device__ a_cursor a4c(int l, int k, int dk) const
         {
             const int j = k - N;
-            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j);
-            const m2_vec<4> d = m2_vload<4>(tab + (l - i0) * m2tile::BM + j - i0);
-            m2_vec<4> r;
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = cb.v[c] * d.v[c];
-            return r;
+            return a_cursor{CB + (size_t)l * Q + j, tab + (l - i0) * m2tile::BM + j - i0, dk};
         }
+        __device__ m2_vec<4> a4(int l, int k) const { return a4c(l, k, 0).get(); }
         __device__ float b(int k, int p) const { return x(k - N, p); }
-        __device__ auto b4(int k, int p) const { return x.moved4(k - N, p); }
+        __device__ auto b4c(int k, int p, int dk) const
+        {
+            return ssd_moved_cursor<TX>{ssd_cursor(x.at(k - N, p), (size_t)dk * x.rs)};
+        }
+        __device__ auto b4(int k, int p) const { return b4c(k, p, 0).get(); }
     };
     /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
      * holds one kind of operand, with the head's rows and arrays located once per block */
