@@ -186,7 +186,7 @@ using ssd_mat = ssd_mat_t<float>;
 /* The cursors of the views' 16-byte loads (tile_gemm.cuh, a4c / b4c): 4 consecutive elements of a strided row at
  * p, moved on by step elements (dk along k: dk itself where k runs along the row, dk times the row stride where k
  * is the row); get() the load as the views' a4 / b4 / b4k read it: row4 (fp32 values), moved4 (ssd_mat_t::moved4),
- * scaled by a weight (ssd_scaled4) that is fixed or read from a table moved on with it. */
+ * scaled by a fixed weight (ssd_scaled4). */
 template <class E> struct ssd_mat_cursor {
     const E *p;
     size_t step;
@@ -209,18 +209,6 @@ template <class E> struct ssd_row_cursor : ssd_mat_cursor<E> {
 };
 template <class E> struct ssd_moved_cursor : ssd_mat_cursor<E> {
     __device__ auto get() const { return this->moved4(); }
-};
-/* w[0] times the 4 elements, w moved on by wstep with them */
-template <class E> struct ssd_table_scaled_cursor {
-    ssd_mat_cursor<E> m;
-    const float *w;
-    size_t wstep;
-    __device__ void next()
-    {
-        m.next();
-        w += wstep;
-    }
-    __device__ m2_vec<4> get() const { return ssd_scaled4(*w, m.row4()); }
 };
 /* w times the 4 elements */
 template <class E> struct ssd_scaled_cursor {
