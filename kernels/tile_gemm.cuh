@@ -63,6 +63,8 @@
  *                        costs its k factor on the B operand and its row factor once per output, not an exp per
  *                        operand element (BENCHMARKS.md, issue 16e)
  *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
+ *   a4c(i, k, dk), b4c(k, j, dk)  (on a view) the same loads as cursors, formed once per loop and stepped by dk
+ *                        along k: see vec_cursors below
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
  *                        each compiled kernel has one k loop per operand kind (tools/sass_report.py prices it)
