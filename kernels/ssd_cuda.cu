@@ -156,8 +156,8 @@ __global__ void ssd_pass_bf16_kernel(ssd_args s) { ssd_pass<__nv_bfloat16>(s); }
 /* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ----
  * With r = i0 the tile's first row, e^{a_l} = e^{a_l-a_r} e^{a_r} and, for the positions j < r before the tile's
  * rows, e^{a_l-a_j} = e^{a_l-a_r} e^{a_r-a_j} (each factor of a quantity <= 0, docs/MODEL.md §3): the state part
- * and those positions are products of plain C and CB rows with e^{a_r} S^T and e^{a_r-a_j} dt_j x_j, multiplied
- * by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
+ * and those positions are products of plain C rows with e^{a_r} S^T and of CB rows scaled by e^{a_r-a_j} dt_j with
+ * x, multiplied by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
  * positions of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table
  * (ssd_own_decays).
  * With bf16 states (TS), the state part's B operand is S itself, moved to the tiles as stored (as upstream mamba_ssm
@@ -186,7 +186,11 @@ template <class TX, class TS> struct ssd_y_op {
         ssd_mat_t<TX> C;
         ssd_mat_t<TS> S;
         __device__ float a(int l, int k) const { return C(l, k); }
-        __device__ auto a4(int l, int k) const { return C.moved4(l, k); }
+        __device__ auto a4c(int l, int k, int dk) const
+        {
+            return ssd_moved_cursor<TX>{ssd_cursor(C.at(l, k), (size_t)dk)};
+        }
+        __device__ auto a4(int l, int k) const { return a4c(l, k, 0).get(); }
         __device__ float b(int k, int p) const
         {
             if constexpr (then_scaled)
@@ -194,16 +198,38 @@ template <class TX, class TS> struct ssd_y_op {
             else
                 return w * S(p, k);
         }
-        __device__ auto b4k(int k, int p) const
+        __device__ auto b4c(int k, int p, int dk) const
         {
             if constexpr (then_scaled)
-                return S.moved4(p, k);
+                return ssd_moved_cursor<TS>{ssd_cursor(S.at(p, k), (size_t)dk)};
             else
-                return ssd_scaled4(w, S.row4(p, k));
+                return ssd_scaled_cursor<TS>{ssd_cursor(S.at(p, k), (size_t)dk), w};
         }
+        __device__ auto b4k(int k, int p) const { return b4c(k, p, 0).get(); }
         __device__ float then_scale() const { return w; }
     };
-    /* the positions j = k - N before the tile's rows: CB[l][j] . e^{a_r-a_j} dt_j x_j[p] (no mask: j < r <= l) */
+    /* CB's row l at j..j+3 (j a multiple of 4) times 4 factors of a table, both in 16-byte loads, moved on together
+     * (tile_gemm.cuh, a4c): the A operand of the chunk views below */
+    struct cb_cursor {
+        const float *cb, *d;
+        int step;
+        __device__ void next()
+        {
+            cb += step;
+            d += step;
+        }
+        __device__ m2_vec<4> get() const
+        {
+            const m2_vec<4> c4 = m2_vload<4>(cb), d4 = m2_vload<4>(d);
+            m2_vec<4> r;
+#pragma unroll
+            for (int c = 0; c < 4; c++) r.v[c] = c4.v[c] * d4.v[c];
+            return r;
+        }
+    };
+    /* the positions j = k - N before the tile's rows: CB[l][j] e^{a_r-a_j} dt_j . x_j[p] (no mask: j < r <= l); the
+     * factor on CB's side, as upstream mamba_ssm's chunk scan scales its C B^T scores by the decay and dt before
+     * their product with x, so that x reaches the tiles as stored (bf16 rows: untouched, as the own view's) */
     struct past_view {
         static constexpr bool row_scaled = true;
         int N, Q;
@@ -211,10 +237,18 @@ template <class TX, class TS> struct ssd_y_op {
         const float *acs, *CB, *dt, *wt; /* wt[j] = w(j): the block's table (ssd_k_factors) */
         ssd_mat_t<TX> x;
         __device__ float w(int j) const { return ssd_args::dexp(ar - acs[j]) * dt[j]; }
-        __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N]; }
-        __device__ m2_vec<4> a4(int l, int k) const { return m2_vload<4>(CB + (size_t)l * Q + (k - N)); }
-        __device__ float b(int k, int p) const { return w(k - N) * x(k - N, p); }
-        __device__ m2_vec<4> b4(int k, int p) const { return ssd_scaled4(wt[k - N], x.row4(k - N, p)); }
+        __device__ float a(int l, int k) const { return CB[(size_t)l * Q + k - N] * w(k - N); }
+        __device__ cb_cursor a4c(int l, int k, int dk) const
+        {
+            return cb_cursor{CB + (size_t)l * Q + (k - N), wt + (k - N), dk};
+        }
+        __device__ m2_vec<4> a4(int l, int k) const { return a4c(l, k, 0).get(); }
+        __device__ float b(int k, int p) const { return x(k - N, p); }
+        __device__ auto b4c(int k, int p, int dk) const
+        {
+            return ssd_moved_cursor<TX>{ssd_cursor(x.at(k - N, p), (size_t)dk * x.rs)};
+        }
+        __device__ auto b4(int k, int p) const { return b4c(k, p, 0).get(); }
     };
     /* the positions of the tile's own rows: CB[l][j] (e^{a_l-a_j} dt_j, masked: the block's table) . x_j[p] */
     struct own_view {
@@ -226,19 +260,19 @@ template <class TX, class TS> struct ssd_y_op {
             const int j = k - N;
             return CB[(size_t)l * Q + j] * tab[(l - i0) * m2tile::BM + j - i0];
         }
-        /* the same products for j..j+3 (j a multiple of 4): CB's row and the table's in 16-byte loads */
-        __device__ m2_vec<4> a4(int l, int k) const
+        /* the same products for j..j+3 (j a multiple of 4) */
+        __device__ cb_cursor a4c(int l, int k, int dk) const
         {
             const int j = k - N;
-            const m2_vec<4> cb = m2_vload<4>(CB + (size_t)l * Q + j);
-            const m2_vec<4> d = m2_vload<4>(tab + (l - i0) * m2tile::BM + j - i0);
-            m2_vec<4> r;
-#pragma unroll
-            for (int c = 0; c < 4; c++) r.v[c] = cb.v[c] * d.v[c];
-            return r;
+            return cb_cursor{CB + (size_t)l * Q + j, tab + (l - i0) * m2tile::BM + j - i0, dk};
         }
+        __device__ m2_vec<4> a4(int l, int k) const { return a4c(l, k, 0).get(); }
         __device__ float b(int k, int p) const { return x(k - N, p); }
-        __device__ auto b4(int k, int p) const { return x.moved4(k - N, p); }
+        __device__ auto b4c(int k, int p, int dk) const
+        {
+            return ssd_moved_cursor<TX>{ssd_cursor(x.at(k - N, p), (size_t)dk * x.rs)};
+        }
+        __device__ auto b4(int k, int p) const { return b4c(k, p, 0).get(); }
     };
     /* k < N, then the chunk's positions before the tile's rows, then its own (tile_gemm.cuh, split): each loop
      * holds one kind of operand, with the head's rows and arrays located once per block */

@@ -157,6 +157,8 @@ template <class E> struct ssd_mat_t {
     size_t rs, cs;
     __device__ float operator()(int r, int c) const { return m2_ld(p + (size_t)r * rs + (size_t)c * cs); }
     __device__ ssd_mat_t T() const { return ssd_mat_t{p, cs, rs}; }
+    /* the address of (r, c) */
+    __device__ const E *at(int r, int c) const { return p + (size_t)r * rs + (size_t)c * cs; }
     /* (r, c..c+3) in one load (16 bytes of fp32, 8 of bf16), c a multiple of 4, for contiguous aligned rows
      * (ssd_io::vec4) */
     __device__ m2_vec<4> row4(int r, int c) const { return m2_vload<4>(p + (size_t)r * rs + c); }
@@ -177,6 +179,41 @@ template <class E> struct ssd_mat_t {
 };
 using ssd_mat = ssd_mat_t<float>;
 
+/* The cursors of the views' 16-byte loads (tile_gemm.cuh, a4c / b4c): 4 consecutive elements of a strided row at
+ * p, moved on by step elements (dk along k: dk itself where k runs along the row, dk times the row stride where k
+ * is the row); get() the load as the views' a4 / b4 / b4k read it: row4 (fp32 values), moved4 (ssd_mat_t::moved4),
+ * scaled by a fixed weight (ssd_scaled4). */
+template <class E> struct ssd_mat_cursor {
+    const E *p;
+    size_t step;
+    __device__ void next() { p += step; }
+    __device__ m2_vec<4> row4() const { return m2_vload<4>(p); }
+    __device__ auto moved4() const
+    {
+        if constexpr (std::is_same<E, __nv_bfloat16>::value)
+            return m2_vload_bits4(p);
+        else
+            return row4();
+    }
+};
+template <class E> __device__ __forceinline__ ssd_mat_cursor<E> ssd_cursor(const E *p, size_t step)
+{
+    return ssd_mat_cursor<E>{p, step};
+}
+template <class E> struct ssd_row_cursor : ssd_mat_cursor<E> {
+    __device__ m2_vec<4> get() const { return this->row4(); }
+};
+template <class E> struct ssd_moved_cursor : ssd_mat_cursor<E> {
+    __device__ auto get() const { return this->moved4(); }
+};
+/* w times the 4 elements */
+template <class E> struct ssd_scaled_cursor {
+    ssd_mat_cursor<E> m;
+    float w;
+    __device__ void next() { m.next(); }
+    __device__ m2_vec<4> get() const { return ssd_scaled4(w, m.row4()); }
+};
+
 /* A product whose operands are plain strided matrices: A(i, k), B(k, j), of element types TA and TB. 4-element loads
  * (16 bytes of fp32, 8 of bf16) of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of
  * B along j (b4: b_jfast, B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
@@ -187,7 +224,7 @@ template <class TA, class TB> struct ssd_plain_view {
     __device__ auto a4(int i, int k) const { return A.moved4(i, k); }
     __device__ float b(int k, int j) const { return B(k, j); }
     __device__ auto b4(int k, int j) const { return B.moved4(k, j); }
-    __device__ auto b4k(int k, int j) const { return B.T().raw4(j, k); }
+    __device__ auto b4k(int k, int j) const { return B.T().moved4(j, k); }
 };
 
 /* A(i, k) = w[i] M(i, k - k0), B(k, j) = R(k - k0, j) for the k from k0 on: token rows of one head (element type

@@ -27,7 +27,6 @@
  * expression or the order of a sum: the results are bitwise those of the plain form. */
 #include "ssd_cuda.cuh"
 
-#include <utility>
 
 /* The tile geometry of the product (locate, stage: tile_gemm.cuh): entry zg, a tile of [Lc][Lc], k over P. */
 template <class TX> struct ssd_dcb_op {
@@ -191,26 +190,6 @@ __device__ __forceinline__ void store_at(float *base,
 #else
     nvcuda::wmma::store_matrix_sync(base + OFF, f, LDM, nvcuda::wmma::mem_row_major);
 #endif
-}
-
-/* One k step of KB for a warp: its A strip a0 (16 rows) times its FRAGS column strips of B from b0, k steps of WK
- * (KS), fragment FS at 16 FS rows of b0 */
-template <class Prec, int LDK, class Acc, class T, int... KS, int... FS>
-__device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const T *b0,
-                                          std::integer_sequence<int, KS...>, std::integer_sequence<int, FS...>)
-{
-    namespace wmma = nvcuda::wmma;
-    const auto step = [&]<int KK>(std::integral_constant<int, KK>) {
-        wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
-        load_shared<KK, LDK>(fa, a0);
-        const auto frag = [&]<int F>(std::integral_constant<int, F>) {
-            wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
-            load_shared<16 * F * LDK + KK, LDK>(fb, b0);
-            wmma::mma_sync(acc[F], fa, fb, acc[F]);
-        };
-        (frag(std::integral_constant<int, FS>{}), ...);
-    };
-    (step(std::integral_constant<int, KS * Prec::WK>{}), ...);
 }
 
 /* Whether the operands' masked entries are zeroed once and left (load_rows): one k step, bf16 rows to bf16 tiles

@@ -63,6 +63,8 @@
  *                        costs its k factor on the B operand and its row factor once per output, not an exp per
  *                        operand element (BENCHMARKS.md, issue 16e)
  *   a4(i, k), b4(k, j)   (on a view) 4 elements in one 16-byte load: see stage below
+ *   a4c(i, k, dk), b4c(k, j, dk)  (on a view) the same loads as cursors, formed once per loop and stepped by dk
+ *                        along k: see vec_cursors below
  *   bool vec4() const    (host) every block of this launch may use the views' a4/b4: m2_tile_gemm then launches the
  *                        kernel built for them (the *_v4_kernel names), else the one built for scalar gathers, so
  *                        each compiled kernel has one k loop per operand kind (tools/sass_report.py prices it)
@@ -88,6 +90,7 @@
 #include <string.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "cuda_common.cuh"
 
@@ -201,6 +204,27 @@ __device__ __forceinline__ void load_shared(nvcuda::wmma::fragment<Use, 16, 16, 
 #else
     nvcuda::wmma::load_matrix_sync(f, p + OFF, LDM);
 #endif
+}
+
+/* One k step of KB for a warp: its A strip a0 (16 rows) times its FRAGS column strips of B from b0, k steps of WK
+ * (KS), fragment FS at 16 FS rows of b0: every fragment at a constant offset from a0 or b0 (load_shared), so that
+ * the warp's loads name two address registers, not one per fragment (wmma_tiles, ssd_cuda_dcb.cu) */
+template <class Prec, int LDK, class Acc, class T, int... KS, int... FS>
+__device__ __forceinline__ void mma_steps(Acc (&acc)[FRAGS], const T *a0, const T *b0,
+                                          std::integer_sequence<int, KS...>, std::integer_sequence<int, FS...>)
+{
+    namespace wmma = nvcuda::wmma;
+    const auto step = [&]<int KK>(std::integral_constant<int, KK>) {
+        wmma::fragment<wmma::matrix_a, 16, 16, Prec::WK, typename Prec::frag_type, wmma::row_major> fa;
+        load_shared<KK, LDK>(fa, a0);
+        const auto frag = [&]<int F>(std::integral_constant<int, F>) {
+            wmma::fragment<wmma::matrix_b, 16, 16, Prec::WK, typename Prec::frag_type, wmma::col_major> fb;
+            load_shared<16 * F * LDK + KK, LDK>(fb, b0);
+            wmma::mma_sync(acc[F], fa, fb, acc[F]);
+        };
+        (frag(std::integral_constant<int, FS>{}), ...);
+    };
+    (step(std::integral_constant<int, KS * Prec::WK>{}), ...);
 }
 
 /* The operand reader of the block's entry: op.bind(z, t) or op.bind(z) where the Op has one, else the Op's own
@@ -447,15 +471,51 @@ __device__ __forceinline__ void stage(const V &v, const span &t, int k0, int ke,
     }
 }
 
+/* A parted view (parts(), part_len(), part(q, k0): the view of part q, whose first k is k0, next(part): part q + 1
+ * from part q; e.g. one part per head of a group, each with its own rows) is run part by part, part q over
+ * [base + q * part_len, base + (q + 1) * part_len), so that a part's operands are located once per part, not per
+ * element; parts() >= 1. The view of a k step (step_view_t): a parted view's part, any other view itself. */
+template <class V> constexpr bool parted()
+{
+    return requires(const V &v) { v.parts(); };
+}
+template <class V> __device__ auto step_view_of(const V &v)
+{
+    if constexpr (parted<V>())
+        return v.part(0, 0);
+    else
+        return v;
+}
+template <class V> using step_view_t = decltype(step_view_of(std::declval<V>()));
+
+/* Where stage_rows's 16-byte loads fall, per thread: VEC_LOADS<ROWS, KB, KFAST> loads q per k step, along r each
+ * with a second one (w = 1) at k + 1; load (q, w) reads row r, k (vec_place) of the step's tile. */
+template <int ROWS, int KB, bool KFAST> constexpr int vec_loads()
+{
+    return KFAST ? ROWS * KB / (4 * THREADS) : ROWS * KB / (8 * THREADS);
+}
+template <int ROWS, int KB, bool KFAST> __device__ __forceinline__ void vec_place(int q, int w, int &r, int &k)
+{
+    const int e = threadIdx.x + THREADS * q;
+    if constexpr (KFAST) {
+        r = e / (KB / 4);
+        k = 4 * (e % (KB / 4));
+    } else {
+        r = 4 * (e % (ROWS / 4));
+        k = 2 * (e / (ROWS / 4)) + w;
+    }
+}
+
 /* One operand of the tensor-core path into S[r * ld + k] for its rows r in [r0, r0 + ROWS) (A's i, B's j) and the
  * k in [k0, k0 + KB), zero outside [r0, r1) x [k0, ke), rounded by R: k contiguous, the fragments' own layouts
  * (row-major A, column-major B), which load without transposes. KFAST: the operand is contiguous along k in
- * memory. get1(r, k) reads one element; with VEC, get4(r, k) reads 4 along the contiguous dimension in one
- * 16-byte load: along k they make one store, along r the loads at k and k + 1 make 4 stores of a pair each (k is
- * even and ke a multiple of 4 there, so k < ke covers k + 1). Consecutive threads take consecutive addresses of
- * the contiguous dimension. A get4 that gives 4 bf16 as their 8 bytes (moved_bits) puts them in bf16 tiles as they
- * are: along k one 8-byte store, along r each pair assembled from the two loads' halves (a byte permute each, as
- * many instructions as the pair conversions of fp32 operands, without their rounding). */
+ * memory. get1(r, k) reads one element; with VEC, get4(q, w, r, k) reads 4 along the contiguous dimension in one
+ * 16-byte load (the thread's load (q, w): vec_place): along k they make one store, along r the loads at k and k + 1
+ * make 4 stores of a pair each (k is even and ke a multiple of 4 there, so k < ke covers k + 1). Consecutive
+ * threads take consecutive addresses of the contiguous dimension. A get4 that gives 4 bf16 as their 8 bytes
+ * (moved_bits) puts them in bf16 tiles as they are: along k one 8-byte store, along r each pair assembled from the
+ * two loads' halves (a byte permute each, as many instructions as the pair conversions of fp32 operands, without
+ * their rounding). */
 template <int ROWS, int KB, class R, bool KFAST, bool VEC, class T, class G1, class G4>
 __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S, int ld, G1 get1, G4 get4)
 {
@@ -472,11 +532,12 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
             T v[4];
         };
 #pragma unroll
-        for (int q = 0; q < ROWS * KB / (4 * THREADS); q++) {
-            const int e = tid + THREADS * q, r = e / (KB / 4), k = 4 * (e % (KB / 4));
+        for (int q = 0; q < vec_loads<ROWS, KB, KFAST>(); q++) {
+            int r, k;
+            vec_place<ROWS, KB, KFAST>(q, 0, r, k);
             const int gr = r0 + r, gk = k0 + k;
-            decltype(get4(0, 0)) w{};
-            if (gr < r1 && gk < ke) w = get4(gr, gk);
+            decltype(get4(0, 0, 0, 0)) w{};
+            if (gr < r1 && gk < ke) w = get4(q, 0, gr, gk);
             if constexpr (moved_bits<decltype(w), T>()) {
                 *reinterpret_cast<uint64_t *>(&S[r * ld + k]) = w;
             } else {
@@ -491,13 +552,14 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
             T v[2];
         };
 #pragma unroll
-        for (int q = 0; q < ROWS * KB / (8 * THREADS); q++) {
-            const int e = tid + THREADS * q, r = 4 * (e % (ROWS / 4)), k = 2 * (e / (ROWS / 4));
+        for (int q = 0; q < vec_loads<ROWS, KB, KFAST>(); q++) {
+            int r, k;
+            vec_place<ROWS, KB, KFAST>(q, 0, r, k);
             const int gr = r0 + r, gk = k0 + k;
-            decltype(get4(0, 0)) w0{}, w1{};
+            decltype(get4(0, 0, 0, 0)) w0{}, w1{};
             if (gr < r1 && gk < ke) {
-                w0 = get4(gr, gk);
-                w1 = get4(gr, gk + 1);
+                w0 = get4(q, 0, gr, gk);
+                w1 = get4(q, 1, gr, gk + 1);
             }
             if constexpr (moved_bits<decltype(w0), T>()) { /* element c of a load: bits 16c..16c+15 */
 #pragma unroll
@@ -518,47 +580,109 @@ __device__ __forceinline__ void stage_rows(int r0, int r1, int k0, int ke, T *S,
     }
 }
 
-/* Both operands of the tensor-core path: As[i * ld + k], Bs[j * ld + k] (stage_rows), with the view's 16-byte
- * loads where VA (VB). */
-template <int KB, class R, class Op, bool VA, bool VB, class V, class T>
-__device__ __forceinline__ void stage_k(const V &v, const span &t, int k0, int ke, T *As, T *Bs, int ld)
+/* Cursors (a view's a4c(i, k, dk), b4c(k, j, dk)): the 16-byte load of a view at (i, k) as an object that reads it,
+ * get(), and moves on by dk along k, next(); its pointers are formed once per loop and then only stepped, instead of
+ * the load's address being formed from (i, k) at every k step (64-bit index arithmetic that ptxas left in the loop,
+ * with the view's fields reloaded from the kernel's parameters: BENCHMARKS.md, issue 16 outputs). A view offers
+ * them for the operands it also reads by a4 / b4 / b4k (the same loads, the same values); tile_gemm uses them in
+ * the tensor-core kernels' loops over an unparted view. The cursors of an operand's loads for one thread: at
+ * vec_place's rows and k from the loop's first k step k0 (rows past r1 clamped to the last one, never read). */
+template <int ROWS, int KB, bool KFAST, class C> struct vec_cursors {
+    static constexpr int NQ = vec_loads<ROWS, KB, KFAST>(), W = KFAST ? 1 : 2;
+    C c[NQ][W];
+    __device__ __forceinline__ void next()
+    {
+#pragma unroll
+        for (int q = 0; q < NQ; q++)
+#pragma unroll
+            for (int w = 0; w < W; w++) c[q][w].next();
+    }
+};
+template <int ROWS, int KB, bool KFAST, class M>
+__device__ __forceinline__ auto cursors_at(int r0, int r1, int k0, M make)
 {
+    vec_cursors<ROWS, KB, KFAST, decltype(make(0, 0))> cs;
+#pragma unroll
+    for (int q = 0; q < cs.NQ; q++)
+#pragma unroll
+        for (int w = 0; w < cs.W; w++) {
+            int r, k;
+            vec_place<ROWS, KB, KFAST>(q, w, r, k);
+            cs.c[q][w] = make(min(r0 + r, r1 - 1), k0 + k);
+        }
+    return cs;
+}
+struct no_cursors {
+    __device__ void next() {}
+};
+template <class V> constexpr bool has_a4c()
+{
+    return requires(const V &v) { v.a4c(0, 0, 0); };
+}
+template <class V> constexpr bool has_b4c()
+{
+    return requires(const V &v) { v.b4c(0, 0, 0); };
+}
+/* A step's cursors of both operands (either no_cursors where the view has none or the load is not VEC) */
+template <class CA, class CB> struct step_cursors {
+    CA a;
+    CB b;
+    __device__ __forceinline__ void next()
+    {
+        a.next();
+        b.next();
+    }
+};
+/* The cursors of a loop over an unparted view v from k0 on in steps of KB, with the flags of stage (VA, VB) */
+template <int KB, class Op, bool VA, bool VB, class V>
+__device__ __forceinline__ auto loop_cursors(const V &v, const span &t, int k0)
+{
+    auto a = [&] {
+        if constexpr (VA && !parted<V>() && has_a4c<V>())
+            return cursors_at<BM, KB, a_kfast<Op, V>()>(t.i0, t.i1, k0, [&](int i, int k) { return v.a4c(i, k, KB); });
+        else
+            return no_cursors{};
+    }();
+    auto b = [&] {
+        if constexpr (VB && !parted<V>() && has_b4c<V>())
+            return cursors_at<BN, KB, !b_jfast<Op, V>()>(t.j0, t.j1, k0, [&](int j, int k) { return v.b4c(k, j, KB); });
+        else
+            return no_cursors{};
+    }();
+    return step_cursors<decltype(a), decltype(b)>{a, b};
+}
+
+/* Both operands of the tensor-core path: As[i * ld + k], Bs[j * ld + k] (stage_rows), with the view's 16-byte
+ * loads where VA (VB), read through the loop's cursors cur where it has them (loop_cursors), which move on by KB. */
+template <int KB, class R, class Op, bool VA, bool VB, class V, class T, class Cur>
+__device__ __forceinline__ void stage_k(const V &v, const span &t, int k0, int ke, T *As, T *Bs, int ld, Cur &cur)
+{
+    constexpr bool CA = !std::is_same<decltype(cur.a), no_cursors>::value;
+    constexpr bool CB = !std::is_same<decltype(cur.b), no_cursors>::value;
     stage_rows<BM, KB, R, a_kfast<Op, V>(), VA>(
         t.i0, t.i1, k0, ke, As, ld, [&](int i, int k) { return v.a(i, k); },
-        [&](int i, int k) {
-            if constexpr (VA)
-                return v.a4(i, k);
-            else
+        [&](int q, int w, int i, int k) {
+            if constexpr (!VA)
                 return m2_vec<4>{};
+            else if constexpr (CA)
+                return cur.a.c[q][w].get();
+            else
+                return v.a4(i, k);
         });
     stage_rows<BN, KB, R, !b_jfast<Op, V>(), VB>(
         t.j0, t.j1, k0, ke, Bs, ld, [&](int j, int k) { return v.b(k, j); },
-        [&](int j, int k) {
+        [&](int q, int w, int j, int k) {
             if constexpr (!VB)
                 return m2_vec<4>{};
+            else if constexpr (CB)
+                return cur.b.c[q][w].get();
             else if constexpr (b_jfast<Op, V>())
                 return v.b4(k, j);
             else
                 return v.b4k(k, j);
         });
+    cur.next();
 }
-
-/* A parted view (parts(), part_len(), part(q, k0): the view of part q, whose first k is k0, next(part): part q + 1
- * from part q; e.g. one part per head of a group, each with its own rows) is run part by part, part q over
- * [base + q * part_len, base + (q + 1) * part_len), so that a part's operands are located once per part, not per
- * element; parts() >= 1. The view of a k step (step_view_t): a parted view's part, any other view itself. */
-template <class V> constexpr bool parted()
-{
-    return requires(const V &v) { v.parts(); };
-}
-template <class V> __device__ auto step_view_of(const V &v)
-{
-    if constexpr (parted<V>())
-        return v.part(0, 0);
-    else
-        return v;
-}
-template <class V> using step_view_t = decltype(step_view_of(std::declval<V>()));
 
 /* Runs body(va, vb) with the flags of stage: the 16-byte loads the view offers in a V4 kernel, none otherwise. */
 template <bool A, bool B> struct vec_flags {
@@ -791,20 +915,13 @@ __device__ __forceinline__ void wmma_tiles(const Op &op, int tiles_m, int tiles_
     over_k(op, t, [&](const auto &v, int base, int kb, int ke) {
         auto &dst = acc_of<std::decay_t<decltype(v)>>(acc, accs);
         with_loads<Op, V4>(v, [&](auto vf) {
+            auto cur = loop_cursors<TBK, Op, decltype(vf)::va, decltype(vf)::vb>(v, t, kb);
             over_steps<TBK>(v, base, kb, ke, [&](const auto &sv, int k0, int se) {
-                stage_k<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(sv, t, k0, se, sm.ab.a, sm.ab.b, LDK);
+                stage_k<TBK, Prec, Op, decltype(vf)::va, decltype(vf)::vb>(sv, t, k0, se, sm.ab.a, sm.ab.b, LDK, cur);
                 __syncthreads();
-#pragma unroll
-                for (int kk = 0; kk < TBK; kk += WK) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, WK, typename Prec::frag_type, wmma::row_major> fa;
-                    load_shared<0, LDK>(fa, sm.ab.a + wi * LDK + kk);
-#pragma unroll
-                    for (int f = 0; f < FRAGS; f++) {
-                        wmma::fragment<wmma::matrix_b, 16, 16, WK, typename Prec::frag_type, wmma::col_major> fb;
-                        load_shared<0, LDK>(fb, sm.ab.b + (wj + 16 * f) * LDK + kk);
-                        wmma::mma_sync(dst[f], fa, fb, dst[f]);
-                    }
-                }
+                mma_steps<Prec, LDK>(dst, sm.ab.a + wi * LDK, sm.ab.b + wj * LDK,
+                                     std::make_integer_sequence<int, TBK / WK>{},
+                                     std::make_integer_sequence<int, FRAGS>{});
                 __syncthreads(); /* also: every warp is done with the operands before sm.c overwrites them */
             });
         });
