@@ -130,24 +130,40 @@ template <class TX, class TS> struct ssd_states_op {
 };
 
 /* ---- 4. state passing: the recurrence in fp32 from st (of type TS, in S itself: each entry is read before it is
- * overwritten), each S_c stored once as TS (m2_st: bf16 rounded to nearest even) ---- */
-template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
+ * overwritten), each S_c stored once as TS (m2_st: bf16 rounded to nearest even). Each thread runs V consecutive
+ * entries of one head (ssd_pass_width: one 16-byte load and store per chunk, one decay factor for the V), stepping
+ * its pointers chunk by chunk ---- */
+template <class TS, int V> __device__ __forceinline__ void ssd_pass_v(const ssd_args &s)
 {
-    const size_t PN = (size_t)s.P * s.N, step = (size_t)s.H * PN, a_step = (size_t)s.H * s.Q; /* chunk c to c+1 */
-    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PN)
+    const size_t PN = (size_t)s.P * s.N, PNv = PN / V, step = (size_t)s.H * PN, a_step = (size_t)s.H * s.Q;
+    M2_GRID_STRIDE(i, (size_t)s.B * s.H * PNv)
     {
-        const size_t pn = i % PN;
-        const int bh = (int)(i / PN), b = bh / s.H, h = bh % s.H, zh = (b * s.nc) * s.H + h;
+        const size_t pn = i % PNv * V;
+        const int bh = (int)(i / PNv), b = bh / s.H, h = bh % s.H, zh = (b * s.nc) * s.H + h;
         TS *out = s.S_of<TS>(zh) + pn;                            /* st_{c-1}, then S_c */
         const float *a_last = s.acs + (size_t)zh * s.Q + s.Q - 1; /* of the chunk before */
-        float prev = 0.0f;
-        m2_st(out, 0.0f);
+        m2_vec<V> prev = {};
+        /* S_0 = 0, as 16 zero bytes where V entries fill them (V bf16 zeros the compiler stores one by one) */
+        if constexpr (V * sizeof(TS) % 16 == 0)
+            m2_vstore<4>((float *)out, m2_vec<4>{});
+        else
+            m2_vstore<V>(out, prev);
         for (int c = 1; c < s.nc; c++, a_last += a_step) {
             out += step;
-            prev = s.dexp(*a_last) * prev + m2_ld(out);
-            m2_st(out, prev);
+            const float d = s.dexp(*a_last);
+            const m2_vec<V> st = m2_vload<V>(out);
+#pragma unroll
+            for (int e = 0; e < V; e++) prev.v[e] = d * prev.v[e] + st.v[e];
+            m2_vstore<V>(out, prev);
         }
     }
+}
+template <class TS> __device__ __forceinline__ void ssd_pass(const ssd_args &s)
+{
+    if (ssd_pass_width<TS>(s) > 1)
+        ssd_pass_v<TS, 16 / sizeof(TS)>(s);
+    else
+        ssd_pass_v<TS, 1>(s);
 }
 /* one kernel per states type, each named apart (the per-kernel counts and tools/sass_report.py key kernels by name) */
 __global__ void ssd_pass_kernel(ssd_args s) { ssd_pass<float>(s); }
@@ -312,11 +328,14 @@ void ssd_compute_states(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_lay
         using TS = m2_elem_t<decltype(tag)>;
         m2_tile_gemm(c, ssd_states_op<TX, TS>{a}, a.B * (a.nc - 1) * a.H, a.P, a.N, what[0]);
     });
-    const size_t pass_n = (size_t)a.B * a.H * a.P * a.N;
-    if (L.states == M2_ACT_BF16)
-        ssd_pass_bf16_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
-    else
-        ssd_pass_kernel<<<m2_cuda_blocks(pass_n), M2_CUDA_THREADS, 0, c->stream>>>(a);
+    const size_t pass_n = (size_t)a.B * a.H * a.P * a.N; /* entries, ssd_pass_width to a thread */
+    if (L.states == M2_ACT_BF16) {
+        const unsigned blocks = m2_cuda_blocks(pass_n / ssd_pass_width<__nv_bfloat16>(a));
+        ssd_pass_bf16_kernel<<<blocks, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    } else {
+        const unsigned blocks = m2_cuda_blocks(pass_n / ssd_pass_width<float>(a));
+        ssd_pass_kernel<<<blocks, M2_CUDA_THREADS, 0, c->stream>>>(a);
+    }
     M2_CUDA_LAUNCHED(what[1]);
 }
 

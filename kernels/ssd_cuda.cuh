@@ -38,7 +38,7 @@
  *            rOff [B*nc*H][Q][ceil(N/64)] (row sums of dCoff.C per column tile, ssd_cuda_bwd.cu; dCoff itself
  *            never reaches memory), rSt [B*nc*H][Q][ceil(P/64)] (dBst.B, as row sums of x times dx's state part per
  *            column tile of dx, formed by dx's product: dBst itself is never formed),
- *            pSd [B*nc*H][ceil(P*N/32)] (partials of <dSt_c, S_c> per warp of the reverse state passing)
+ *            pSd [B*nc*H][ceil(P*N/32)] (partials of <dSt_c, S_c> per 32 entries, of the reverse state passing)
  * ssd_cuda_bwd.cu says what the backward's buffers hold. */
 #ifndef MAMBA2_SSD_CUDA_CUH
 #define MAMBA2_SSD_CUDA_CUH
@@ -74,7 +74,7 @@ static inline size_t ssd_state_tiles(const m2_ssd_shape *s) { return (size_t)(s-
 static inline size_t ssd_head_tiles(const m2_ssd_shape *s) { return (size_t)(s->P + m2tile::BN - 1) / m2tile::BN; }
 /* and over a chunk's positions */
 static inline size_t ssd_chunk_tiles(const m2_ssd_shape *s) { return (size_t)(s->Q + m2tile::BN - 1) / m2tile::BN; }
-/* the warps' groups of 32 state entries of a head (the reverse state passing's partials, ssd_cuda_bwd.cu) */
+/* the groups of 32 state entries of a head (the reverse state passing's partials, ssd_cuda_bwd.cu) */
 __host__ __device__ inline int ssd_state_warps(int P, int N) { return (P * N + 31) / 32; }
 
 /* states: S's element type (ssd_states_type) */
@@ -292,6 +292,16 @@ struct ssd_args {
     __device__ float *QQ(float *base, int z) const { return base + (size_t)z * Q * Q; }
     __device__ float *QN(float *base, int z) const { return base + (size_t)z * Q * N; }
 };
+
+/* State entries per thread of the state passings (ssd_pass, ssd_pass_bwd): V consecutive entries of one head, moved
+ * in 16-byte accesses (8 bf16 or 4 fp32) with one decay factor and one index computation per V entries, where P*N is
+ * a multiple of V and the state tensors are 16-byte aligned; else 1 (small test shapes). The fp32 arithmetic per
+ * entry is the same either way, so the results are bitwise the same; the host sizes the grids by it. */
+template <class TS> __host__ __device__ inline int ssd_pass_width(const ssd_args &s)
+{
+    constexpr int V = 16 / sizeof(TS);
+    return (s.P * s.N) % V == 0 && (uintptr_t)s.S % 16 == 0 && (uintptr_t)s.dS % 16 == 0 ? V : 1;
+}
 
 /* ssd_args with the token rows the products read: x, B, C (the conv+SiLU output) and dy (the gated norm's
  * gradient), stored activations of element type TX (ops.h m2_act_type: fp32, or bf16 at model.precision = bf16,

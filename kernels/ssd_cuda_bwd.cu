@@ -62,35 +62,72 @@ template <class TX, class TS> struct ssd_dsoff_op {
 };
 
 /* ---- reverse state passing: dS[c] <- dSt_c = dS_{c+1}; dS_c = dSoff_c + e^{a_last(c)} dS_{c+1} ----
- * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each warp sums
- * its 32 state entries' dSt_c S_c for every chunk with shuffles (a fixed order, no barrier) and writes the sum to
- * pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h) instead
- * of reading both state tensors again. A block holds M2_CUDA_THREADS consecutive entries of one head (b, h). S is
- * read as stored (TS: bf16 at bf16 precision, widened; ssd_states_type), and so is dSoff; dSt is stored as TS over it,
- * rounded from the fp32 running value, which the recurrence and the partials keep using. */
+ * and, on the way, the partials of <dSt_c, S_c> (the scalars' decay gradient of the state passing): each group of 32
+ * consecutive state entries sums its dSt_c S_c for every chunk (a fixed order, no barrier: ssd_sum32) and writes the
+ * sum to pSd[zh][w] (w = the entries' index / 32), so the scalars kernel adds ceil(P*N / 32) numbers per (b, c, h)
+ * instead of reading both state tensors again. Each thread runs V consecutive entries of one head (ssd_pass_width:
+ * 16-byte accesses, one decay factor for the V), a block M2_CUDA_THREADS * V of them. S is read as stored (TS: bf16
+ * at bf16 precision, widened; ssd_states_type), and so is dSoff; dSt is stored as TS over it, rounded from the fp32
+ * running value, which the recurrence and the partials keep using. */
+/* The sum of the 32 values of entries 32w..32w+31 held V to a lane (lanes 32/V apart per group, entry e in lane e / V
+ * at v[e % V]), in the order of the butterfly over 32 lanes holding one each (x[e] += x[e ^ o], o = 16, 8, .., 1),
+ * whatever V: the partials, hence ddt and dA, are bitwise those of one entry per thread. Distances o >= V are between
+ * lanes (shuffles), the others within a lane; v is consumed. */
+template <int V> __device__ __forceinline__ float ssd_sum32(float (&v)[V])
+{
+#pragma unroll
+    for (int o = 16; o >= V; o >>= 1) {
+#pragma unroll
+        for (int e = 0; e < V; e++) v[e] += __shfl_xor_sync(0xffffffffu, v[e], o / V);
+    }
+#pragma unroll
+    for (int o = V / 2; o > 0; o >>= 1) {
+#pragma unroll
+        for (int e = 0; e < o; e++) v[e] += v[e + o];
+    }
+    return v[0];
+}
+template <class TS, int V> __device__ __forceinline__ void ssd_pass_bwd_v(const ssd_args &s)
+{
+    const size_t PN = (size_t)s.P * s.N, per = (size_t)M2_CUDA_THREADS * V, step = (size_t)s.H * PN;
+    const int qn = (int)((PN + per - 1) / per), q = blockIdx.x % qn, bh = blockIdx.x / qn;
+    const int b = bh / s.H, h = bh % s.H, wn = ssd_state_warps(s.P, s.N);
+    const size_t pn = (size_t)q * per + (size_t)threadIdx.x * V;
+    const int w = (int)(pn / 32);
+    const bool in = pn < PN, lead = threadIdx.x % (32 / V) == 0 && w < wn;
+    /* chunk c's entries at c * step from chunk 0's, its partial at c * H * wn, its a_last at c * H * Q */
+    const int zh0 = (b * s.nc) * s.H + h;
+    TS *dS = s.dS_of<TS>(zh0) + pn;
+    const TS *S = s.S_of<TS>(zh0) + pn;
+    float *pSd = s.pSd + (size_t)zh0 * wn + w;
+    const float *a_last = s.acs + (size_t)zh0 * s.Q + s.Q - 1;
+    m2_vec<V> run = {}; /* dS_{c+1} */
+    /* unroll 1: the one-entry path's loop kept shorter than the vector paths' (not unrolled either, being long), as
+     * tools/sass_report.py reads the longest loop as the kernel's */
+#pragma unroll 1
+    for (int c = s.nc - 1; c >= 0; c--) {
+        m2_vec<V> off = {}, st = {};
+        if (in) {
+            off = m2_vload<V>(dS + c * step);
+            m2_vstore<V>(dS + c * step, run);
+            st = m2_vload<V>(S + c * step);
+        }
+        float part[V];
+#pragma unroll
+        for (int e = 0; e < V; e++) part[e] = run.v[e] * st.v[e];
+        const float sum = ssd_sum32<V>(part);
+        if (lead) pSd[(size_t)c * s.H * wn] = sum;
+        const float d = s.dexp(a_last[(size_t)c * s.H * s.Q]);
+#pragma unroll
+        for (int e = 0; e < V; e++) run.v[e] = off.v[e] + d * run.v[e];
+    }
+}
 template <class TS> __device__ __forceinline__ void ssd_pass_bwd(const ssd_args &s)
 {
-    const size_t PN = (size_t)s.P * s.N;
-    const int qn = (int)((PN + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS), q = blockIdx.x % qn, bh = blockIdx.x / qn;
-    const int b = bh / s.H, h = bh % s.H, wn = ssd_state_warps(s.P, s.N);
-    const size_t pn = (size_t)q * M2_CUDA_THREADS + threadIdx.x;
-    const int w = (int)(pn / 32);
-    const bool in = pn < PN, lead = threadIdx.x % 32 == 0 && w < wn;
-    float run = 0.0f; /* dS_{c+1} */
-    for (int c = s.nc - 1; c >= 0; c--) {
-        const int zh = (b * s.nc + c) * s.H + h;
-        float off = 0.0f, st = 0.0f;
-        if (in) {
-            off = m2_ld(s.dS_of<TS>(zh) + pn);
-            m2_st(s.dS_of<TS>(zh) + pn, run);
-            st = m2_ld(s.S_of<TS>(zh) + pn);
-        }
-        float part = run * st;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-        if (lead) s.pSd[(size_t)zh * wn + w] = part;
-        run = off + s.dexp(s.a_last(zh)) * run;
-    }
+    if (ssd_pass_width<TS>(s) > 1)
+        ssd_pass_bwd_v<TS, 16 / sizeof(TS)>(s);
+    else
+        ssd_pass_bwd_v<TS, 1>(s);
 }
 /* one kernel per states type, each named apart (the per-kernel counts and tools/sass_report.py key kernels by name) */
 __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_pass_bwd_kernel(ssd_args s) { ssd_pass_bwd<float>(s); }
@@ -385,7 +422,7 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     const int ptiles = (s.P + m2tile::BN - 1) / m2tile::BN; /* rSt: per column tile of dx (ssd_dx_op, tap) */
     const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * ptiles;
 
-    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's per-warp partials, and this
+    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's partials per 32 state entries, and this
      * chunk's share of dD */
     float ps = 0.0f;
     const int wn = ssd_state_warps(s.P, s.N);
@@ -457,9 +494,10 @@ static void ssd_backward(const m2_cuda_ctx *c, const ssd_io<TX> &a, const ssd_la
                                               "ssd_bwd (state passing, recomputed)"};
         ssd_compute_states(c, a, L, states);
     }
-    const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + M2_CUDA_THREADS - 1) / M2_CUDA_THREADS));
     m2_act_dispatch(L.states, [&](auto tag) {
         using TS = m2_elem_t<decltype(tag)>;
+        const size_t per = (size_t)M2_CUDA_THREADS * ssd_pass_width<TS>(a); /* entries per block (ssd_pass_bwd) */
+        const unsigned pass_blocks = (unsigned)(a.B * a.H * (((size_t)a.P * a.N + per - 1) / per));
         m2_tile_gemm(c, ssd_dsoff_op<TX, TS>{a}, heads, a.P, a.N, "ssd_bwd (dS through outputs)");
         if constexpr (std::is_same<TS, __nv_bfloat16>::value)
             ssd_pass_bwd_bf16_kernel<<<pass_blocks, M2_CUDA_THREADS, 0, st>>>(a);

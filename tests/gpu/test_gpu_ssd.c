@@ -403,6 +403,9 @@ static void test_whole_chunks(void **state) { run_case((shape){1, 64, 2, 4, 1, 8
 static void test_one_partial_chunk(void **state) { run_case((shape){2, 5, 2, 4, 1, 4, 8}); }
 static void test_three_groups(void **state) { run_case((shape){2, 130, 6, 16, 3, 16, 64}); }
 static void test_past_one_tile(void **state) { run_case((shape){1, 200, 2, 72, 1, 70, 96}); }
+/* P*N = 35, a multiple of neither state-passing vector width (8 bf16, 4 fp32: ssd_pass_width), so the state passings
+ * run one entry per thread, over two groups of 32 entries, the second partial (the others run the vector paths) */
+static void test_odd_state_size(void **state) { run_case((shape){2, 37, 4, 5, 2, 7, 8}); }
 /* configs/8gpu.ini's head shape (P 64, N 128, Q 256; 2 of its 24 heads), a whole chunk and a partial one */
 static void test_production_head_shape(void **state) { run_case((shape){1, 300, 2, 64, 1, 128, 256}); }
 
@@ -410,13 +413,10 @@ int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tail_chunk_two_groups),
-        cmocka_unit_test(test_whole_chunks),
-        cmocka_unit_test(test_one_partial_chunk),
-        cmocka_unit_test(test_three_groups),
-        cmocka_unit_test(test_past_one_tile),
-        cmocka_unit_test(test_production_head_shape),
-        cmocka_unit_test(test_states_kept_or_recomputed),
+        cmocka_unit_test(test_tail_chunk_two_groups), cmocka_unit_test(test_whole_chunks),
+        cmocka_unit_test(test_one_partial_chunk),     cmocka_unit_test(test_three_groups),
+        cmocka_unit_test(test_past_one_tile),         cmocka_unit_test(test_odd_state_size),
+        cmocka_unit_test(test_production_head_shape), cmocka_unit_test(test_states_kept_or_recomputed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
