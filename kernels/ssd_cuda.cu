@@ -46,24 +46,31 @@ size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with
  * A block takes one chunk bc and up to SSD_SCAN_HEADS heads of it: its threads stage the heads' dt rows in shared
  * memory (coalesced: dt is [token][H]), one thread per head runs the chunk's cumsum in order (the same sequential
  * fp32 sum as the CPU's, so acs is the same bitwise as one thread per head over global memory gave), and then every
- * thread writes the tables' rows [zh][l], which lie contiguous for consecutive heads. */
-enum { SSD_SCAN_FLOATS = 8192 }; /* shared floats for a block's dt and acs rows (2 x heads x Q): 32 KB */
-/* heads per block: all of the chunk's that fit, at most a warp's width (the staging loads' rows) */
-static inline int ssd_scan_heads(const ssd_args &a) { return max(1, min(min(a.H, 32), SSD_SCAN_FLOATS / (2 * a.Q))); }
+ * thread writes the tables' rows [zh][l], which lie contiguous for consecutive heads. The shared rows are SSD_SCAN_ROW
+ * floats apart, an odd number: the staging stores (a warp's lanes on 32 heads at one l) and the cumsum threads' loads
+ * (one head each at one l) then fall in distinct banks instead of all in one (a 32-way conflict at a stride of Q). */
+enum { SSD_SCAN_FLOATS = 8192 }; /* shared floats for a block's dt and acs rows (2 x heads x row): 32 KB */
+__host__ __device__ inline int ssd_scan_row(int Q) { return Q | 1; }
+/* heads per block: all of the chunk's that fit, at most a warp's width (the staging loads' rows); at least one (the
+ * array holds two rows of the longest chunk, 4096 + 1, past SSD_SCAN_FLOATS) */
+static inline int ssd_scan_heads(const ssd_args &a)
+{
+    return max(1, min(min(a.H, 32), SSD_SCAN_FLOATS / (2 * ssd_scan_row(a.Q))));
+}
 __global__ void ssd_cumsum_tables_kernel(ssd_args s, int hb)
 {
-    __shared__ float sh[SSD_SCAN_FLOATS];
+    __shared__ float sh[SSD_SCAN_FLOATS + 2];
     const int hn = (s.H + hb - 1) / hb, bc = blockIdx.x / hn, h0 = blockIdx.x % hn * hb, nh = min(hb, s.H - h0);
-    const int L = s.len(bc), Q = s.Q;
-    float *dts = sh, *as = sh + (size_t)hb * Q; /* [head][l] */
+    const int L = s.len(bc), Q = s.Q, R = ssd_scan_row(Q);
+    float *dts = sh, *as = sh + (size_t)hb * R; /* [head][l], rows R apart */
     for (int l = threadIdx.y; l < Q; l += blockDim.y)
-        for (int j = threadIdx.x; j < nh; j += blockDim.x) dts[j * Q + l] = l < L ? s.dtv(bc, l, h0 + j) : 0.0f;
+        for (int j = threadIdx.x; j < nh; j += blockDim.x) dts[j * R + l] = l < L ? s.dtv(bc, l, h0 + j) : 0.0f;
     __syncthreads();
     const int t = threadIdx.y * blockDim.x + threadIdx.x, nt = blockDim.x * blockDim.y;
     if (t < nh) {
         const float A = s.A[h0 + t];
-        const float *dt = dts + t * Q;
-        float *a = as + t * Q, run = 0.0f;
+        const float *dt = dts + t * R;
+        float *a = as + t * R, run = 0.0f;
         for (int l = 0; l < L; l++) {
             run += dt[l] * A;
             a[l] = run;
@@ -73,10 +80,10 @@ __global__ void ssd_cumsum_tables_kernel(ssd_args s, int hb)
     __syncthreads();
     const size_t base = ((size_t)bc * s.H + h0) * Q;
     for (int j = 0; j < nh; j++) {
-        const float last = as[j * Q + Q - 1];
+        const float last = as[j * R + Q - 1];
         for (int l = t; l < Q; l += nt) {
             const size_t i = base + (size_t)j * Q + l;
-            const float al = as[j * Q + l], dt = dts[j * Q + l];
+            const float al = as[j * R + l], dt = dts[j * R + l];
             s.acs[i] = al;
             s.eA[i] = ssd_args::dexp(al);
             s.wR[i] = l < L ? ssd_args::dexp(last - al) * dt : 0.0f;

@@ -408,15 +408,23 @@ static void test_past_one_tile(void **state) { run_case((shape){1, 200, 2, 72, 1
 static void test_odd_state_size(void **state) { run_case((shape){2, 37, 4, 5, 2, 7, 8}); }
 /* configs/8gpu.ini's head shape (P 64, N 128, Q 256; 2 of its 24 heads), a whole chunk and a partial one */
 static void test_production_head_shape(void **state) { run_case((shape){1, 300, 2, 64, 1, 128, 256}); }
+/* 17 heads at Q = 256: the cumsums and decay tables take a chunk's heads 15 to a block (ssd_cuda.cu, ssd_scan_heads),
+ * so a chunk spans two blocks, the second with 2 heads */
+static void test_heads_past_one_block(void **state) { run_case((shape){1, 300, 17, 4, 1, 8, 256}); }
 
 int main(void)
 {
     if (m2_gpu_skip()) return 0;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tail_chunk_two_groups), cmocka_unit_test(test_whole_chunks),
-        cmocka_unit_test(test_one_partial_chunk),     cmocka_unit_test(test_three_groups),
-        cmocka_unit_test(test_past_one_tile),         cmocka_unit_test(test_odd_state_size),
-        cmocka_unit_test(test_production_head_shape), cmocka_unit_test(test_states_kept_or_recomputed),
+        cmocka_unit_test(test_tail_chunk_two_groups),
+        cmocka_unit_test(test_whole_chunks),
+        cmocka_unit_test(test_one_partial_chunk),
+        cmocka_unit_test(test_three_groups),
+        cmocka_unit_test(test_past_one_tile),
+        cmocka_unit_test(test_odd_state_size),
+        cmocka_unit_test(test_production_head_shape),
+        cmocka_unit_test(test_heads_past_one_block),
+        cmocka_unit_test(test_states_kept_or_recomputed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
