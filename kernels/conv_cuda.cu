@@ -8,12 +8,12 @@
  * The weight and bias gradients are the deterministic column sum of cuda_common.cuh over the token rows, with
  * C*(K+1) virtual columns (c, k), k = K standing for the bias: the same blocks of rows, the same order.
  *
- * Layout of the work (BENCHMARKS.md, "Predicted GPU step"): a thread owns V consecutive channels (V = 4: one
- * 16-byte load or store per token row when the strides and pointers allow it, else V = 1) and walks consecutive
- * rows (the forward: CONV_TT ticks of one sequence; the backward: up to CONV_WALK_MAX column-sum blocks of rows), keeping the K taps'
- * inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times and no
- * index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a compile-time 4
- * or 16, so the window stays in registers); every sum is formed in the order k = 0..K-1 (conv_bwd_row says where
+ * Layout of the work (BENCHMARKS.md, "Predicted GPU step"): a thread owns V consecutive channels (V = 4: one 16-byte
+ * load or store per token row when the strides and pointers allow it, else V = 1) and walks consecutive rows (the
+ * forward: CONV_TT ticks of one sequence; the backward: up to CONV_WALK_MAX column-sum blocks of rows), keeping the K
+ * taps' inputs in registers as a sliding window, so every input row is loaded once per walk instead of K times and no
+ * index is divided per element. The window is right-aligned in an array of KM >= K registers (KM a compile-time 4 or
+ * 16, so the window stays in registers); every sum is formed in the order k = 0..K-1 (conv_bwd_row says where
  * the backward's rounding differs by an ulp). The backward is one kernel (dpre, din and the weight partials from
  * one read of in and dout; BENCHMARKS.md, issue 16a) and the column sum's final pass. */
 #include "cuda_common.cuh"

@@ -43,10 +43,10 @@ size_t m2_cuda_ssd_scratch_size(const m2_ops *o, const m2_ssd_shape *s, int with
  * same fp32 expressions the operands evaluated inline, so the products are unchanged bitwise; and dtc[zh][s] = dt_s,
  * the head's dt contiguous (0 past the chunk's end) for 16-byte loads. In the saved buffer: the backward reads the
  * forward's.
- * A block takes one chunk bc and up to SSD_SCAN_HEADS heads of it: its threads stage the heads' dt rows in shared
- * memory (coalesced: dt is [token][H]), one thread per head runs the chunk's cumsum in order (the same sequential
- * fp32 sum as the CPU's, so acs is the same bitwise as one thread per head over global memory gave), and then every
- * thread writes the tables' rows [zh][l], which lie contiguous for consecutive heads. The shared rows are SSD_SCAN_ROW
+ * A block takes one chunk bc and up to ssd_scan_heads heads of it: its threads stage the heads' dt rows in shared
+ * memory (coalesced: dt is [token][H]), one thread per head runs the chunk's cumsum in order (the same sequential fp32
+ * sum as the CPU's, so acs is the same bitwise as one thread per head over global memory gave), and then every thread
+ * writes the tables' rows [zh][l], which lie contiguous for consecutive heads. The shared rows are ssd_scan_row(Q)
  * floats apart, an odd number: the staging stores (a warp's lanes on 32 heads at one l) and the cumsum threads' loads
  * (one head each at one l) then fall in distinct banks instead of all in one (a 32-way conflict at a stride of Q). */
 enum { SSD_SCAN_FLOATS = 8192 }; /* shared floats for a block's dt and acs rows (2 x heads x row): 32 KB */
@@ -177,12 +177,11 @@ __global__ void ssd_pass_kernel(ssd_args s) { ssd_pass<float>(s); }
 __global__ void ssd_pass_bf16_kernel(ssd_args s) { ssd_pass<__nv_bfloat16>(s); }
 
 /* ---- 5. outputs: k < N runs over the state (e^{a_l} C_l[n] . S_c[p][n]), k >= N over s = k - N <= l ----
- * With r = i0 the tile's first row, e^{a_l} = e^{a_l-a_r} e^{a_r} and, for the positions j < r before the tile's
- * rows, e^{a_l-a_j} = e^{a_l-a_r} e^{a_r-a_j} (each factor of a quantity <= 0, docs/MODEL.md §3): the state part
- * and those positions are products of plain C rows with e^{a_r} S^T and of CB rows scaled by e^{a_r-a_j} dt_j with
- * x, multiplied by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the
- * positions of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table
- * (ssd_own_decays).
+ * With r = i0 the tile's first row, e^{a_l} = e^{a_l-a_r} e^{a_r} and, for the positions j < r before the tile's rows,
+ * e^{a_l-a_j} = e^{a_l-a_r} e^{a_r-a_j} (each factor of a quantity <= 0, docs/MODEL.md §3): the state part and those
+ * positions are products of plain C rows with e^{a_r} S^T and of CB rows scaled by e^{a_r-a_j} dt_j with x, multiplied
+ * by e^{a_l-a_r} once per output (tile_gemm.cuh, row_scaled), so their k loops carry no exp per element; the positions
+ * of the tile's own rows (r <= j <= l) take the exact decay of each element from the block's table (ssd_own_decays).
  * With bf16 states (TS), the state part's B operand is S itself, moved to the tiles as stored (as upstream mamba_ssm
  * multiplies C by its states rounded to C's type), and e^{a_r} multiplies the part's fp32 sums once, after its loop
  * (tile_gemm.cuh, then_scaled): no per-element widening, scaling and rounding of S. With fp32 states it scales S's
@@ -357,8 +356,8 @@ static void ssd_forward(const m2_cuda_ctx *c, ssd_io<TX> a, const ssd_layout &L,
     ssd_set_buffers(&a, &L, saved ? saved : scratch + L.fwd_saved, scratch);
     const int heads = a.B * a.nc * a.H;
 
-    const int hb = ssd_scan_heads(a);
-    ssd_cumsum_tables_kernel<<<a.B * a.nc *((a.H + hb - 1) / hb), dim3(32, 8), 0, st>>>(a, hb);
+    const int hb = ssd_scan_heads(a), scan_blocks = a.B * a.nc * ((a.H + hb - 1) / hb);
+    ssd_cumsum_tables_kernel<<<scan_blocks, dim3(32, 8), 0, st>>>(a, hb);
     M2_CUDA_LAUNCHED("ssd_fwd (cumsums, decay tables)");
     ssd_compute_cb(c, a);
     static const char *const states[2] = {"ssd_fwd (chunk states)", "ssd_fwd (state passing)"};

@@ -14,24 +14,26 @@
  * precision is bf16 or tf32: tile_gemm.cuh rounds the gathered fp32 operands on their way to the tensor cores and
  * accumulates in fp32 (docs/MODEL.md §3); and, at bf16, the token rows x, B, C, dy and the output y are stored in
  * bf16 and widened on every load (ssd_io, docs/MODEL.md §8); and, at bf16 precision, the chunk-start states S are
- * stored in bf16 by the fp32 state passing, as are its input, the chunk states st (summed in fp32 by their product), and
- * the gradients dSoff (summed in fp32 by its product) and dSt by the fp32 reverse state passing (ssd_states_type).
+ * stored in bf16 by the fp32 state passing, as are its input, the chunk states st (summed in fp32 by their
+ * product), and the gradients dSoff (summed in fp32 by its product) and dSt by the fp32 reverse state passing
+ * (ssd_states_type).
  *
  * Index conventions in the kernels: bc = b*nc + c; a head's batch entry zh = bc*H + h; a group's zg = bc*G + g.
  *
  * Buffers (floats, each region rounded up to 64 floats):
  *   saved:   acs [B*nc*H][Q] (padded past Lc with a_last, so a_last = acs[zh][Q-1]), CB [B*nc*G][Q][Q], the tables
- *            eA, wR, dtc [B*nc*H][Q] (ssd_cuda.cu, stage 1): the forward's, kept for the backward, which would otherwise compute
- *            them again from the same inputs (two launches per layer; G*Q + 3H floats per token, 1,312 bytes at
+ *            eA, wR, dtc [B*nc*H][Q] (ssd_cuda.cu, stage 1): the forward's, kept for the backward, which would
+ *            otherwise compute them again from the same inputs (two launches per layer, C B^T and the cumsums with
+ *            the tables; G*Q + 3H floats per token, 1,312 bytes at
  *            configs/8gpu.ini's shape: the activations kept stay under upstream mamba_ssm's, BENCHMARKS.md);
  *            and S [B*nc*H][P][N] only when the backend keeps the chunk states (ssd_cuda.h; by default the
  *            backward recomputes them); S's elements are bf16 at bf16 precision (ssd_states_type: half the
  *            floats), else fp32
  *   scratch: room for the saved regions (the forward's own when it is not followed by a backward; S there when
  *            the states are not kept, where the backward recomputes them),
- *            dS [B*nc*H][P][N], of S's type (dSoff, then dSt in place, ssd_cuda_bwd.cu; the chunk states st_c, of S's type, lie in S itself, in
- *            slot c+1, from the states product to the state passing, which turns each into S_c where it lies: the
- *            forward alone needs no scratch past the saved regions' copy),
+ *            dS [B*nc*H][P][N], of S's type (dSoff, then dSt in place, ssd_cuda_bwd.cu; the chunk states st_c, of S's
+ *            type, lie in S itself, in slot c+1, from the states product to the state passing, which turns each into
+ *            S_c where it lies: the forward alone needs no scratch past the saved regions' copy),
  *            rMq, cMq [B*nc*H][Q][ceil(Q/64)] (row and column sums of CB.E per tile, ssd_cuda_dcb.cu; E itself never
  *            reaches memory),  pDd [B*nc*H][ceil(Q/64)] (dy.x per diagonal tile, for dD),  dCBw [B*nc*G][Q][Q],
  *            pA [B*nc*H],  pD [B*nc*H],
@@ -215,8 +217,9 @@ template <class E> struct ssd_scaled_cursor {
 };
 
 /* A product whose operands are plain strided matrices: A(i, k), B(k, j), of element types TA and TB. 4-element loads
- * (16 bytes of fp32, 8 of bf16) of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with vec4() (tile_gemm.cuh); of
- * B along j (b4: b_jfast, B's rows contiguous) or along k (b4k: B a matrix of contiguous rows transposed). */
+ * (16 bytes of fp32, 8 of bf16) of A along k: only for the Ops whose A rows are contiguous (a_kfast, cs = 1), each with
+ * vec4() (tile_gemm.cuh); of B along j (b4: b_jfast, B's rows contiguous) or along k (b4k: B a matrix of contiguous
+ * rows transposed). */
 template <class TA, class TB> struct ssd_plain_view {
     ssd_mat_t<TA> A;
     ssd_mat_t<TB> B;

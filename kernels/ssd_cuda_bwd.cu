@@ -422,8 +422,8 @@ __global__ void __launch_bounds__(M2_CUDA_THREADS) ssd_scalars_kernel(ssd_args s
     const int ptiles = (s.P + m2tile::BN - 1) / m2tile::BN; /* rSt: per column tile of dx (ssd_dx_op, tap) */
     const float *rOff = s.rOff + (size_t)zh * s.Q * tiles, *rSt = s.rSt + (size_t)zh * s.Q * ptiles;
 
-    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's partials per 32 state entries, and this
-     * chunk's share of dD */
+    /* <dSt_c, S_c> (the state passing's decay gradient), from the reverse pass's partials per 32 state entries, and
+     * this chunk's share of dD */
     float ps = 0.0f;
     const int wn = ssd_state_warps(s.P, s.N);
     for (int w = tid; w < wn; w += blockDim.x) ps += s.pSd[(size_t)zh * wn + w];

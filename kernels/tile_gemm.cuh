@@ -54,7 +54,8 @@
  *                        positions; or the chunk positions of the tile's own rows and those before). When split() is
  *                        a multiple of the K step and of the tile's start, the k steps are the same as in one loop,
  *                        and so is the result, bitwise. lo and hi may be split again, or parted (parts(),
- *                        part_len(), part(q, k0), next(part): over_steps below); a view may set its own a_kfast and b_jfast.
+ *                        part_len(), part(q, k0), next(part): over_steps below); a view may set its own a_kfast
+ *                        and b_jfast.
  *                        split_view_hi_first: the same, with hi's loop before lo's.
  *   a view with row_scaled = true, and the Op's float row_scale(int z, const span &t, int i): the products of that
  *                        view's k are accumulated apart and multiplied by row_scale(z, t, i) once, in the epilogue:

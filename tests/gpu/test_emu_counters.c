@@ -5,8 +5,8 @@
  * - a plain GEMM C[m,n] = A[m,k] B[k,n] (cuBLAS, bf16 compute): 2mnk bf16 tensor FLOPs, reads (mk + kn) floats,
  *   writes mn, with beta = 1 reads C too;
  * - the SSD's first stages at one chunk (T = Q = 64, N = 32, G = 1): the cumsums and decay tables (one launch) read
- *   dt (T*H floats) and A (H) and write acs, eA, wR and dtc (4 H*Q floats); C B^T is one 64x64 tile per chunk with k = N = 32: 2*64*64*32 bf16 FLOPs, reads the
- *   B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
+ *   dt (T*H floats) and A (H) and write acs, eA, wR and dtc (4 H*Q floats); C B^T is one 64x64 tile per chunk
+ *   with k = N = 32: 2*64*64*32 bf16 FLOPs, reads the B and C columns (2*T*N floats, distinct), writes the 64x64 CB.
  * - bf16 storage: the conv forward's input read at 2 bytes per element, a bf16 GEMM's operands and output too; the
  *   backward's activation outputs (conv and dt input gradients, the gated norm's dy, dz and output, the rmsnorm
  *   backward's output and dx copy, the SSD's dx, dB, dC) written at 2 bytes per element, their fp32 partial sums

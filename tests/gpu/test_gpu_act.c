@@ -403,8 +403,8 @@ static void test_ssd_rows(void **state)
  * e^0 = 1), dt = 1, x and B multiples of 1/4 in [-4, 4] (exact in bf16, so the states product's operands are the
  * inputs themselves): each chunk state st_c = sum_s x_s B_s^T, and each S_c = bf16(st_0) + ... + bf16(st_{c-1}), is a
  * multiple of 1/16 below 2^10, exact in fp32 on any summation order, and needs up to 14 significant bits, so the
- * rounding to bf16's 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB, the three decay
- * tables, then S, each region rounded up to a multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
+ * rounding to bf16's 8 is exercised, ties included. Read from the saved buffer, where the states are kept: acs, CB,
+ * the three decay tables, then S, each region rounded up to a multiple of 64 floats (ssd_cuda.cuh, "Buffers"). */
 static void test_ssd_states_rounded(void **state)
 {
     (void)state;

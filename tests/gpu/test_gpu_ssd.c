@@ -186,10 +186,11 @@ static void results_free(results *r)
     free(r->dD);
 }
 
-/* Runs forward and backward on backend g (host memory for the CPU, device memory for CUDA). dA and dD start at
- * dA0 / dD0 (dA is written, dD ADDS: src/core/ssd.h); dxbc and ddt start as 7 (their padding must stay 7). Also checks that a forward without
- * `saved`, in the forward-only scratch size (ssd_scratch_size(.., 0), as inference allocates), gives the same y and
- * writes nothing past that size, and, when `repeat`, that a second backward gives bitwise the same gradients. */
+/* Runs forward and backward on backend g (host memory for the CPU, device memory for CUDA). dA and dD start at dA0 /
+ * dD0 (dA is written, dD ADDS: src/core/ssd.h); dxbc and ddt start as 7 (their padding must stay 7). Also checks that a
+ * forward without `saved`, in the forward-only scratch size (ssd_scratch_size(.., 0), as inference allocates), gives
+ * the same y and writes nothing past that size, and, when `repeat`, that a second backward gives bitwise the same
+ * gradients. */
 static results run_backend(const m2_ops *g, const problem *p, const float *dA0, const float *dD0, int repeat)
 {
     const shape s = p->sh;
