@@ -74,19 +74,14 @@ int m2_pin_to_current_cpu(void)
  * so that the compiler cannot drop the reads. */
 static uint64_t read_once(const void *buf, size_t n) { return m2s_kernels_for(m2_cpu_active())->read_bytes(buf, n); }
 
-int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
+int m2_stream_floor_times(size_t bytes, int cold, int reps, double *t)
 {
     const size_t arena_bytes = (size_t)256 << 20;
     bytes = (bytes + 4095) / 4096 * 4096;
     size_t total = cold ? (bytes > arena_bytes / 4 ? 4 * bytes : arena_bytes) : bytes;
     size_t slices = total / bytes;
     char *buf = m2s_alloc_pages(total); /* the engine's page policy (m2s_alloc_pages) */
-    double *t = malloc((size_t)reps * sizeof *t);
-    if (!buf || !t) {
-        free(buf);
-        free(t);
-        return -1;
-    }
+    if (!buf) return -1;
     for (size_t i = 0; i < total; i += 4096) buf[i] = 1; /* private pages (not the shared zero page) */
     volatile uint64_t sink = 0;
     sink |= read_once(buf, bytes); /* warm the hot buffer */
@@ -97,8 +92,18 @@ int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
         t[r] = m2_now_ns() - t0;
     }
     (void)sink;
-    m2_latency_summarize(t, (size_t)reps, out);
     free(buf);
+    return 0;
+}
+
+int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
+{
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t || m2_stream_floor_times(bytes, cold, reps, t)) {
+        free(t);
+        return -1;
+    }
+    m2_latency_summarize(t, (size_t)reps, out);
     free(t);
     return 0;
 }

@@ -26,6 +26,10 @@ double m2_stream_floor_ns(size_t bytes, int cold, int reps);
  * the weight bytes is hit by the same interrupts and stalls as a tick). Returns 0, or -1 out of memory. */
 int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out);
 
+/* The same read loop's reps times themselves, in t[0, reps) (a benchmark that pools them with other samples: one
+ * that times ticks and floor reads in alternating blocks). Returns 0, or -1 out of memory. */
+int m2_stream_floor_times(size_t bytes, int cold, int reps, double *t);
+
 /* Stalls of this core as a program sees them: spins on the monotonic clock for `seconds` and counts the gaps
  * between consecutive reads that are at least min_ns long (time in which this thread did not run: timer and
  * other interrupts, the hypervisor taking the CPU). *per_s: gaps per second; *share: fraction of the time
