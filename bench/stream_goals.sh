@@ -3,7 +3,11 @@
 # weights, S=1 latencies and S=64 batches) and bench_model at each CPU level this machine has (MAMBA2_CPU caps,
 # base/cpu.h), one line per goal with the measured ratio and MET / NOT MET. BENCHMARKS.md records its output.
 #
-#   bench/stream_goals.sh [BUILD_DIR [TICKS]]      defaults: build, 30000 single-stream ticks per measurement
+#   bench/stream_goals.sh [BUILD_DIR [TICKS [CPU]]]   defaults: build, 30000 single-stream ticks per measurement,
+#                                                     bench_stream pinned to the core it starts on
+#
+# CPU pins bench_stream to that core (its --cpu): on the shared VMs measured here the cores differ from one another
+# and from run to run (BENCHMARKS.md, issue 14, 2026-12-04), so a recorded figure should say which core it ran on.
 #
 # Goals (the floors are measured by bench_stream in the same run; bench_stream's header comment defines them):
 #   latency.ini: p50 <= 1.5x and p99 <= 2x the hot weight floor, fp32 and bf16 weights
@@ -15,6 +19,8 @@
 set -euo pipefail
 build=${1:-build}
 ticks=${2:-30000}
+pin=()
+[[ -n ${3:-} ]] && pin=(--cpu "$3")
 for prog in bench_stream bench_model; do
     [[ -x $build/$prog ]] || { echo "stream_goals.sh: error: $build/$prog not built" >&2; exit 2; }
 done
@@ -23,7 +29,7 @@ grep -qw avx512f /proc/cpuinfo || levels=(avx2) # capped to the machine's best a
 grep -qw avx2 /proc/cpuinfo || levels=(scalar)
 read -r load _ < /proc/loadavg
 echo "stream_goals.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'),"\
-    "load average $load at start"
+    "load average $load at start${3:+, bench_stream on cpu $3}"
 
 # verdict NAME VALUE LIMIT [NOTE]: one goal line
 verdict() {
@@ -32,7 +38,7 @@ verdict() {
 }
 
 for level in "${levels[@]}"; do
-    out=$(MAMBA2_CPU=$level "$build/bench_stream" --ticks "$ticks")
+    out=$(MAMBA2_CPU=$level "$build/bench_stream" --ticks "$ticks" "${pin[@]}")
     got=$(grep -o '^[a-z0-9]* weights.* [a-z0-9+]* kernels' <<< "$out" | awk '{ print $1 ": " $(NF-1) }' | sort -u |
         paste -sd' ')
     # one record per (model, weights): model p50 p99 s64
