@@ -202,32 +202,12 @@ static double sgemm_rate(void)
     return 2.0 * N * N * N / (best * 1e-9);
 }
 
-/* Nanoseconds to read and write `bytes` of state once, as a tick does (glibc's memmove by one vector within the
- * buffer: its widest loads and stores for this CPU), the median of 101 passes over the same buffer: the
- * bandwidth of the cache level that size sits in. */
-static double state_floor_ns(size_t bytes)
-{
-    size_t n = bytes / sizeof(float);
-    float *v = m2s_alloc_pages(bytes);
-    double t[101];
-    if (!v) return -1;
-    for (int r = 0; r < 101; r++) {
-        double t0 = m2_now_ns();
-        memmove(v, v + 16, (n - 16) * sizeof *v);
-        t[r] = m2_now_ns() - t0;
-    }
-    free(v);
-    m2_latency l;
-    m2_latency_summarize(t, 101, &l);
-    return l.p50;
-}
-
 /* Issue 14, item 5: at S streams, time per tick against the larger of the compute floor (its FLOPs at the
  * sgemm rate) and the state floor (its states read and written at the bandwidth for their size). */
 static void batched_floors(const m2_dims *d, int S, double rate, double cpu_rate, size_t state_bytes, double gflop_rate)
 {
     double per_tick = 1e9 / rate, comp = tick_flops(d) / gflop_rate * 1e9;
-    double state = state_floor_ns((size_t)S * state_bytes) / S, floor = comp > state ? comp : state;
+    double state = m2_stream_state_floor_ns((size_t)S * state_bytes) / S, floor = comp > state ? comp : state;
     printf("  S=%d: %.0f ns per tick; compute floor %.0f ns (%.3g MFLOP at %.1f GFLOP/s), state floor %.0f ns "
            "(%.1f KB read+written per tick); by thread CPU time %.0f ns per tick, ratio %.2fx; ratio to the larger: "
            "%.2fx\n",
@@ -422,7 +402,7 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
                lat.p50 / hot, lat.p99 / hot, 100 * stalls_per_s * lat.p50 * 1e-9);
         /* A tick also reads and writes its stream's state: both memory streams one after the other are a floor of
          * their own, which the hot floor alone leaves out (the default model's state is 29% of its bf16 weights) */
-        const double st1 = state_floor_ns(sb);
+        const double st1 = m2_stream_state_floor_ns(sb);
         printf("  hot floor + one stream's state read and written (%.0f ns): %.0f ns, %.2fx the hot floor; p50 "
                "%.2fx of it\n",
                st1, hot + st1, (hot + st1) / hot, lat.p50 / (hot + st1));

@@ -332,6 +332,13 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
            "ticks; %.1f GB/s) and %.0f ns cold (from DRAM; %.1f GB/s)\n",
            wb / 1024.0, hot, wb / hot, cold, wb / cold);
     printf("ratio to the hot floor: p50 %.2fx  p99 %.2fx\n", l.p50 / hot, l.p99 / hot);
+    if (o->batch == 1 && !o->per_instrument) {
+        /* a tick also reads and writes its stream's state: both memory streams, one after the other, are its floor
+         * (docs/ARCHITECTURE.md, "What a tick costs") */
+        const double st = m2_stream_state_floor_ns(m2_stream_state_bytes(s));
+        printf("hot floor + the stream's state read and written once (%.0f ns): %.0f ns; p50 %.2fx of it\n", st,
+               hot + st, l.p50 / (hot + st));
+    }
 }
 
 static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const char *data, const void *opts)

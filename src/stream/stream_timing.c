@@ -108,6 +108,24 @@ int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out)
     return 0;
 }
 
+double m2_stream_state_floor_ns(size_t bytes)
+{
+    const size_t n = bytes / sizeof(float);
+    if (n <= 16) return 0.0;
+    float *v = m2s_alloc_pages(bytes);
+    double t[101];
+    if (!v) return -1.0;
+    for (int r = 0; r < 101; r++) {
+        double t0 = m2_now_ns();
+        memmove(v, v + 16, (n - 16) * sizeof *v);
+        t[r] = m2_now_ns() - t0;
+    }
+    free(v);
+    m2_latency l;
+    m2_latency_summarize(t, 101, &l);
+    return l.p50;
+}
+
 double m2_stream_floor_ns(size_t bytes, int cold, int reps)
 {
     m2_latency lat;

@@ -30,6 +30,12 @@ int m2_stream_floor(size_t bytes, int cold, int reps, m2_latency *out);
  * that times ticks and floor reads in alternating blocks). Returns 0, or -1 out of memory. */
 int m2_stream_floor_times(size_t bytes, int cold, int reps, double *t);
 
+/* The state floor: median time (ns) to read and write `bytes` of state once, as a tick does with its streams' conv
+ * rings and SSM states (glibc's memmove by one vector within a buffer of that size: its widest loads and stores for
+ * this CPU), over 101 passes of the same buffer, so at the bandwidth of the cache level that size sits in. 0 for at
+ * most 16 floats, -1 out of memory. */
+double m2_stream_state_floor_ns(size_t bytes);
+
 /* Stalls of this core as a program sees them: spins on the monotonic clock for `seconds` and counts the gaps
  * between consecutive reads that are at least min_ns long (time in which this thread did not run: timer and
  * other interrupts, the hypervisor taking the CPU). *per_s: gaps per second; *share: fraction of the time

@@ -21,12 +21,15 @@ rc=$?
 [ ! -s "$dir/err.txt" ] || fail "stream wrote to stderr: $(cat "$dir/err.txt")"
 cat "$dir/out.txt"
 for pat in 'split val: 100 rows in 2 session part' 'latency per tick (ns): p50 [0-9]* *p99 [0-9]* *p99.9 [0-9]* *max' \
-    'ticks/s' 'floor: reading the' 'ratio to the hot floor: p50'; do
+    'ticks/s' 'floor: reading the' 'ratio to the hot floor: p50' \
+    'hot floor + the stream.s state read and written once'; do
     grep -q -- "$pat" "$dir/out.txt" || fail "report lacks '$pat'"
 done
 "$bin" --checkpoint "$ck" --split val --batch 3 --predictions "$dir/s3.h5" >"$dir/out3.txt" 2>"$dir/err.txt" ||
     fail "--batch 3: $(cat "$dir/err.txt")"
 grep -q 'latency per step' "$dir/out3.txt" || fail "--batch 3 report: $(cat "$dir/out3.txt")"
+# the state line is for one stream per step only (a step of S streams reads S states)
+! grep -q 'hot floor + the stream' "$dir/out3.txt" || fail "--batch 3 report has the one-stream state line"
 "$bin" --checkpoint "$ck" --split val --bf16 --predictions "$dir/sb.h5" >"$dir/outb.txt" 2>"$dir/err.txt" ||
     fail "--bf16: $(cat "$dir/err.txt")"
 grep -q 'bf16: max |pred - fp32 pred| over the split = ' "$dir/outb.txt" || fail "--bf16 report: $(cat "$dir/outb.txt")"
