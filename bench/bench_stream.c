@@ -10,9 +10,9 @@
  * latency model, L3 for the default one on a 1 MiB-L2 core) and "cold" (from DRAM). Ratios use hot: that is
  * the like-for-like bound for back-to-back ticks; the hot floor's reads are timed in blocks alternating with the
  * ticks' (latency below), so that a change of the machine's speed during the run moves both. The floor's own p99
- * and a census of this core's stalls (gaps
- * of >= 10 us in a loop that only reads the clock) are printed too: on a virtual machine with a 250 Hz guest
- * timer the stalls, not the engine, make the tail (BENCHMARKS.md, "Streaming inference"). */
+ * and a census of this core's stalls (gaps of >= 10 us in a loop that only reads the clock) are printed too: on a
+ * virtual machine with a 250 Hz guest timer the stalls, not the engine, make the tail (BENCHMARKS.md, "Streaming
+ * inference"). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sched.h>
