@@ -12,7 +12,8 @@
  * ticks' (latency below), so that a change of the machine's speed during the run moves both. The floor's own p99
  * and a census of this core's stalls (gaps of >= 10 us in a loop that only reads the clock) are printed too: on a
  * virtual machine with a 250 Hz guest timer the stalls, not the engine, make the tail (BENCHMARKS.md, "Streaming
- * inference"). */
+ * inference"). Sparse ticks: steps after a 64 MiB eviction ("cold steps"), and the same with m2_stream_warm run
+ * between the eviction and the step (docs/ARCHITECTURE.md, "Sparse ticks"). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sched.h>
@@ -119,32 +120,50 @@ static double batched_rate(const m2_layout *lay, const float *params, int bf16, 
 }
 
 /* Median time of a step of S streams whose weights and states were evicted first (sparse ticks in a process
- * that does other work in between): a 64 MiB buffer (twice the L3) is read before each of `steps` steps. */
-static double cold_step(const m2_layout *lay, const float *params, int bf16, int S, const float *X, int steps)
+ * that does other work in between): a 64 MiB buffer (twice the L3) is read before each of `steps` steps, then the
+ * step's input rows and output are touched (the caller has just computed its features). With warm_ns,
+ * m2_stream_warm of the S streams runs between the eviction and the step, as a trading loop calls it while waiting
+ * for the tick, and *warm_ns gets its own median time. */
+static double cold_step(const m2_layout *lay, const float *params, int bf16, int S, const float *X, int steps,
+                        double *warm_ns)
 {
     const size_t evict = (size_t)64 << 20;
+    const int F = lay->d.F, O = lay->d.O;
     m2_stream *s = NULL;
     unsigned char *buf = malloc(evict);
-    double *t = malloc((size_t)steps * sizeof *t);
-    float *pred = malloc((size_t)S * lay->d.O * sizeof *pred);
+    double *t = malloc((size_t)steps * sizeof *t), *tw = malloc((size_t)steps * sizeof *tw);
+    float *pred = malloc((size_t)S * O * sizeof *pred);
     double med = -1;
-    if (buf && t && pred && !open_model(lay, params, bf16, S, &s)) {
+    if (buf && t && tw && pred && !open_model(lay, params, bf16, S, &s)) {
         memset(buf, 1, evict);
-        volatile unsigned sink = 0;
+        volatile float sink = 0;
         for (int i = 0; i < steps; i++) {
             for (size_t j = 0; j < evict; j += 64) sink += buf[j];
+            const float *x = X + (size_t)(i * S % (N_INPUTS - S)) * F;
+            for (int j = 0; j < S * F; j++) sink += x[j];
+            memset(pred, 0, (size_t)S * O * sizeof *pred);
             double t0 = m2_now_ns();
-            m2_stream_step_batch(s, S, NULL, X + (size_t)(i * S % (N_INPUTS - S)) * lay->d.F, pred);
+            if (warm_ns) {
+                m2_stream_warm(s, S, NULL);
+                double t1 = m2_now_ns();
+                tw[i] = t1 - t0;
+                t0 = t1;
+            }
+            m2_stream_step_batch(s, S, NULL, x, pred);
             t[i] = m2_now_ns() - t0;
         }
-        (void)sink;
         m2_latency lat;
         m2_latency_summarize(t, (size_t)steps, &lat);
         med = lat.p50;
+        if (warm_ns) {
+            m2_latency_summarize(tw, (size_t)steps, &lat);
+            *warm_ns = lat.p50;
+        }
     }
     m2_stream_close(s);
     free(buf);
     free(t);
+    free(tw);
     free(pred);
     return med;
 }
@@ -413,10 +432,16 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         printf("  batched ticks/s, back to back: S=1 %.0f  S=8 %.0f (%.2fx)  S=64 %.0f (%.2fx)\n", r1, r8, r8 / r1, r64,
                r64 / r1);
         batched_floors(d, 64, r64, cpu64, sb, sgemm_rate());
-        double c1 = cold_step(&lay, params, bf16, 1, X, 100), c64 = cold_step(&lay, params, bf16, 64, X, 50);
+        double c1 = cold_step(&lay, params, bf16, 1, X, 100, NULL),
+               c64 = cold_step(&lay, params, bf16, 64, X, 50, NULL);
         printf("  cold steps (weights and states evicted before each step, as for sparse ticks): S=1 p50 %.0f ns "
                "(%.2fx the cold floor) = %.0f ticks/s; S=64 p50 %.0f ns = %.0f ticks/s (%.2fx)\n",
                c1, c1 / cold, 1e9 / c1, c64, 64e9 / c64, (64e9 / c64) / (1e9 / c1));
+        double w1, w64, cw1 = cold_step(&lay, params, bf16, 1, X, 100, &w1),
+                        cw64 = cold_step(&lay, params, bf16, 64, X, 50, &w64);
+        printf("  the same after m2_stream_warm (itself from cold: S=1 %.0f ns, S=64 %.0f ns): S=1 p50 %.0f ns (%.2fx "
+               "the cold step, %.2fx the hot p50); S=64 p50 %.0f ns (%.2fx the cold step)\n",
+               w1, w64, cw1, cw1 / c1, cw1 / lat.p50, cw64, cw64 / c64);
     }
     if (!rc) {
         double md, mp;

@@ -8,6 +8,8 @@
  * dealt round-robin to S streams advanced together (one step = one tick of every stream that has rows left).
  * With --per-instrument, one stream per instrument and the ticks in the order they happened across instruments
  * (io/replay.h): a step is a batch of ticks of distinct instruments within --window-us of each other.
+ * --evict-kb and --warm model sparse ticks: before each step, untimed, the process reads memory of its own (what the
+ * rest of a trading process does between a stream's ticks) and then, with --warm, calls m2_stream_warm.
  * Memory does not grow with the split's rows: the dataset is mapped, the latencies go to a bounded histogram
  * (base/loghist.h: percentiles within 0.4%), and predictions are held per row only for --predictions and --bf16. */
 #include <errno.h>
@@ -31,8 +33,9 @@
 typedef struct {
     m2_checkpoint_job job; /* first: --checkpoint, --data and what runs on them */
     const char *predictions, *split_name;
-    int split, bf16, batch, per_instrument;
+    int split, bf16, batch, per_instrument, warm;
     double window_us; /* -1: not given */
+    int evict_kb;     /* 0: none */
 } options;
 
 static void usage(FILE *f)
@@ -40,7 +43,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: " PROG " --checkpoint FILE [--data FILE] [--split test] [--predictions OUT] [--bf16]\n"
-        "                     [--batch S | --per-instrument [--window-us W]]\n"
+        "                     [--batch S | --per-instrument [--window-us W]] [--evict-kb KB [--warm]]\n"
         "\n"
         "Feeds one split of a tick dataset through the model's recurrent step (docs/MODEL.md §7) one tick at a time,\n"
         "with the state reset at each session's first row inside the split, and prints the latency per step\n"
@@ -58,6 +61,10 @@ static void usage(FILE *f)
         "                      instruments (needs /raw/ts_ns); a step is a batch of ticks of distinct instruments\n"
         "  --window-us W       with --per-instrument: a step takes the ticks within W microseconds of its first\n"
         "                      (default 0: only simultaneous ticks go together)\n"
+        "  --evict-kb KB       sparse ticks: before each step, untimed, read KB kilobytes of other memory (the\n"
+        "                      rest of a process between a stream's ticks; 65536 evicts a 32 MB L3)\n"
+        "  --warm              with --evict-kb: then call m2_stream_warm for the step's streams, untimed, as an\n"
+        "                      idle loop waiting for the tick would (mamba2_stream.h)\n"
         "  --help              this text\n"
         "  --version           version and built-in backends\n");
 }
@@ -75,6 +82,8 @@ static int parse_args(int argc, char **argv, options *o)
                                          {"bf16", no_argument, 0, 'f'},
                                          {"per-instrument", no_argument, 0, 'i'},
                                          {"window-us", required_argument, 0, 'w'},
+                                         {"evict-kb", required_argument, 0, 'e'},
+                                         {"warm", no_argument, 0, 'W'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -86,6 +95,10 @@ static int parse_args(int argc, char **argv, options *o)
         case 'p': o->predictions = optarg; break;
         case 'f': o->bf16 = 1; break;
         case 'i': o->per_instrument = 1; break;
+        case 'W': o->warm = 1; break;
+        case 'e':
+            if (m2_parse_int("--evict-kb", optarg, 1, 1 << 24, &o->evict_kb)) return M2_EUSAGE;
+            break;
         case 'w':
             /* up to a day: any wider window is the same as one that never closes on time */
             if (m2_parse_f64("--window-us", optarg, 0, 86400e6, 0, &o->window_us)) return M2_EUSAGE;
@@ -104,6 +117,7 @@ static int parse_args(int argc, char **argv, options *o)
     if (m2_cli_no_extra(argc, argv, 0)) return M2_EUSAGE;
     if (!o->job.checkpoint) return m2_fail(M2_EUSAGE, "--checkpoint FILE is required (see --help)");
     if (o->window_us >= 0 && !o->per_instrument) return m2_fail(M2_EUSAGE, "--window-us needs --per-instrument");
+    if (o->warm && !o->evict_kb) return m2_fail(M2_EUSAGE, "--warm needs --evict-kb (without it every tick is warm)");
     if (o->per_instrument && o->batch != 1)
         return m2_fail(M2_EUSAGE, "--batch and --per-instrument exclude each other");
     return M2_CLI_RUN;
@@ -160,6 +174,10 @@ typedef struct {
     unsigned char *reset;
     float *X, *P;
     int64_t *rows;
+    /* sparse ticks (--evict-kb, --warm): read before each step, untimed; NULL: none */
+    const unsigned char *evict;
+    size_t evict_bytes;
+    int warm;
 } runner;
 
 /* The next tick of every round-robin stream that has rows left; reset[i] at a part's first row. */
@@ -210,6 +228,11 @@ static int run_split(runner *r, float *pred, m2_loghist *lat, int64_t *steps, do
     for (int n;; ++*steps) {
         if (gather(r, &n)) return M2_EFAIL;
         if (n == 0) break;
+        if (r->evict) {
+            volatile unsigned char sink = 0;
+            for (size_t j = 0; j < r->evict_bytes; j += 64) sink += r->evict[j];
+            if (r->warm) m2_stream_warm(r->s, n, r->ids);
+        }
         double t0 = m2_now_ns();
         if (n == 1 && r->S == 1)
             m2_stream_step(r->s, 0, r->X, r->P);
@@ -324,6 +347,9 @@ static void report(const options *o, const m2_stream *s, int64_t ticks, int64_t 
     printf("run: %lld ticks in %lld steps of up to %d stream(s)%s, one thread%s%d, %s kernels\n", (long long)ticks,
            (long long)steps, o->per_instrument ? m2_stream_max_streams(s) : o->batch, mode,
            cpu >= 0 ? " pinned to cpu " : " (not pinned)", cpu, m2_stream_cpu(s));
+    if (o->evict_kb)
+        printf("sparse ticks: %d KB of other memory read before each step%s (untimed)\n", o->evict_kb,
+               o->warm ? ", then m2_stream_warm" : "");
     printf("latency per %s (ns): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f\n",
            o->batch == 1 && !o->per_instrument ? "tick" : "step", l.p50, l.p99, l.p999, l.max, l.mean);
     printf("throughput: %.0f ticks/s (wall, including the split's bookkeeping); %.0f ticks/s in steps\n",
@@ -368,6 +394,16 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
         rc = m2_replay_init(&replay, ds, o->split, (int64_t)((o->window_us > 0 ? o->window_us : 0) * 1e3),
                             m2_replay_file_fetch, ts);
     if (rc == M2_OK) rc = runner_init(&r, s, ds, &pt, o->split, S, o->per_instrument ? &replay : NULL);
+    unsigned char *evict = NULL;
+    if (rc == M2_OK && o->evict_kb) {
+        r.evict_bytes = (size_t)o->evict_kb << 10;
+        r.evict = evict = malloc(r.evict_bytes);
+        r.warm = o->warm;
+        if (!evict)
+            rc = m2_fail(M2_EFAIL, "stream: out of memory for --evict-kb %d", o->evict_kb);
+        else
+            memset(evict, 1, r.evict_bytes);
+    }
     int64_t steps;
     double secs;
     int cpu = -1;
@@ -390,6 +426,7 @@ static int stream_split(const m2_checkpoint *ck, const m2_dataset *ds, const cha
         }
     }
     runner_free(&r);
+    free(evict);
     m2_replay_free(&replay);
     m2_replay_file_close(ts);
     free(pred);

@@ -10,13 +10,14 @@
  *       if (first tick of a session) m2_stream_reset(s, 0);
  *       m2_stream_standardize(s, raw_features, x);        (or feed already z-scored rows, e.g. /features/X)
  *       m2_stream_step(s, 0, x, pred);                   pred[0..O) = the model's output for this tick
+ *   while idle between ticks: m2_stream_warm(s, 1, NULL);  (sparse ticks: keeps the next step cached)
  *   m2_stream_close(s);
  *
  * A handle owns read-only weights packed for sequential access and, per stream (instrument), the recurrent
  * cache of every layer: the last K-1 conv inputs and the SSM state S [H,P,N]. Each stream starts at zero
  * (the state before a session's first tick).
  *
- * Guarantees: after open, step / step_batch / reset / standardize allocate nothing, take no lock and make no
+ * Guarantees: after open, step / step_batch / warm / reset / standardize allocate nothing, take no lock and make no
  * system call (tests/stream/test_stream_alloc.c checks the first). Outputs equal the chunked forward
  * (m2_model_forward) over the same session up to fp32 rounding.
  *
@@ -75,6 +76,15 @@ M2_STREAM_API int m2_stream_step(m2_stream *s, int stream, const float *x, float
  * Same results as n calls of m2_stream_step (up to fp32 rounding). M2_EUSAGE when n or an index is out of
  * range; repeated indices are not detected (each stream must appear at most once per call). */
 M2_STREAM_API int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred);
+
+/* Keeps a step's path in this core's caches while the process waits for the next tick, changing nothing a step
+ * would see: a tick of the model on a private state (the instructions, weights and buffers a step of one stream
+ * uses), then a read of the states of the n streams named (as in step_batch; n = 0: code and weights only).
+ * Between sparse ticks the rest of a trading process evicts all of these, and a step then waits on DRAM for each,
+ * several times its cached time (BENCHMARKS.md, "cold steps"); called from the idle loop, or when a tick is known
+ * to be on its way, it costs about one cold step and leaves the next step near its cached speed. Like step: no
+ * allocation, lock or system call; not thread-safe. M2_EUSAGE when n or an index is out of range. */
+M2_STREAM_API int m2_stream_warm(m2_stream *s, int n, const int *streams);
 
 /* raw [F] features as computed by the featuriser (docs/FORMATS.md) -> x [F] z-scored with the training
  * statistics and clipped, as in the dataset's /features/X. */

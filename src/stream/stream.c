@@ -31,16 +31,19 @@ struct m2_stream {
     const float *embed_b, *normf_w, *head_b;
     m2s_layer *layers;
     double *mean, *inv_std; /* [F] feature statistics for m2_stream_standardize */
-    /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers */
+    /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers; one
+     * more slot than max_streams, the private one m2_stream_warm ticks (warm_slot) */
     float *state;
     size_t state_stride, layer_stride, ring_floats;
     int *pos;
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
-    float *dt, *decay; /* m2s_dt_decay's per-stream, per-head values: pad16(max_streams H) each */
-    float *xq;         /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
-    int *all;          /* 0..max_streams-1, for step_batch(streams = NULL) */
+    float *dt, *decay;         /* m2s_dt_decay's per-stream, per-head values: pad16(max_streams H) each */
+    float *xq;                 /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
+    int *all;                  /* 0..max_streams-1, for step_batch(streams = NULL) */
+    int warm_slot;             /* = max_streams: the state slot no caller can name */
+    float *warm_x, *warm_pred; /* m2_stream_warm's input (zeros) and discarded output */
 };
 
 /* One table per level (stream_kernels.c, compiled per level by cmake/isa.cmake). */
@@ -155,8 +158,8 @@ static int alloc_buffers(m2_stream *s)
     s->state_stride = (size_t)d->L * s->layer_stride;
     s->mats = m2s_alloc_pages(s->mat_bytes);
     s->vecs = alloc64(s->vec_bytes);
-    s->state = m2s_alloc_pages(S * s->state_stride * sizeof(float));
-    s->pos = calloc(S, sizeof *s->pos);
+    s->state = m2s_alloc_pages((S + 1) * s->state_stride * sizeof(float));
+    s->pos = calloc(S + 1, sizeof *s->pos);
     s->all = calloc(S, sizeof *s->all);
     s->mean = calloc((size_t)d->F, sizeof *s->mean);
     s->inv_std = calloc((size_t)d->F, sizeof *s->inv_std);
@@ -172,8 +175,11 @@ static int alloc_buffers(m2_stream *s)
     int kmax = d->F > d->D ? d->F : d->D;
     kmax = kmax > d->Di ? kmax : d->Di;
     s->xq = alloc64(m2s_xq_floats(S, kmax + 1) * sizeof(float));
+    s->warm_x = alloc64((size_t)d->F * sizeof(float));
+    s->warm_pred = alloc64((size_t)d->O * sizeof(float));
+    s->warm_slot = s->max_streams;
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
-        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->mean || !s->inv_std)
+        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->mean || !s->inv_std || !s->warm_x || !s->warm_pred)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -247,6 +253,8 @@ void m2_stream_close(m2_stream *s)
     free(s->dt);
     free(s->decay);
     free(s->xq);
+    free(s->warm_x);
+    free(s->warm_pred);
     free(s->layers);
     free(s);
 }
@@ -333,6 +341,28 @@ int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X
             if (streams[i] < 0 || streams[i] >= s->max_streams)
                 return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", streams[i], s->max_streams);
     if (n) tick(s, n, streams ? streams : s->all, X, pred);
+    return M2_OK;
+}
+
+/* A tick of the private slot runs the code, reads every weight and writes every workspace row a step of one
+ * stream uses (so the instructions, the weights, their TLB entries and the buffers are cached), then the named
+ * streams' states are read line by line, last, so that they are the most recently used. The private slot's input is
+ * zero: its state decays to a fixed point and never grows. */
+int m2_stream_warm(m2_stream *s, int n, const int *streams)
+{
+    if (n < 0 || n > s->max_streams)
+        return m2_fail(M2_EUSAGE, "stream (warm): %d streams, at most %d", n, s->max_streams);
+    if (streams)
+        for (int i = 0; i < n; i++)
+            if (streams[i] < 0 || streams[i] >= s->max_streams)
+                return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", streams[i], s->max_streams);
+    tick(s, 1, &s->warm_slot, s->warm_x, s->warm_pred);
+    float sink = 0;
+    for (int i = 0; i < n; i++) {
+        const float *st = s->state + (size_t)(streams ? streams[i] : i) * s->state_stride;
+        for (size_t j = 0; j < s->state_stride; j += 64 / sizeof *st) sink += st[j];
+    }
+    s->warm_pred[0] = sink; /* a store the compiler must keep, so that it keeps the loads */
     return M2_OK;
 }
 

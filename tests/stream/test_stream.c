@@ -1,5 +1,5 @@
 /* Streaming engine (stream/mamba2_stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
- * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; bf16; standardize; errors.
+ * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; warm; bf16; standardize; errors.
  *
  * Tolerances. The engine computes in fp32 (unit roundoff u = 6e-8) with a different summation order from
  * the oracle (packed GEMV with 8 interleaved accumulators, 2 interleaved SSM partial sums, a polynomial exp
@@ -39,6 +39,13 @@ static double max_abs(const double *v, size_t n)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs(v[i]));
+    return m;
+}
+
+static double max_abs_f(const float *v, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)v[i]));
     return m;
 }
 
@@ -199,6 +206,61 @@ static void test_reset(void **state)
     free(after);
 }
 
+/* m2_stream_warm changes nothing a step sees: three streams stepped alone and in batches, with warm calls of every
+ * kind between the ticks (code and weights only, one stream, a named subset, all), give bitwise the predictions of a
+ * handle never warmed; and a reset, which clears the streams, does not disturb the private state either. */
+static void warm_is_invisible(int bf16)
+{
+    fixture_shape shape = fixture_default();
+    const int S = 3, T = 40, F = shape.F, O = shape.O;
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 12, 1), *X = fixture_inputs(T * S, F, 13);
+    m2_stream_options opt = m2_stream_defaults();
+    opt.max_streams = S;
+    opt.bf16 = bf16;
+    m2_stream *warmed, *plain;
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &warmed), M2_OK);
+    assert_int_equal(m2_stream_open_params(&lay, params, NULL, NULL, &opt, &plain), M2_OK);
+    float *pw = malloc((size_t)T * S * O * sizeof *pw), *pp = malloc((size_t)T * S * O * sizeof *pp);
+    const int two[2] = {2, 0};
+    for (int t = 0; t < T; t++) {
+        const float *x = X + (size_t)t * S * F;
+        float *out_w = pw + (size_t)t * S * O, *out_p = pp + (size_t)t * S * O;
+        if (t == T / 2) { /* a session boundary in the middle */
+            m2_stream_reset(warmed, -1);
+            m2_stream_reset(plain, -1);
+        }
+        switch (t % 4) {
+        case 0: assert_int_equal(m2_stream_warm(warmed, 0, NULL), M2_OK); break;
+        case 1: assert_int_equal(m2_stream_warm(warmed, 1, &two[1]), M2_OK); break;
+        case 2: assert_int_equal(m2_stream_warm(warmed, 2, two), M2_OK); break;
+        default: assert_int_equal(m2_stream_warm(warmed, S, NULL), M2_OK); break;
+        }
+        if (t % 2) { /* odd ticks: a batch of all streams; even: one at a time, with a warm call between them */
+            assert_int_equal(m2_stream_step_batch(warmed, S, NULL, x, out_w), M2_OK);
+            assert_int_equal(m2_stream_step_batch(plain, S, NULL, x, out_p), M2_OK);
+        } else
+            for (int i = 0; i < S; i++) {
+                assert_int_equal(m2_stream_step(warmed, i, x + (size_t)i * F, out_w + (size_t)i * O), M2_OK);
+                assert_int_equal(m2_stream_warm(warmed, 1, &i), M2_OK);
+                assert_int_equal(m2_stream_step(plain, i, x + (size_t)i * F, out_p + (size_t)i * O), M2_OK);
+            }
+    }
+    assert_memory_equal(pw, pp, (size_t)T * S * O * sizeof *pw);
+    assert_true(max_abs_f(pp, (size_t)T * S * O) > 0.05); /* not a comparison of zeros */
+    m2_stream_close(warmed);
+    m2_stream_close(plain);
+    m2_layout_free(&lay);
+    free(params);
+    free(X);
+    free(pw);
+    free(pp);
+}
+
+static void test_warm_is_invisible(void **state) { warm_is_invisible(0); }
+static void test_warm_is_invisible_bf16(void **state) { warm_is_invisible(1); }
+
 /* The bf16 mode: predictions stay close to fp32 ones. Tolerance: a bf16 weight and a bf16 input each carry a
  * relative rounding error up to 2^-9 (0.2%), independent across terms, so a dot product of K terms with random
  * signs moves by about 2^-9 / sqrt(K)..2^-8 of its magnitude; through L = 4 layers and the head that stays
@@ -304,6 +366,12 @@ static void test_errors(void **state)
     assert_int_equal(m2_stream_step_batch(s, 1, bad, x, pred), M2_EUSAGE);
     assert_int_equal(m2_stream_step_batch(s, 3, NULL, x, pred), M2_EUSAGE);
     assert_int_equal(m2_stream_step_batch(s, 0, NULL, x, pred), M2_OK);
+    assert_int_equal(m2_stream_warm(s, 3, NULL), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "warm"));
+    assert_int_equal(m2_stream_warm(s, -1, NULL), M2_EUSAGE);
+    assert_int_equal(m2_stream_warm(s, 1, bad), M2_EUSAGE);
+    assert_non_null(strstr(m2_last_error(), "index"));
+    assert_int_equal(m2_stream_warm(s, 0, NULL), M2_OK);
     m2_stream_close(s);
     m2_layout_free(&lay);
     free(params);
@@ -318,6 +386,8 @@ int main(void)
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_batch_equals_single_bf16),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_warm_is_invisible),
+        cmocka_unit_test(test_warm_is_invisible_bf16),
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_extreme_activations),
         cmocka_unit_test(test_standardize),

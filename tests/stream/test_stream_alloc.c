@@ -1,7 +1,7 @@
 /* The step path allocates nothing: this binary is linked with -Wl,--wrap for malloc, calloc, realloc, free,
  * aligned_alloc and posix_memalign, so every call from the engine's objects goes through a counter. After open
- * and one warm-up tick, 10000 single-stream steps, 1000 batched steps, resets and standardize calls must
- * leave the counter where it was. */
+ * and one warm-up tick, 10000 single-stream steps with m2_stream_warm calls between them, 1000 batched steps,
+ * resets and standardize calls must leave the counter where it was. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,6 +86,7 @@ static void run_ticks(int bf16)
         if (t % 1000 == 0) m2_stream_reset(s, 0);
         m2_stream_standardize(s, raw, x);
         assert_int_equal(m2_stream_step(s, 0, X + (size_t)(t % 256) * shape.F, pred), 0);
+        if (t % 10 == 0) assert_int_equal(m2_stream_warm(s, t % 20 ? 1 : 8, NULL), 0);
     }
     for (int t = 0; t < 1000; t++) {
         if (t % 100 == 0) m2_stream_reset(s, -1);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mamba2_stream end to end on the eval fixture (tests/run/eval_fixture.c: a small dataset and checkpoint):
 # - the report (latency percentiles, ticks/s, floor) and a predictions file equal to mamba2_eval --mode stream's
-#   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too;
+#   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too, and with
+#   --evict-kb --warm bitwise the same as without;
 # - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions;
 # - --help / --version; bad inputs give one "mamba2_stream: error: ..." line and exit 1 (runtime) or 2 (usage).
 # usage: test_stream_cli.sh PATH/TO/eval_fixture PATH/TO/stream_example    (MAMBA2_BIN: build folder)
@@ -33,6 +34,13 @@ grep -q 'latency per step' "$dir/out3.txt" || fail "--batch 3 report: $(cat "$di
 "$bin" --checkpoint "$ck" --split val --bf16 --predictions "$dir/sb.h5" >"$dir/outb.txt" 2>"$dir/err.txt" ||
     fail "--bf16: $(cat "$dir/err.txt")"
 grep -q 'bf16: max |pred - fp32 pred| over the split = ' "$dir/outb.txt" || fail "--bf16 report: $(cat "$dir/outb.txt")"
+# sparse ticks: the eviction and m2_stream_warm change the time only, never a prediction (bitwise, against s1)
+"$bin" --checkpoint "$ck" --split val --evict-kb 1024 --warm --predictions "$dir/sw.h5" >"$dir/outw.txt" \
+    2>"$dir/err.txt" || fail "--evict-kb --warm: $(cat "$dir/err.txt")"
+grep -q 'sparse ticks: 1024 KB of other memory read before each step, then m2_stream_warm' "$dir/outw.txt" ||
+    fail "--warm report: $(cat "$dir/outw.txt")"
+"$bin" --checkpoint "$ck" --split val --batch 3 --evict-kb 256 --warm >"$dir/outw3.txt" 2>"$dir/err.txt" ||
+    fail "--batch 3 --evict-kb --warm: $(cat "$dir/err.txt")"
 "$bin" --checkpoint "$ck" >"$dir/outt.txt" 2>"$dir/err.txt" || fail "default split: $(cat "$dir/err.txt")"
 grep -q 'split test: 100 rows' "$dir/outt.txt" || fail "default split is not test: $(cat "$dir/outt.txt")"
 "$eval_bin" --checkpoint "$ck" --split val --mode stream --predictions "$dir/e.h5" >/dev/null 2>"$dir/err.txt" ||
@@ -77,6 +85,7 @@ for name, tol in (("s1", 2e-5), ("s3", 2e-5), ("sb", 3e-2)):
     assert np.array_equal(f["target"][...], y[rows], equal_nan=True), name
     check(name, f["pred"][...].astype(np.float64), tol)
 assert not np.array_equal(h5py.File(f"{d}/sb.h5", "r")["pred"][...], h5py.File(f"{d}/s1.h5", "r")["pred"][...])
+assert np.array_equal(h5py.File(f"{d}/sw.h5", "r")["pred"][...], h5py.File(f"{d}/s1.h5", "r")["pred"][...])
 # example output: lines "i p1 p2" in input order; map back to rows
 lines = [l.split() for l in open(f"{d}/example.txt")]
 parts = [(400, 470), (470, 500)]
@@ -90,7 +99,7 @@ for (i, r), l in zip(order, lines):
 check("stream_example", pred, 2e-5)
 EOF2
 
-check_help_version "$bin" --checkpoint --data --split --predictions --bf16 --batch --version
+check_help_version "$bin" --checkpoint --data --split --predictions --bf16 --batch --evict-kb --warm --version
 
 # ---- bad inputs ----------------------------------------------------------------------------------
 expect_error 2 "--checkpoint" "$bin" --split val
@@ -98,6 +107,8 @@ expect_error 2 "--bogus" "$bin" --checkpoint "$ck" --bogus
 expect_error 2 "split foo" "$bin" --checkpoint "$ck" --split foo
 expect_error 2 "--batch \\(0\\): out of range" "$bin" --checkpoint "$ck" --batch 0
 expect_error 2 "--batch" "$bin" --checkpoint "$ck" --batch
+expect_error 2 "--warm needs --evict-kb" "$bin" --checkpoint "$ck" --warm
+expect_error 2 "--evict-kb \\(0\\): out of range" "$bin" --checkpoint "$ck" --evict-kb 0
 expect_error 1 "missing.h5" "$bin" --checkpoint "$dir/missing.h5"
 expect_error 1 "5 features" "$bin" --checkpoint "$ck" --data "$dir/data_f5.h5"
 expect_error 1 "nope.h5" "$bin" --checkpoint "$ck" --data "$dir/nope.h5"
