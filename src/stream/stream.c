@@ -332,14 +332,22 @@ int m2_stream_step(m2_stream *s, int stream, const float *x, float *pred)
     return M2_OK;
 }
 
-int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred)
+/* n streams named by `streams` (NULL: 0..n-1) for the call `what`: M2_EUSAGE unless all are in range. */
+static int check_streams(const m2_stream *s, int n, const int *streams, const char *what)
 {
     if (n < 0 || n > s->max_streams)
-        return m2_fail(M2_EUSAGE, "stream (batch): %d streams, at most %d", n, s->max_streams);
+        return m2_fail(M2_EUSAGE, "stream (%s): %d streams, at most %d", what, n, s->max_streams);
     if (streams)
         for (int i = 0; i < n; i++)
             if (streams[i] < 0 || streams[i] >= s->max_streams)
                 return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", streams[i], s->max_streams);
+    return M2_OK;
+}
+
+int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X, float *pred)
+{
+    int rc = check_streams(s, n, streams, "batch");
+    if (rc) return rc;
     if (n) tick(s, n, streams ? streams : s->all, X, pred);
     return M2_OK;
 }
@@ -350,12 +358,8 @@ int m2_stream_step_batch(m2_stream *s, int n, const int *streams, const float *X
  * zero: its state decays to a fixed point and never grows. */
 int m2_stream_warm(m2_stream *s, int n, const int *streams)
 {
-    if (n < 0 || n > s->max_streams)
-        return m2_fail(M2_EUSAGE, "stream (warm): %d streams, at most %d", n, s->max_streams);
-    if (streams)
-        for (int i = 0; i < n; i++)
-            if (streams[i] < 0 || streams[i] >= s->max_streams)
-                return m2_fail(M2_EUSAGE, "stream (index): %d is not in [0, %d)", streams[i], s->max_streams);
+    int rc = check_streams(s, n, streams, "warm");
+    if (rc) return rc;
     tick(s, 1, &s->warm_slot, s->warm_x, s->warm_pred);
     float sink = 0;
     for (int i = 0; i < n; i++) {
