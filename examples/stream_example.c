@@ -14,6 +14,10 @@
  *   m2_stream_reset         at each session boundary of an instrument (states start at zero after open)
  *   m2_stream_standardize   per tick, if the feed gives raw features
  *   m2_stream_step          per tick: allocation-free, lock-free, no system call
+ *   m2_stream_warm          in the idle branch of the event loop when an instrument's ticks are sparse (the rest of
+ *                           the process evicts the model between them; warm brings the next step back to its cached
+ *                           time). This example reads a file or a pipe, where the next line is always ready, so it
+ *                           never idles and does not call it.
  *   m2_stream_close         at shutdown
  * When ticks of many instruments arrive together, m2_stream_step_batch advances them in one call (each weight
  * read then serves all of them).

@@ -97,7 +97,8 @@ static int parse_args(int argc, char **argv, options *o)
         case 'i': o->per_instrument = 1; break;
         case 'W': o->warm = 1; break;
         case 'e':
-            if (m2_parse_int("--evict-kb", optarg, 1, 1 << 24, &o->evict_kb)) return M2_EUSAGE;
+            /* up to 4 GiB: twice the largest L3 there is, with room to spare */
+            if (m2_parse_int("--evict-kb", optarg, 1, 1 << 22, &o->evict_kb)) return M2_EUSAGE;
             break;
         case 'w':
             /* up to a day: any wider window is the same as one that never closes on time */
