@@ -14,10 +14,9 @@
  *   m2_stream_reset         at each session boundary of an instrument (states start at zero after open)
  *   m2_stream_standardize   per tick, if the feed gives raw features
  *   m2_stream_step          per tick: allocation-free, lock-free, no system call
- *   m2_stream_warm          in the idle branch of the event loop when an instrument's ticks are sparse (the rest of
- *                           the process evicts the model between them; warm brings the next step back to its cached
- *                           time). This example reads a file or a pipe, where the next line is always ready, so it
- *                           never idles and does not call it.
+ *   m2_stream_warm          in the idle branch of the event loop: when no tick has come for IDLE_MS, this example
+ *                           warms the last instrument that ticked (the rest of a process evicts the model between
+ *                           sparse ticks; warm brings the next step back to its cached time, and changes no output)
  *   m2_stream_close         at shutdown
  * When ticks of many instruments arrive together, m2_stream_step_batch advances them in one call (each weight
  * read then serves all of them).
@@ -27,13 +26,16 @@
  * or with pkg-config:
  *   cc stream_example.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs mamba2_stream)
  * The project's own build also makes it (target stream_example, tests/stream). */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mamba2_stream.h>
 
-enum { MAX_F = 256, MAX_O = 64 };
+enum { MAX_F = 256, MAX_O = 64, LINE_MAX_BYTES = 16384, IDLE_MS = 1 };
 
 static int usage(void)
 {
@@ -41,9 +43,9 @@ static int usage(void)
     return 2;
 }
 
-/* One input line: a reset, or a tick that is run through the model and printed. Returns NULL, or what was wrong
- * with the line (a problem of this program's input, not of the library). */
-static const char *handle_line(m2_stream *s, char *line, int raw)
+/* One input line: a reset, or a tick that is run through the model and printed (*ticked = its instrument). Returns
+ * NULL, or what was wrong with the line (a problem of this program's input, not of the library). */
+static const char *handle_line(m2_stream *s, char *line, int raw, int *ticked)
 {
     const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
     char *p = line, *end;
@@ -67,6 +69,7 @@ static const char *handle_line(m2_stream *s, char *line, int raw)
     else
         for (int f = 0; f < F; f++) x[f] = (float)v[f];
     if (m2_stream_step(s, (int)id, x, pred) != M2_STREAM_OK) return m2_last_error();
+    *ticked = (int)id;
     printf("%ld", id);
     for (int o = 0; o < O; o++) printf(" %.9g", pred[o]);
     printf("\n");
@@ -97,12 +100,41 @@ int main(int argc, char **argv)
         fprintf(stderr, "stream_example: error: model too wide for this example\n");
         return 2;
     }
-    char line[16384];
+    /* The event loop: wait for input; a whole line is a tick (or a reset); no input for IDLE_MS is idle time */
+    static char buf[LINE_MAX_BYTES + 1];
+    size_t len = 0;
     long lineno = 0;
+    int last = -1, eof = 0;
     const char *why = NULL;
-    while (!why && fgets(line, sizeof line, stdin)) {
-        lineno++;
-        why = handle_line(s, line, raw);
+    while (!why && !eof) {
+        struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+        int ready = poll(&in, 1, IDLE_MS);
+        if (ready == 0) { /* idle: show what is done, keep the next step cached */
+            fflush(stdout);
+            m2_stream_warm(s, last >= 0 ? 1 : 0, last >= 0 ? &last : NULL);
+            continue;
+        }
+        ssize_t got = ready < 0 ? -1 : read(STDIN_FILENO, buf + len, LINE_MAX_BYTES - len);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            why = strerror(errno);
+            break;
+        }
+        eof = got == 0;
+        len += (size_t)got;
+        if (eof && len > 0 && buf[len - 1] != '\n') buf[len++] = '\n'; /* a last line without its newline */
+        size_t start = 0;
+        for (char *nl; !why && (nl = memchr(buf + start, '\n', len - start)); start = (size_t)(nl - buf) + 1) {
+            *nl = '\0';
+            lineno++;
+            why = handle_line(s, buf + start, raw, &last);
+        }
+        memmove(buf, buf + start, len - start);
+        len -= start;
+        if (!why && len == LINE_MAX_BYTES) {
+            lineno++;
+            why = "line too long";
+        }
     }
     if (why) fprintf(stderr, "stream_example: error: stdin line %ld: %s\n", lineno, why);
     m2_stream_close(s);

@@ -3,7 +3,8 @@
 # - the report (latency percentiles, ticks/s, floor) and a predictions file equal to mamba2_eval --mode stream's
 #   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too, and with
 #   --evict-kb --warm bitwise the same as without;
-# - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions;
+# - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions, also when
+#   its input arrives slowly and it warms the model while idle;
 # - --help / --version; bad inputs give one "mamba2_stream: error: ..." line and exit 1 (runtime) or 2 (usage).
 # usage: test_stream_cli.sh PATH/TO/eval_fixture PATH/TO/stream_example    (MAMBA2_BIN: build folder)
 set -u
@@ -62,6 +63,12 @@ for i, r in rows:
 EOF2
 "$example" "$ck" --instruments 2 <"$dir/ticks.txt" >"$dir/example.txt" 2>"$dir/err.txt" ||
     fail "stream_example: $(cat "$dir/err.txt")"
+# the same lines arriving slowly through a pipe: the example idles between them (m2_stream_warm), same output
+head -22 "$dir/ticks.txt" | while read -r line; do echo "$line"; sleep 0.004; done |
+    "$example" "$ck" --instruments 2 >"$dir/example_slow.txt" 2>"$dir/err.txt" ||
+    fail "stream_example, slow input: $(cat "$dir/err.txt")"
+[ "$(wc -l <"$dir/example_slow.txt")" -eq 20 ] || fail "stream_example, slow input: $(wc -l <"$dir/example_slow.txt") lines"
+cmp -s "$dir/example_slow.txt" <(head -20 "$dir/example.txt") || fail "stream_example: slow input changed the output"
 
 # Everything against mamba2_eval's chunked forward (an independent path: m2_model_forward).
 # Tolerance: fp32 with different summation orders, ~1e-6 relative to the output scale (test_stream_chunked);
