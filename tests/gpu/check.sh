@@ -12,11 +12,12 @@
 #      when python3 has PyTorch and upstream's source is at MAMBA_SSM_SRC (default .ref/mamba, git-ignored: put
 #      the `mamba_ssm` folder of a state-spaces/mamba snapshot there and carry .ref); its line is information
 #      (INFO), never a failure;
-#   5. with the time left (the check still ends within 8 minutes): compute-sanitizer's racecheck, synccheck and
+#   5. with the time left (the check still ends within its budget): compute-sanitizer's racecheck, synccheck and
 #      initcheck on test_gpu_ssd and test_gpu_ops (where the toolkit has compute-sanitizer; a reported hazard fails,
-#      a tool that runs out of its time slot is INFO), and an nsys profile of one bench_gpu step at 8gpu.ini's
-#      shape (where nsys exists): measured time per kernel, printed beside the predicted H200 times of
-#      bench/predicted_h200.tsv (bench_gpu_emu's three-roof model, BENCHMARKS.md), as INFO;
+#      a tool that runs out of its time slot is INFO), and a profile of one bench_gpu step at 8gpu.ini's layer
+#      shape (Nsight Compute's ncu, one metric: each kernel's time): measured time per launch, printed beside the
+#      predicted H200 times of bench/predicted_h200.tsv (bench_gpu_emu's three-roof model, BENCHMARKS.md) by
+#      tests/gpu/kernel_times.py, as INFO;
 #   6. print the GPU's name and one PASS/FAIL line per stage, then "GPU CHECK: PASS" or "GPU CHECK: FAIL".
 # Usage: tests/gpu/check.sh            (from anywhere; exit status 0 only on PASS)
 # Log: $OUT/gpu_check.log when OUT is set (the workplace's device runner), else <build dir>/gpu_check.log.
@@ -25,7 +26,8 @@
 # image has nvcc and CMake but none of these, and no network) cannot configure the project. Then check.sh runs the
 # prebuilt binaries of tests/gpu/make_bundle.sh instead: GPU_BUNDLE=<gpu-bundle.tar.xz>, by default
 # build-gpubundle/gpu-bundle.tar.xz (carry it to the GPU machine; it is git-ignored). Stage 1 then says "bundle".
-# Overridable: BUILD (build dir), JOBS (parallel build jobs), BENCH_ARGS (extra bench_gpu arguments).
+# Overridable: BUILD (build dir), JOBS (parallel build jobs), BENCH_ARGS (extra bench_gpu arguments), CHECK_BUDGET_S
+# (seconds the whole check may take, default 480: the optional stages are skipped or cut short to stay inside it).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build-gpucheck}"
@@ -36,6 +38,7 @@ log="${log:-$build/gpu_check.log}"
 mkdir -p "$(dirname "$log")"
 exec > >(tee "$log") 2>&1
 t_start=$(date +%s)
+budget=${CHECK_BUDGET_S:-480}
 
 results=()
 failed=0
@@ -219,7 +222,7 @@ else
   record bench_gpu FAIL "not built"
 fi
 
-if [ $(( $(date +%s) - t_start )) -gt 300 ]; then # the check must end within 8 minutes: the rest comes first
+if [ $(( $(date +%s) - t_start )) -gt $(( budget - 180 )) ]; then # the check must end within its budget
   record reference INFO "not run: $(elapsed) already spent"
 elif command -v python3 >/dev/null 2>&1; then
   timeout 150 python3 "$root/tests/gpu/bench_reference.py" --config "$root/configs/8gpu.ini" --iters 3 --warmup 1 \
@@ -241,12 +244,12 @@ if [ -z "$sanitizer" ]; then
 else
   for t in test_gpu_ssd test_gpu_ops; do
     for check in racecheck synccheck initcheck; do
-      left=$(( 400 - $(date +%s) + t_start ))
+      left=$(( budget - 80 - $(date +%s) + t_start )) # 80 s kept for the profile
       if [ $left -lt 20 ] || [ ! -x "$bindir/$t" ]; then
         record "$check $t" INFO "not run: $(elapsed) spent or not built"
         continue
       fi
-      slot=$(( left < 60 ? left : 60 ))
+      slot=$(( left < 45 ? left : 45 ))
       timeout $slot "$sanitizer" --tool $check --error-exitcode 3 "$bindir/$t" > "$build/$check.$t.out" 2>&1
       rc=$?
       summary=$(grep -m1 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$build/$check.$t.out" | cut -c1-100)
@@ -261,19 +264,27 @@ else
     done
   done
 fi
-nsys=$(tool nsys)
-if [ -z "$nsys" ] || [ ! -x "$progdir/bench_gpu" ]; then
-  record profile INFO "not run: no nsys (or no bench_gpu)"
-elif [ $(( $(date +%s) - t_start )) -gt 420 ]; then
+# Nsight Systems does not make reports on the workplace's H200 image; Nsight Compute does, one kernel at a time
+# (serialised, each replayed once for its one metric), so it profiles a 4-layer step, and times compare per launch.
+ncu=$(tool ncu)
+left=$(( budget - 15 - $(date +%s) + t_start ))
+if [ -z "$ncu" ] || [ ! -x "$progdir/bench_gpu" ]; then
+  record profile INFO "not run: no ncu (or no bench_gpu)"
+elif [ $left -lt 30 ]; then
   record profile INFO "not run: $(elapsed) already spent"
 else
-  timeout 45 "$nsys" profile -o "$build/step" --force-overwrite true -t cuda "$progdir/bench_gpu" \
-    --config "$root/configs/8gpu.ini" --iters 1 --warmup 1 > "$build/nsys.out" 2>&1
-  timeout 20 "$nsys" stats --report cuda_gpu_kern_sum --format csv "$build/step.nsys-rep" > "$build/kern_sum.csv" 2>/dev/null
-  echo "-- measured (nsys, the bench's steps: warm-up, timed, per-kernel breakdown) | predicted H200 (bench/predicted_h200.tsv)"
-  head -25 "$build/kern_sum.csv" | cut -c1-160
-  [ -f "$root/bench/predicted_h200.tsv" ] && head -25 "$root/bench/predicted_h200.tsv"
-  record profile INFO "nsys: $(($(wc -l < "$build/kern_sum.csv") - 1)) kernels in $build/kern_sum.csv"
+  timeout $left "$ncu" --csv --print-units base --clock-control none \
+    --metrics gpu__time_duration.sum --launch-count 600 "$progdir/bench_gpu" --config "$root/configs/8gpu.ini" \
+    --layers 4 --iters 1 --warmup 0 > "$build/ncu.csv" 2> "$build/ncu.err"
+  rc=$?
+  if python3 "$root/tests/gpu/kernel_times.py" "$build/ncu.csv" "$root/bench/predicted_h200.tsv" > "$build/kernel_times.out" 2>&1; then
+    cat "$build/kernel_times.out"
+    record profile INFO "ncu (exit $rc): $(tail -1 "$build/kernel_times.out" | sed 's/^kernel_times: //')"
+  else
+    tail -5 "$build/ncu.err" "$build/kernel_times.out"
+    record profile INFO "ncu exit $rc, no kernel times: $build/ncu.err"
+  fi
+  [ -n "${OUT:-}" ] && cp "$build/ncu.csv" "$build/kernel_times.out" "$OUT/" 2>/dev/null
 fi
 
 # ---- summary ------------------------------------------------------------------------------------------------------
