@@ -237,7 +237,12 @@ fi
 
 # ---- 5. compute-sanitizer and nsys, in the time left -------------------------------------------------------------
 echo "== 5 sanitizers and profile ($(elapsed))"
-tool() { command -v "$1" 2>/dev/null || { [ -x "/usr/local/cuda/bin/$1" ] && echo "/usr/local/cuda/bin/$1"; }; }
+# on the PATH, else in the toolkit's or Nsight Compute's own folders (where the workplace's image keeps ncu)
+tool() {
+  command -v "$1" 2>/dev/null ||
+    ls -d /usr/local/cuda/bin/"$1" /usr/local/cuda/compute-sanitizer/"$1" /opt/nvidia/nsight-compute/*/"$1" 2>/dev/null |
+    head -1
+}
 sanitizer=$(tool compute-sanitizer)
 if [ -z "$sanitizer" ]; then
   record sanitizer INFO "not run: no compute-sanitizer"
