@@ -2,7 +2,8 @@
 # The GPU check: on a machine with an NVIDIA GPU, in under 8 minutes on one H100/H200,
 #   1. build the CUDA backend, its tests and the benchmark (own build dir build-gpucheck, Release, -Werror);
 #   2. run every GPU test: each op against the CPU backend, the SSD against the fp64 oracle, the whole model's
-#      forward/backward against the CPU, 50 training steps whose losses must track the CPU's, NCCL on one rank;
+#      forward/backward against the CPU, 50 training steps whose losses must track the CPU's, NCCL on one rank; the
+#      first that fails runs again under compute-sanitizer's memcheck, whose first reports the log keeps;
 #   3. train with mamba2_train itself: 50 steps of configs/tiny.ini with model.device=cuda (NCCL, one rank) whose
 #      per-step losses must track a CPU run's, MFU in its metrics; then `mpirun -np 1` with dist.backend=nccl, 2 steps,
 #      a checkpoint and a resume to step 4 that must equal a straight 4-step GPU run bit for bit; mamba2_eval of the
@@ -47,6 +48,12 @@ record() { # stage status detail; INFO is reported and never fails the check
   [ "$2" = PASS ] || [ "$2" = INFO ] || failed=$((failed + 1))
 }
 elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
+# on the PATH, else in the toolkit's or Nsight Compute's own folders (where the workplace's image keeps ncu)
+tool() {
+  command -v "$1" 2>/dev/null ||
+    ls -d /usr/local/cuda/bin/"$1" /usr/local/cuda/compute-sanitizer/"$1" /opt/nvidia/nsight-compute/*/"$1" 2>/dev/null |
+    head -1
+}
 
 echo "== mamba2 GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')"
 gpu_name="unknown"
@@ -115,7 +122,9 @@ for t in $tests; do
   fi
   echo "-- $t"
   out="$build/$t.out"
-  timeout 300 "$bindir/$t" > "$out" 2>&1
+  # seconds each on an H200 but for the CPU references; a hang (a first contact with the hardware) must not eat the
+  # budget
+  timeout 120 "$bindir/$t" > "$out" 2>&1
   rc=$?
   cat "$out"
   if grep -q "^SKIP: no CUDA GPU" "$out"; then
@@ -124,6 +133,15 @@ for t in $tests; do
     record "$t" PASS "$(grep -c '^\[       OK \]' "$out") cases"
   else
     record "$t" FAIL "exit $rc; $(grep -m1 -E '^\[  (FAILED|ERROR)|error|fatal' "$out" | cut -c1-120)"
+    # the first real failure again under memcheck (launches synchronous, every access checked): the kernel, the
+    # thread and the address, for the session that fixes it without another GPU run
+    if [ -z "${memchecked:-}" ] && [ -n "$(tool compute-sanitizer)" ]; then
+      memchecked=$t
+      echo "-- $t again under compute-sanitizer memcheck (90 s at most):"
+      timeout 90 "$(tool compute-sanitizer)" --tool memcheck --print-limit 10 --error-exitcode 3 "$bindir/$t" \
+        > "$build/memcheck.$t.out" 2>&1
+      grep -m40 -E "=========|FAILED|ERROR" "$build/memcheck.$t.out"
+    fi
   fi
 done
 
@@ -137,7 +155,7 @@ train() {
   local name=$1 launch=()
   shift
   if [ "${1:-}" = mpirun ]; then launch=(mpirun -np 1); shift; fi
-  timeout 300 "${launch[@]}" "$progdir/mamba2_train" --config "$root/configs/tiny.ini" --set data.path="$tdir/ticks.h5" \
+  timeout 150 "${launch[@]}" "$progdir/mamba2_train" --config "$root/configs/tiny.ini" --set data.path="$tdir/ticks.h5" \
     --set train.run_dir="$tdir/$name" --set train.log_every=10 --set train.eval_every=25 "$@" > "$tdir/$name.log" 2>&1
   local rc=$?
   echo "-- $name: exit $rc"
@@ -207,7 +225,7 @@ fi
 echo "== 4/4 GPU benchmark ($(elapsed))"
 if [ -x "$progdir/bench_gpu" ]; then
   # shellcheck disable=SC2086
-  timeout 300 "$progdir/bench_gpu" --config "$root/configs/8gpu.ini" ${BENCH_ARGS:-} > "$build/bench_gpu.out" 2>&1
+  timeout 180 "$progdir/bench_gpu" --config "$root/configs/8gpu.ini" ${BENCH_ARGS:-} > "$build/bench_gpu.out" 2>&1
   rc=$?
   cat "$build/bench_gpu.out"
   summary=$(grep -m1 '^bench_gpu: .*tokens/s' "$build/bench_gpu.out" | sed 's/^bench_gpu: //')
@@ -237,12 +255,6 @@ fi
 
 # ---- 5. compute-sanitizer and nsys, in the time left -------------------------------------------------------------
 echo "== 5 sanitizers and profile ($(elapsed))"
-# on the PATH, else in the toolkit's or Nsight Compute's own folders (where the workplace's image keeps ncu)
-tool() {
-  command -v "$1" 2>/dev/null ||
-    ls -d /usr/local/cuda/bin/"$1" /usr/local/cuda/compute-sanitizer/"$1" /opt/nvidia/nsight-compute/*/"$1" 2>/dev/null |
-    head -1
-}
 sanitizer=$(tool compute-sanitizer)
 if [ -z "$sanitizer" ]; then
   record sanitizer INFO "not run: no compute-sanitizer"
