@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "io/import_rows.h"
 #include "io/universe.h"
 
@@ -34,12 +35,7 @@ typedef struct {
     int slots;
 } parts;
 
-static uint64_t hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
+static uint64_t hash(const char *s, size_t n) { return m2_fnv1a(s, n, M2_FNV_INIT); }
 
 static int flush_part(part *q, const char *header)
 {

@@ -1,6 +1,7 @@
 #include "run/train.h"
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "core/flops.h"
 #include "base/layout.h"
 #include "core/model.h"
@@ -342,9 +343,7 @@ static int check_replicas(trainer *t)
 {
     if (t->pg->world == 1) return M2_OK;
     t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the parameter bytes */
-    const unsigned char *bytes = (const unsigned char *)t->host_params;
-    for (size_t i = 0; i < t->lay.n_params * sizeof(float); i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    const uint64_t h = m2_fnv1a(t->host_params, t->lay.n_params * sizeof(float), M2_FNV_INIT);
     int64_t v = (int64_t)(h >> 2);
     int64_t range[2] = {v, -v}; /* max of v and max of -v: the largest and smallest hash */
     int rc = m2_dist_allreduce_max_i64(t->pg, range, 2);
