@@ -1,6 +1,6 @@
 /* stream_example: the streaming C API (mamba2_stream.h, installed with libmamba2_stream) embedded in a minimal "trading process".
  *
- *   stream_example CHECKPOINT [--instruments N] [--raw]
+ *   stream_example CHECKPOINT [--instruments N] [--raw] [--state FILE]
  *
  * Reads ticks from stdin, one per line, and writes one prediction line per tick to stdout:
  *   in:  "<instrument> <x_1> ... <x_F>"   instrument in [0, N); x = the tick's F features
@@ -8,6 +8,9 @@
  *   out: "<instrument> <pred_1> ... <pred_O>"
  * By default x are already z-scored (like the dataset's /features/X); with --raw they are the featuriser's raw
  * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize).
+ * With --state FILE the instruments' states outlive the process: restored from FILE at start-up when it exists, and
+ * written back at the end of input (atomically: a temporary file renamed over it), so that a process restarted
+ * mid-session continues each instrument's session where the last one stopped instead of replaying its ticks.
  *
  * The calls a real process makes, in order:
  *   m2_stream_open          once, at start-up: reads the checkpoint, packs the weights, allocates N states
@@ -17,6 +20,8 @@
  *   m2_stream_warm          in the idle branch of the event loop: when no tick has come for IDLE_MS, this example
  *                           warms the last instrument that ticked (the rest of a process evicts the model between
  *                           sparse ticks; warm brings the next step back to its cached time, and changes no output)
+ *   m2_stream_restore       at start-up, each instrument's state from the last run's m2_stream_snapshot (--state)
+ *   m2_stream_snapshot      at shutdown (or periodically, or on a hand-over to a standby process)
  *   m2_stream_close         at shutdown
  * When ticks of many instruments arrive together, m2_stream_step_batch advances them in one call (each weight
  * read then serves all of them).
@@ -26,6 +31,7 @@
  * or with pkg-config:
  *   cc stream_example.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs mamba2_stream)
  * The project's own build also makes it (target stream_example, tests/stream). */
+#define _POSIX_C_SOURCE 200809L /* fileno, fsync */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -39,7 +45,8 @@ enum { MAX_F = 256, MAX_O = 64, LINE_MAX_BYTES = 16384, IDLE_MS = 1 };
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: stream_example CHECKPOINT [--instruments N] [--raw]   (ticks on stdin, see the source)\n");
+    fprintf(stderr, "usage: stream_example CHECKPOINT [--instruments N] [--raw] [--state FILE]   (ticks on stdin, see "
+                    "the source)\n");
     return 2;
 }
 
@@ -76,16 +83,56 @@ static const char *handle_line(m2_stream *s, char *line, int raw, int *ticked)
     return NULL;
 }
 
+/* --state FILE holds one snapshot per instrument, back to back. Restores them; a missing file is a first run (0).
+ * Otherwise returns what was wrong (the library's message names it: another checkpoint, a truncated file, ...). */
+static const char *load_states(m2_stream *s, const char *path, unsigned char *snap, size_t bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? NULL : strerror(errno);
+    const char *why = NULL;
+    for (int i = 0; i < m2_stream_max_streams(s) && !why; i++) {
+        size_t got = fread(snap, 1, bytes, f);
+        if (m2_stream_restore(s, i, snap, got) != M2_STREAM_OK) why = m2_last_error();
+    }
+    if (!why && fgetc(f) != EOF) why = "more states than --instruments";
+    fclose(f);
+    return why;
+}
+
+/* Writes every instrument's snapshot to FILE.tmp, flushed to disk, then renames it over FILE: a crash at any point
+ * leaves the last complete file in place. */
+static const char *save_states(const m2_stream *s, const char *path, unsigned char *snap, size_t bytes)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return "state file name too long";
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return strerror(errno);
+    int ok = 1;
+    for (int i = 0; i < m2_stream_max_streams(s) && ok; i++)
+        ok = m2_stream_snapshot(s, i, snap, bytes) == M2_STREAM_OK && fwrite(snap, 1, bytes, f) == bytes;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        const char *why = strerror(errno);
+        remove(tmp);
+        return why;
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') return usage();
     m2_stream_options opt = m2_stream_defaults();
     int raw = 0;
+    const char *state_file = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--raw"))
             raw = 1;
         else if (!strcmp(argv[i], "--instruments") && i + 1 < argc)
             opt.max_streams = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--state") && i + 1 < argc)
+            state_file = argv[++i];
         else
             return usage();
     }
@@ -99,6 +146,16 @@ int main(int argc, char **argv)
         m2_stream_close(s);
         fprintf(stderr, "stream_example: error: model too wide for this example\n");
         return 2;
+    }
+    const size_t snap_bytes = m2_stream_snapshot_bytes(s);
+    unsigned char *snap = state_file ? malloc(snap_bytes) : NULL; /* at start-up: nothing allocates in the loop */
+    const char *state_why = state_file && !snap ? "out of memory" : NULL;
+    if (state_file && !state_why) state_why = load_states(s, state_file, snap, snap_bytes);
+    if (state_why) {
+        fprintf(stderr, "stream_example: error: --state %s: %s\n", state_file, state_why);
+        free(snap);
+        m2_stream_close(s);
+        return 1;
     }
     /* The event loop: wait for input; a whole line is a tick (or a reset); no input for IDLE_MS is idle time */
     static char buf[LINE_MAX_BYTES + 1];
@@ -137,6 +194,10 @@ int main(int argc, char **argv)
         }
     }
     if (why) fprintf(stderr, "stream_example: error: stdin line %ld: %s\n", lineno, why);
+    /* the states as they stand, also after a bad line: the ticks before it were taken */
+    if (state_file && (state_why = save_states(s, state_file, snap, snap_bytes)))
+        fprintf(stderr, "stream_example: error: --state %s: %s\n", state_file, state_why);
+    free(snap);
     m2_stream_close(s);
-    return why ? 1 : 0;
+    return why || state_why ? 1 : 0;
 }

@@ -32,6 +32,21 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
 /* The model's dimensions (internal: the public API names only features, targets and streams). */
 const m2_dims *m2_stream_dims(const m2_stream *s);
 
+/* One stream's recurrent state where the engine keeps it (stream_snapshot.c reads and writes it through this view):
+ * layer l's block starts layer_stride * l floats after state, with the conv ring [K-1][ldc] whose oldest row is *pos
+ * (one position shared by the layers), then S [H][N][ldp]. fingerprint: m2_fnv1a of the parameters the handle was
+ * opened with (base/hash.h), which names the model a state belongs to. */
+typedef struct {
+    float *state;
+    int *pos;
+    size_t layer_stride;
+    int ldc, ldp;
+    uint64_t fingerprint;
+} m2s_state_view;
+
+/* The view of a stream, 0 <= stream < max_streams (not checked here). */
+m2s_state_view m2s_state_of(const m2_stream *s, int stream);
+
 #define M2S_VEC    16 /* fp32 lanes per vector: rows are padded to this */
 #define M2S_MAX_NV 8  /* vectors per panel (accumulator registers of the GEMV) */
 /* states of a tick from which m2s_ssm is given the next stream's state to prefetch (one core's L2 on the machines

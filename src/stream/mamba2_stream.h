@@ -11,6 +11,7 @@
  *       m2_stream_standardize(s, raw_features, x);        (or feed already z-scored rows, e.g. /features/X)
  *       m2_stream_step(s, 0, x, pred);                   pred[0..O) = the model's output for this tick
  *   while idle between ticks: m2_stream_warm(s, 1, NULL);  (sparse ticks: keeps the next step cached)
+ *   to restart mid-session: m2_stream_snapshot(s, 0, buf, m2_stream_snapshot_bytes(s)) now, m2_stream_restore later
  *   m2_stream_close(s);
  *
  * A handle owns read-only weights packed for sequential access and, per stream (instrument), the recurrent
@@ -85,6 +86,20 @@ M2_STREAM_API int m2_stream_step_batch(m2_stream *s, int n, const int *streams, 
  * to be on its way, it costs about one cold step and leaves the next step near its cached speed. Like step: no
  * allocation, lock or system call; not thread-safe. M2_EUSAGE when n or an index is out of range. */
 M2_STREAM_API int m2_stream_warm(m2_stream *s, int n, const int *streams);
+
+/* Snapshots of one stream's recurrent state, for a process that restarts mid-session or hands a stream to a standby
+ * process without replaying the session's ticks (docs/FORMATS.md, "Stream state snapshots"). A snapshot is
+ * m2_stream_snapshot_bytes(s) bytes in native byte order: a header naming the model (its shape and a fingerprint of
+ * its parameters) and a checksum, then the state in a canonical order. It restores into any handle opened from the
+ * same parameters, with fp32 or bf16 weights and at any CPU level (the state is fp32 in all), into any stream index;
+ * the next step then continues exactly as the saved stream would have. Neither call allocates.
+ * m2_stream_snapshot: M2_EUSAGE when stream is out of range or bytes < m2_stream_snapshot_bytes(s).
+ * m2_stream_restore: M2_EUSAGE, with a message naming the reason, for a buffer that is not a snapshot, another format
+ * version, a model of another shape or other parameters, the wrong size (truncated), a checksum mismatch or a
+ * non-finite value; the stream is then left as it was. */
+M2_STREAM_API size_t m2_stream_snapshot_bytes(const m2_stream *s);
+M2_STREAM_API int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes);
+M2_STREAM_API int m2_stream_restore(m2_stream *s, int stream, const void *buf, size_t bytes);
 
 /* raw [F] features as computed by the featuriser (docs/FORMATS.md) -> x [F] z-scored with the training
  * statistics and clipped, as in the dataset's /features/X. */

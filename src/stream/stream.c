@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 typedef struct {
     m2s_mat W_in, W_out;
@@ -36,6 +37,7 @@ struct m2_stream {
     float *state;
     size_t state_stride, layer_stride, ring_floats;
     int *pos;
+    uint64_t fingerprint; /* of the parameters (m2s_state_view) */
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
@@ -225,6 +227,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     }
     m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
     pack_vecs(s, lay, params);
+    s->fingerprint = m2_fnv1a(params, lay->n_params * sizeof *params, M2_FNV_INIT);
     for (int f = 0; f < s->d.F; f++) {
         s->mean[f] = mean ? mean[f] : 0.0;
         s->inv_std[f] = std && std[f] > 0 ? 1.0 / std[f] : 1.0;
@@ -268,6 +271,17 @@ void m2_stream_reset(m2_stream *s, int stream)
         memset(s->state + (size_t)stream * s->state_stride, 0, s->state_stride * sizeof *s->state);
         s->pos[stream] = 0;
     }
+}
+
+m2s_state_view m2s_state_of(const m2_stream *s, int stream)
+{
+    m2s_state_view v = {.state = s->state + (size_t)stream * s->state_stride,
+                        .pos = s->pos + stream,
+                        .layer_stride = s->layer_stride,
+                        .ldc = s->Ccp,
+                        .ldp = (int)pad16(s->d.P),
+                        .fingerprint = s->fingerprint};
+    return v;
 }
 
 /* Layer l's conv ring, then its SSM state, of a stream. */

@@ -1,7 +1,7 @@
 /* The step path allocates nothing: this binary is linked with -Wl,--wrap for malloc, calloc, realloc, free,
  * aligned_alloc and posix_memalign, so every call from the engine's objects goes through a counter. After open
  * and one warm-up tick, 10000 single-stream steps with m2_stream_warm calls between them, 1000 batched steps,
- * resets and standardize calls must leave the counter where it was. */
+ * resets, standardize calls and state snapshots and restores must leave the counter where it was. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,12 +81,16 @@ static void run_ticks(int bf16)
     int ids[3] = {6, 1, 4};
     m2_stream_step(s, 0, X, pred); /* warm-up */
     m2_stream_step_batch(s, 8, NULL, X, pred);
+    const size_t snap_bytes = m2_stream_snapshot_bytes(s);
+    unsigned char *snap = malloc(snap_bytes); /* the caller's buffer, before the count starts */
     long before = calls;
     for (int t = 0; t < 10000; t++) {
         if (t % 1000 == 0) m2_stream_reset(s, 0);
         m2_stream_standardize(s, raw, x);
         assert_int_equal(m2_stream_step(s, 0, X + (size_t)(t % 256) * shape.F, pred), 0);
         if (t % 10 == 0) assert_int_equal(m2_stream_warm(s, t % 20 ? 1 : 8, NULL), 0);
+        if (t % 100 == 0) assert_int_equal(m2_stream_snapshot(s, 0, snap, snap_bytes), 0);
+        if (t % 100 == 50) assert_int_equal(m2_stream_restore(s, 3, snap, snap_bytes), 0);
     }
     for (int t = 0; t < 1000; t++) {
         if (t % 100 == 0) m2_stream_reset(s, -1);
@@ -94,6 +98,7 @@ static void run_ticks(int bf16)
             m2_stream_step_batch(s, t % 2 ? 3 : 8, t % 2 ? ids : NULL, X + (size_t)(t % 32) * shape.F, pred), 0);
     }
     assert_int_equal(calls, before);
+    free(snap);
     m2_stream_close(s);
     m2_layout_free(&lay);
     free(params);

@@ -4,7 +4,8 @@
 #   on the same split (the chunked forward, reset at each session part), with --batch 3 and --bf16 too, and with
 #   --evict-kb --warm bitwise the same as without;
 # - the example program (examples/stream_example.c, opened from the checkpoint) gives the same predictions, also when
-#   its input arrives slowly and it warms the model while idle;
+#   its input arrives slowly and it warms the model while idle, and when two processes split the input and hand the
+#   instruments' states over through --state (m2_stream_snapshot / m2_stream_restore);
 # - --help / --version; bad inputs give one "mamba2_stream: error: ..." line and exit 1 (runtime) or 2 (usage).
 # usage: test_stream_cli.sh PATH/TO/eval_fixture PATH/TO/stream_example    (MAMBA2_BIN: build folder)
 set -u
@@ -69,6 +70,28 @@ head -22 "$dir/ticks.txt" | while read -r line; do echo "$line"; sleep 0.004; do
     fail "stream_example, slow input: $(cat "$dir/err.txt")"
 [ "$(wc -l <"$dir/example_slow.txt")" -eq 20 ] || fail "stream_example, slow input: $(wc -l <"$dir/example_slow.txt") lines"
 cmp -s "$dir/example_slow.txt" <(head -20 "$dir/example.txt") || fail "stream_example: slow input changed the output"
+# --state: the same input in two processes, the first writing the instruments' states at its end and the second
+# restoring them, gives the one process's output bitwise; a damaged or mismatched state file is refused with its
+# reason, exit 1, and left as it was
+head -60 "$dir/ticks.txt" | "$example" "$ck" --instruments 2 --state "$dir/state.bin" >"$dir/example_a.txt" \
+    2>"$dir/err.txt" || fail "stream_example --state, first process: $(cat "$dir/err.txt")"
+[ -s "$dir/state.bin" ] && [ ! -e "$dir/state.bin.tmp" ] || fail "stream_example --state: no state file (or a .tmp left)"
+tail -n +61 "$dir/ticks.txt" | "$example" "$ck" --instruments 2 --state "$dir/state.bin" >"$dir/example_b.txt" \
+    2>"$dir/err.txt" || fail "stream_example --state, second process: $(cat "$dir/err.txt")"
+cat "$dir/example_a.txt" "$dir/example_b.txt" | cmp -s - "$dir/example.txt" ||
+    fail "stream_example --state: two processes differ from one"
+cp "$dir/state.bin" "$dir/damaged.bin"
+printf '\x7f' | dd of="$dir/damaged.bin" bs=1 seek=200 conv=notrunc status=none
+cp "$dir/damaged.bin" "$dir/damaged.orig"
+for case in "damaged.bin 2 checksum" "state.bin 1 more states than --instruments" \
+    "state.bin 3 shorter than a snapshot's header"; do
+    read -r file n why <<<"$case"
+    "$example" "$ck" --instruments "$n" --state "$dir/$file" </dev/null >/dev/null 2>"$dir/err.txt"
+    rc=$?
+    [ $rc -eq 1 ] || fail "stream_example --state $file --instruments $n: exit $rc, not 1"
+    grep -q -- "--state $dir/$file: .*$why" "$dir/err.txt" || fail "stream_example --state $file: $(cat "$dir/err.txt")"
+done
+cmp -s "$dir/damaged.bin" "$dir/damaged.orig" || fail "stream_example: a refused state file was overwritten"
 
 # Everything against mamba2_eval's chunked forward (an independent path: m2_model_forward).
 # Tolerance: fp32 with different summation orders, ~1e-6 relative to the output scale (test_stream_chunked);
