@@ -79,8 +79,10 @@ int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes)
     if (rc) return rc;
     const size_t need = m2_stream_snapshot_bytes(s);
     if (!buf || bytes < need)
-        return m2_fail(M2_EUSAGE, "m2_stream_snapshot (buffer): %zu bytes, a snapshot of this model takes %zu "
-                                  "(m2_stream_snapshot_bytes)", buf ? bytes : 0, need);
+        return m2_fail(M2_EUSAGE,
+                       "m2_stream_snapshot (buffer): %zu bytes, a snapshot of this model takes %zu "
+                       "(m2_stream_snapshot_bytes)",
+                       buf ? bytes : 0, need);
     const m2_dims *d = m2_stream_dims(s);
     const m2s_state_view v = m2s_state_of(s, stream);
     unsigned char *payload = (unsigned char *)buf + sizeof(snapshot_header);
@@ -112,8 +114,9 @@ static int check_snapshot(const m2_stream *s, const void *buf, size_t bytes)
     model_dims(d, mine);
     for (int i = 0; i < 8; i++)
         if (h.dims[i] != mine[i])
-            return m2_fail(M2_EUSAGE, "%s: the snapshot is of a model with %s = %" PRId32 ", this handle's has %" PRId32,
-                           fn, DIM_NAMES[i], h.dims[i], mine[i]);
+            return m2_fail(M2_EUSAGE,
+                           "%s: the snapshot is of a model with %s = %" PRId32 ", this handle's has %" PRId32, fn,
+                           DIM_NAMES[i], h.dims[i], mine[i]);
     const uint64_t fp = m2s_state_of(s, 0).fingerprint;
     if (h.fingerprint != fp)
         return m2_fail(M2_EUSAGE,
