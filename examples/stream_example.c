@@ -7,7 +7,8 @@
  *   in:  "reset <instrument>"             the instrument's next tick starts a new session
  *   out: "<instrument> <pred_1> ... <pred_O>"
  * By default x are already z-scored (like the dataset's /features/X); with --raw they are the featuriser's raw
- * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize).
+ * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize_instrument: for a
+ * model trained on a universe, instrument i takes the universe's i-th instrument's statistics).
  * With --state FILE the instruments' states outlive the process: restored from FILE at start-up when it exists, and
  * written back at the end of input (atomically: a temporary file renamed over it), so that a process restarted
  * mid-session continues each instrument's session where the last one stopped instead of replaying its ticks.
@@ -15,7 +16,7 @@
  * The calls a real process makes, in order:
  *   m2_stream_open          once, at start-up: reads the checkpoint, packs the weights, allocates N states
  *   m2_stream_reset         at each session boundary of an instrument (states start at zero after open)
- *   m2_stream_standardize   per tick, if the feed gives raw features
+ *   m2_stream_standardize_instrument   per tick, if the feed gives raw features
  *   m2_stream_step          per tick: allocation-free, lock-free, no system call
  *   m2_stream_warm          in the idle branch of the event loop: when no tick has come for IDLE_MS, this example
  *                           warms the last instrument that ticked (the rest of a process evicts the model between
@@ -71,9 +72,12 @@ static const char *handle_line(m2_stream *s, char *line, int raw, int *ticked)
         v[f] = strtod(p, &end);
         if (end == p) return "tick line: fewer features than the model has";
     }
-    if (raw)
-        m2_stream_standardize(s, v, x);
-    else
+    if (raw) {
+        /* a universe's checkpoint holds each instrument's statistics: instrument i is its i-th (a real process would
+         * map its symbols once at start-up with m2_stream_instrument) */
+        if (m2_stream_standardize_instrument(s, m2_stream_n_instruments(s) > 1 ? (int)id : 0, v, x) != M2_STREAM_OK)
+            return m2_last_error();
+    } else
         for (int f = 0; f < F; f++) x[f] = (float)v[f];
     if (m2_stream_step(s, (int)id, x, pred) != M2_STREAM_OK) return m2_last_error();
     *ticked = (int)id;

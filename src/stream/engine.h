@@ -29,6 +29,10 @@
 int m2_stream_open_params(const m2_layout *lay, const float *params, const double *mean, const double *std,
                           const m2_stream_options *opt, m2_stream **out);
 
+/* Replaces the handle's feature statistics with n instruments' (names [n], mean and std rows of ld doubles; a std
+ * <= 0 counts as 1), as a universe checkpoint holds them; at open, before any tick. M2_EFAIL out of memory. */
+int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld);
+
 /* The model's dimensions (internal: the public API names only features, targets and streams). */
 const m2_dims *m2_stream_dims(const m2_stream *s);
 

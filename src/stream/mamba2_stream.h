@@ -102,8 +102,16 @@ M2_STREAM_API int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, 
 M2_STREAM_API int m2_stream_restore(m2_stream *s, int stream, const void *buf, size_t bytes);
 
 /* raw [F] features as computed by the featuriser (docs/FORMATS.md) -> x [F] z-scored with the training
- * statistics and clipped, as in the dataset's /features/X. */
+ * statistics and clipped, bit for bit the dataset's /features/X row. For a checkpoint of one instrument's data. A
+ * model trained on a universe (docs/FORMATS.md "Universe") z-scored each instrument with its own statistics, all in
+ * the checkpoint: m2_stream_standardize_instrument takes the instrument (m2_stream_instrument finds it by name), and
+ * m2_stream_standardize on such a handle fills x with NaN (and sets m2_last_error) rather than guess. */
 M2_STREAM_API void m2_stream_standardize(const m2_stream *s, const double *raw, float *x);
+M2_STREAM_API int m2_stream_standardize_instrument(const m2_stream *s, int instrument, const double *raw, float *x);
+/* Instruments whose statistics the checkpoint holds (1 for one instrument's data, I for a universe). */
+M2_STREAM_API int m2_stream_n_instruments(const m2_stream *s);
+/* The index of the instrument of that name in the checkpoint, or -1 (m2_last_error says so). */
+M2_STREAM_API int m2_stream_instrument(const m2_stream *s, const char *name);
 
 M2_STREAM_API int m2_stream_n_features(const m2_stream *s);
 M2_STREAM_API int m2_stream_n_targets(const m2_stream *s);

@@ -5,6 +5,7 @@
 #include "stream/engine.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,11 @@ struct m2_stream {
     m2s_mat embed, head;
     const float *embed_b, *normf_w, *head_b;
     m2s_layer *layers;
-    double *mean, *inv_std; /* [F] feature statistics for m2_stream_standardize */
+    /* the training statistics of each instrument of the checkpoint (one for a single instrument's file, I for a
+     * universe, whose rows were z-scored per instrument): names [I], mean and std [I][F] */
+    int n_inst;
+    char (*inst_name)[64];
+    double *inst_mean, *inst_std;
     /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers; one
      * more slot than max_streams, the private one m2_stream_warm ticks (warm_slot) */
     float *state;
@@ -163,8 +168,10 @@ static int alloc_buffers(m2_stream *s)
     s->state = m2s_alloc_pages((S + 1) * s->state_stride * sizeof(float));
     s->pos = calloc(S + 1, sizeof *s->pos);
     s->all = calloc(S, sizeof *s->all);
-    s->mean = calloc((size_t)d->F, sizeof *s->mean);
-    s->inv_std = calloc((size_t)d->F, sizeof *s->inv_std);
+    s->n_inst = 1;
+    s->inst_name = calloc(1, sizeof *s->inst_name);
+    s->inst_mean = calloc((size_t)d->F, sizeof *s->inst_mean);
+    s->inst_std = calloc((size_t)d->F, sizeof *s->inst_std);
     s->h = alloc64(S * s->Dp * sizeof(float));
     s->u = alloc64(S * s->Dp * sizeof(float));
     s->zx = alloc64(S * s->Winp * sizeof(float));
@@ -181,7 +188,8 @@ static int alloc_buffers(m2_stream *s)
     s->warm_pred = alloc64((size_t)d->O * sizeof(float));
     s->warm_slot = s->max_streams;
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
-        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->mean || !s->inv_std || !s->warm_x || !s->warm_pred)
+        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->inst_name || !s->inst_mean || !s->inst_std ||
+        !s->warm_x || !s->warm_pred)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -229,8 +237,8 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     pack_vecs(s, lay, params);
     s->fingerprint = m2_fnv1a(params, lay->n_params * sizeof *params, M2_FNV_INIT);
     for (int f = 0; f < s->d.F; f++) {
-        s->mean[f] = mean ? mean[f] : 0.0;
-        s->inv_std[f] = std && std[f] > 0 ? 1.0 / std[f] : 1.0;
+        s->inst_mean[f] = mean ? mean[f] : 0.0;
+        s->inst_std[f] = std && std[f] > 0 ? std[f] : 1.0;
     }
     *out = s;
     return M2_OK;
@@ -244,8 +252,9 @@ void m2_stream_close(m2_stream *s)
     free(s->state);
     free(s->pos);
     free(s->all);
-    free(s->mean);
-    free(s->inv_std);
+    free(s->inst_name);
+    free(s->inst_mean);
+    free(s->inst_std);
     free(s->h);
     free(s->u);
     free(s->zx);
@@ -388,13 +397,73 @@ int m2_stream_warm(m2_stream *s, int n, const int *streams)
     return M2_OK;
 }
 
-void m2_stream_standardize(const m2_stream *s, const double *raw, float *x)
+int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld)
 {
+    const int F = s->d.F;
+    char(*nm)[64] = calloc((size_t)n, sizeof *nm);
+    double *mu = malloc((size_t)n * F * sizeof *mu), *sd = malloc((size_t)n * F * sizeof *sd);
+    if (n < 1 || !nm || !mu || !sd) {
+        free(nm);
+        free(mu);
+        free(sd);
+        return m2_fail(n < 1 ? M2_EUSAGE : M2_EFAIL, "stream (instruments): %s", n < 1 ? "none" : "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(nm[i], sizeof nm[i], "%s", names[i]);
+        for (int f = 0; f < F; f++) {
+            mu[(size_t)i * F + f] = mean[(size_t)i * ld + f];
+            sd[(size_t)i * F + f] = std[(size_t)i * ld + f] > 0 ? std[(size_t)i * ld + f] : 1.0;
+        }
+    }
+    free(s->inst_name);
+    free(s->inst_mean);
+    free(s->inst_std);
+    s->n_inst = n;
+    s->inst_name = nm;
+    s->inst_mean = mu;
+    s->inst_std = sd;
+    return M2_OK;
+}
+
+int m2_stream_n_instruments(const m2_stream *s) { return s->n_inst; }
+
+int m2_stream_instrument(const m2_stream *s, const char *name)
+{
+    for (int i = 0; name && i < s->n_inst; i++)
+        if (strcmp(s->inst_name[i], name) == 0) return i;
+    m2_fail(M2_EUSAGE, "m2_stream_instrument (%s): not among the checkpoint's %d instrument(s)", name ? name : "NULL",
+            s->n_inst);
+    return -1;
+}
+
+/* As m2_features_apply z-scores a dataset's rows: the feature as the float the dataset holds, then (x - mean) / std in
+ * double, clipped, to float, so that a raw feature computed as in training gives /features/X's value bit for bit. */
+int m2_stream_standardize_instrument(const m2_stream *s, int instrument, const double *raw, float *x)
+{
+    if (instrument < 0 || instrument >= s->n_inst)
+        return m2_fail(M2_EUSAGE, "m2_stream_standardize_instrument (instrument): %d is not in [0, %d)", instrument,
+                       s->n_inst);
+    const double *mean = s->inst_mean + (size_t)instrument * s->d.F, *std = s->inst_std + (size_t)instrument * s->d.F;
     for (int f = 0; f < s->d.F; f++) {
-        double z = (raw[f] - s->mean[f]) * s->inv_std[f];
+        double z = ((double)(float)raw[f] - mean[f]) / std[f];
         if (s->clip > 0) z = z > s->clip ? s->clip : z < -s->clip ? -s->clip : z;
         x[f] = (float)z;
     }
+    return M2_OK;
+}
+
+void m2_stream_standardize(const m2_stream *s, const double *raw, float *x)
+{
+    if (s->n_inst == 1) {
+        m2_stream_standardize_instrument(s, 0, raw, x);
+        return;
+    }
+    /* which instrument's statistics apply is the caller's to say: a NaN row makes the mistake show at once */
+    m2_fail(M2_EUSAGE,
+            "m2_stream_standardize: the checkpoint holds %d instruments' statistics; use "
+            "m2_stream_standardize_instrument",
+            s->n_inst);
+    for (int f = 0; f < s->d.F; f++) x[f] = NAN;
 }
 
 int m2_stream_n_features(const m2_stream *s) { return s->d.F; }

@@ -3,7 +3,8 @@
 # imported from a folder, and 50 as LOBSTER pairs (equal to the simulator's own depth features); the calendar cuts are common (no train tick after the first cut in any instrument, no val
 # tick after the second); gzip and plain files give the same rows; each instrument's train statistics reach the
 # checkpoint and a dataset normalised otherwise is refused by eval and stream; 2-rank training and an exact resume
-# on the universe; per-instrument eval rows and a stream per instrument; bad inputs (corrupt gzip member, a day without a date in its name)
+# on the universe; per-instrument eval rows and a stream per instrument; raw features z-scored per instrument by the
+# C API (the example program); bad inputs (corrupt gzip member, a day without a date in its name)
 # give one error line each and leave no output behind.
 # Usage: test_universe.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
 source "$(dirname "$0")/../lib/cli.sh"
@@ -121,6 +122,36 @@ expect_error 2 "--window-us needs --per-instrument" "$bin/mamba2_stream" --check
 "$py" -c "import h5py, shutil; shutil.copy('$dir/u.h5', '$dir/nots.h5'); del h5py.File('$dir/nots.h5', 'a')['raw/ts_ns']"
 expect_error 1 "dataset /raw/ts_ns .*nots.h5.: missing: replaying instruments in time order needs" \
   "$bin/mamba2_stream" --checkpoint "$ck" --data "$dir/nots.h5" --per-instrument
+
+# The C API z-scores a universe's raw features with each instrument's own statistics from the checkpoint
+# (m2_stream_standardize_instrument; the root statistics of a universe are 0 and 1): the example fed raw features
+# (X un-z-scored with the instrument's mean and std) predicts what it predicts fed X. Tolerance: the raw values
+# pass through float once more (~1e-7 relative), so predictions agree to ~1e-6 of their scale; 1e-4 of it still
+# fails by orders of magnitude if any instrument took other statistics.
+"$py" - "$dir/u.h5" "$dir/zs.txt" "$dir/raw.txt" <<'PY' || fail "making raw example input"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+X = f["features/X"][()].astype(np.float64)
+names = [n.decode().rstrip("\0") for n in f["universe/names"][()]]
+mean, std = f["universe/mean"][()], f["universe/std"][()]
+sess, inst = f["index/sessions"][()], f["universe/session_instrument"][()]
+with open(sys.argv[2], "w") as zs, open(sys.argv[3], "w") as raw:
+    for k in (3, 10, 49):   # each instrument's first session, its rows in order
+        s = int(np.flatnonzero(inst == k)[0])
+        for r in range(sess[s], min(sess[s + 1], sess[s] + 40)):
+            zs.write(f"{k} " + " ".join("%.9g" % v for v in X[r]) + "\n")
+            raw.write(f"{k} " + " ".join("%.17g" % v for v in X[r] * std[k] + mean[k]) + "\n")
+PY
+example="$bin/tests/stream_example"
+"$example" "$ck" --instruments 50 <"$dir/zs.txt" >"$dir/pz.txt" 2>"$dir/err.txt" || fail "example: $(cat "$dir/err.txt")"
+"$example" "$ck" --instruments 50 --raw <"$dir/raw.txt" >"$dir/pr.txt" 2>"$dir/err.txt" ||
+  fail "example --raw: $(cat "$dir/err.txt")"
+"$py" - "$dir/pz.txt" "$dir/pr.txt" <<'PY' || fail "raw features z-scored with other statistics than training's"
+import sys, numpy as np
+a, b = (np.loadtxt(f) for f in sys.argv[1:3])
+assert a.shape == b.shape and a.shape[0] == 120, a.shape
+assert np.abs(a - b).max() <= 1e-4 * np.abs(a[:, 1:]).max(), np.abs(a - b).max()
+PY
 
 # A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
 cp "$dir/u.h5" "$dir/other.h5"

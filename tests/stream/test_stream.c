@@ -1,5 +1,6 @@
 /* Streaming engine (stream/mamba2_stream.h) against the fp64 tick-by-tick oracle (ref_stream.c): the default model,
- * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; warm; bf16; standardize; errors.
+ * G = 2, odd sizes that take the portable kernels; batched == single streams; reset; warm; bf16; standardize (one
+ * instrument, and a universe's instruments bitwise as training z-scored them); errors.
  *
  * Tolerances. The engine computes in fp32 (unit roundoff u = 6e-8) with a different summation order from
  * the oracle (packed GEMV with 8 interleaved accumulators, 2 interleaved SSM partial sums, a polynomial exp
@@ -23,6 +24,8 @@
 #include "base/error.h"
 #include "stream/engine.h"
 #include "stream/engine.h"
+#include "io/dataset.h"
+#include "io/features.h"
 #include "ref_stream.h"
 #include "stream_fixture.h"
 
@@ -345,6 +348,66 @@ static void test_standardize(void **state)
     free(params);
 }
 
+/* Raw features z-scored as training z-scored the dataset (m2_features_apply: the float the dataset held, then
+ * (x - mean) / std in double, clipped), bit for bit, for each instrument of a universe with its own statistics; the
+ * instrument found by name; m2_stream_standardize refusing to guess on a universe (NaN and a message). */
+static void test_standardize_universe(void **state)
+{
+    fixture_shape shape = {3, 1, 16, 1, 2, 16, 16, 1, 4};
+    m2_layout lay;
+    assert_int_equal(fixture_layout(&lay, shape), M2_OK);
+    float *params = fixture_params(&lay, 1, 0);
+    enum { I = 3, LD = 4, ROWS = 64 };
+    const char names[I][64] = {"AAA", "BBB", "CCC"};
+    const double mean[I * LD] = {1.0, -2.0, 0.5, 9, 1e3, 0.25, -7.0, 9, 0.0, 0.0, 1e-3, 9};
+    const double sd[I * LD] = {2.0, 0.5, 1.0, 9, 37.0, 0.001, 3.0, 9, 1.0, 1e-4, 0.0, 9}; /* 0: counts as 1 */
+    m2_stream_options opt = m2_stream_defaults();
+    m2_stream *s;
+    assert_int_equal(m2_stream_open_params(&lay, params, mean, sd, &opt, &s), M2_OK);
+    assert_int_equal(m2_stream_n_instruments(s), 1);
+    double raw[3] = {0.123456789012345, -1e3 / 3, 7.77777777777};
+    float xs[3], xi[3];
+    m2_stream_standardize(s, raw, xs);
+    assert_int_equal(m2_stream_standardize_instrument(s, 0, raw, xi), M2_OK);
+    assert_memory_equal(xs, xi, sizeof xs);
+    assert_int_equal(m2s_set_instruments(s, I, names, mean, sd, LD), M2_OK);
+    assert_int_equal(m2_stream_n_instruments(s), I);
+    assert_int_equal(m2_stream_instrument(s, "BBB"), 1);
+    assert_int_equal(m2_stream_instrument(s, "ZZZ"), -1);
+    assert_non_null(strstr(m2_last_error(), "ZZZ"));
+    assert_int_equal(m2_stream_standardize_instrument(s, I, raw, xi), M2_EUSAGE);
+    m2_stream_standardize(s, raw, xs);
+    for (int f = 0; f < 3; f++) assert_true(isnan(xs[f]));
+    assert_non_null(strstr(m2_last_error(), "m2_stream_standardize_instrument"));
+    uint64_t key = 42;
+    for (int i = 0; i < I; i++) {
+        m2_dataset ds;
+        memset(&ds, 0, sizeof ds);
+        ds.n_rows = ROWS;
+        ds.n_features = 3;
+        ds.X = malloc((size_t)ROWS * 3 * sizeof *ds.X);
+        double rows[ROWS][3];
+        double sdi[3];
+        for (int f = 0; f < 3; f++) sdi[f] = sd[i * LD + f] > 0 ? sd[i * LD + f] : 1.0;
+        for (int r = 0; r < ROWS; r++)
+            for (int f = 0; f < 3; f++) { /* within and beyond the clip, with more digits than a float holds */
+                key = key * 6364136223846793005ull + 1442695040888963407ull;
+                const double u = (double)(key >> 11) / 9007199254740992.0;
+                rows[r][f] = mean[i * LD + f] + sdi[f] * (14.0 * u - 7.0);
+                ds.X[r * 3 + f] = (float)rows[r][f];
+            }
+        m2_features_apply(&ds, mean + i * LD, sdi, opt.clip);
+        for (int r = 0; r < ROWS; r++) {
+            assert_int_equal(m2_stream_standardize_instrument(s, i, rows[r], xi), M2_OK);
+            assert_memory_equal(xi, ds.X + r * 3, sizeof xi);
+        }
+        free(ds.X);
+    }
+    m2_stream_close(s);
+    m2_layout_free(&lay);
+    free(params);
+}
+
 static void test_errors(void **state)
 {
     fixture_shape shape = {3, 1, 16, 1, 2, 16, 16, 1, 4};
@@ -391,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_extreme_activations),
         cmocka_unit_test(test_standardize),
+        cmocka_unit_test(test_standardize_universe),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
