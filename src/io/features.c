@@ -178,33 +178,53 @@ int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2)
 
 static double mid_of(const m2_dataset *ds, int64_t i) { return 0.5 * (ds->bid_px[i] + ds->ask_px[i]); }
 
+static double mid(const m2_event *e) { return 0.5 * (e->bid_px + e->ask_px); }
+
 static double slog1p(double v) { return v < 0 ? -log1p(-v) : log1p(v); }
 
 /* Cont, Kukanov & Stoikov (2014): the net order flow at the best quotes between two events. */
-static double ofi(const m2_dataset *ds, int64_t i)
+static double ofi(const m2_event *c, const m2_event *p)
 {
     double e = 0;
-    if (ds->bid_px[i] >= ds->bid_px[i - 1]) e += ds->bid_sz[i];
-    if (ds->bid_px[i] <= ds->bid_px[i - 1]) e -= ds->bid_sz[i - 1];
-    if (ds->ask_px[i] <= ds->ask_px[i - 1]) e -= ds->ask_sz[i];
-    if (ds->ask_px[i] >= ds->ask_px[i - 1]) e += ds->ask_sz[i - 1];
+    if (c->bid_px >= p->bid_px) e += c->bid_sz;
+    if (c->bid_px <= p->bid_px) e -= p->bid_sz;
+    if (c->ask_px <= p->ask_px) e -= c->ask_sz;
+    if (c->ask_px >= p->ask_px) e += p->ask_sz;
+    return e;
+}
+
+void m2_event_features(const m2_event *cur, const m2_event *prev, double tick_size, float *x)
+{
+    const double day_ns = 86400e9, two_pi = 6.283185307179586;
+    double bs = cur->bid_sz, as = cur->ask_sz;
+    double tsz = isfinite(cur->trade_sz) ? cur->trade_sz : 0;
+    double tod = (double)(((cur->ts_ns % (int64_t)day_ns) + (int64_t)day_ns) % (int64_t)day_ns) / day_ns;
+    x[M2_FEAT_MID_RET] = !prev ? 0.0f : (float)(1e4 * log(mid(cur) / mid(prev)));
+    x[M2_FEAT_SPREAD] = (float)((cur->ask_px - cur->bid_px) / tick_size);
+    x[M2_FEAT_QUEUE_IMB] = bs + as > 0 ? (float)((bs - as) / (bs + as)) : 0.0f;
+    x[M2_FEAT_OFI] = !prev ? 0.0f : (float)slog1p(ofi(cur, prev));
+    x[M2_FEAT_TRADE] = (float)(cur->side * log1p(tsz > 0 ? tsz : 0));
+    x[M2_FEAT_DT] = !prev ? 0.0f : (float)log1p((double)(cur->ts_ns - prev->ts_ns) * 1e-9);
+    x[M2_FEAT_TOD_SIN] = (float)sin(two_pi * tod);
+    x[M2_FEAT_TOD_COS] = (float)cos(two_pi * tod);
+}
+
+static m2_event event_at(const m2_dataset *ds, int64_t i)
+{
+    m2_event e = {.ts_ns = ds->ts_ns[i],
+                  .bid_px = ds->bid_px[i],
+                  .ask_px = ds->ask_px[i],
+                  .bid_sz = ds->bid_sz[i],
+                  .ask_sz = ds->ask_sz[i],
+                  .trade_sz = ds->trade_sz[i],
+                  .side = ds->side[i]};
     return e;
 }
 
 static void row_features(const m2_dataset *ds, int64_t i, int first, float *x)
 {
-    const double day_ns = 86400e9, two_pi = 6.283185307179586;
-    double bs = ds->bid_sz[i], as = ds->ask_sz[i];
-    double tsz = isfinite(ds->trade_sz[i]) ? ds->trade_sz[i] : 0;
-    double tod = (double)(((ds->ts_ns[i] % (int64_t)day_ns) + (int64_t)day_ns) % (int64_t)day_ns) / day_ns;
-    x[M2_FEAT_MID_RET] = first ? 0.0f : (float)(1e4 * log(mid_of(ds, i) / mid_of(ds, i - 1)));
-    x[M2_FEAT_SPREAD] = (float)((ds->ask_px[i] - ds->bid_px[i]) / ds->tick_size);
-    x[M2_FEAT_QUEUE_IMB] = bs + as > 0 ? (float)((bs - as) / (bs + as)) : 0.0f;
-    x[M2_FEAT_OFI] = first ? 0.0f : (float)slog1p(ofi(ds, i));
-    x[M2_FEAT_TRADE] = (float)(ds->side[i] * log1p(tsz > 0 ? tsz : 0));
-    x[M2_FEAT_DT] = first ? 0.0f : (float)log1p((double)(ds->ts_ns[i] - ds->ts_ns[i - 1]) * 1e-9);
-    x[M2_FEAT_TOD_SIN] = (float)sin(two_pi * tod);
-    x[M2_FEAT_TOD_COS] = (float)cos(two_pi * tod);
+    const m2_event cur = event_at(ds, i), prev = first ? cur : event_at(ds, i - 1);
+    m2_event_features(&cur, first ? NULL : &prev, ds->tick_size, x);
 }
 
 int m2_features_compute(m2_dataset *ds, const m2_feature_opts *o)

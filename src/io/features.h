@@ -47,6 +47,19 @@ int m2_features_split(m2_dataset *ds, const double fractions[3]);
  * falls inside one (the universe's calendar cuts, universe.h). */
 int m2_features_split_at(m2_dataset *ds, int64_t c1, int64_t c2);
 
+/* One event's raw columns as the features read them (a row of the dataset's /raw arrays). */
+typedef struct {
+    int64_t ts_ns;                         /* ns since the Unix epoch, UTC */
+    double bid_px, ask_px, bid_sz, ask_sz; /* the best quotes after the event */
+    double trade_sz;                       /* the event's trade size (0 or non-finite: none) */
+    int side;                              /* the trade's aggressor: +1 buy, -1 sell, 0 none */
+} m2_event;
+
+/* The default features x [M2_N_FEATURES] of event cur, given the previous event of its session (NULL: cur is the
+ * session's first). The one definition of the features: the dataset's rows (m2_features_compute) and the streaming
+ * engine's live ticks (m2_stream_features) both come from here. */
+void m2_event_features(const m2_event *cur, const m2_event *prev, double tick_size, float *x);
+
 /* Depth imbalance from one book row in LOBSTER order (ask px, ask size, bid px, bid size per level): x[l] for
  * levels l < k is (bid_l - ask_l)/(bid_l + ask_l) of the sizes, x[k] the same of the sizes summed over the k levels;
  * 0 where both are 0 (empty levels have size 0). */

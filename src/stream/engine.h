@@ -21,6 +21,7 @@
 #include "base/cpu.h"
 #include "base/layout.h"
 #include "base/vmath.h"
+#include "io/features.h"
 #include "stream/mamba2_stream.h"
 
 /* Opens from a flat parameter buffer of layout `lay` (copied: the caller may free params afterwards).
@@ -32,6 +33,10 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
 /* Replaces the handle's feature statistics with n instruments' (names [n], mean and std rows of ld doubles; a std
  * <= 0 counts as 1), as a universe checkpoint holds them; at open, before any tick. M2_EFAIL out of memory. */
 int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld);
+
+/* Whether the model's features are the featuriser's (io/features.h: the defaults, then depth_imb_1..k and
+ * depth_imb_cum), by the count alone when names is NULL; m2_stream_features refuses otherwise, saying why. */
+void m2s_set_feature_names(m2_stream *s, const char (*names)[32]);
 
 /* The model's dimensions (internal: the public API names only features, targets and streams). */
 const m2_dims *m2_stream_dims(const m2_stream *s);
@@ -46,6 +51,9 @@ typedef struct {
     size_t layer_stride;
     int ldc, ldp;
     uint64_t fingerprint;
+    m2_event *last_event;         /* the featuriser's last event of the stream (m2_stream_features) */
+    unsigned char *has_last;      /* 0: none (the next event starts a session) */
+    const char *features_unknown; /* why m2_stream_features cannot serve the model, "" when it can */
 } m2s_state_view;
 
 /* The view of a stream, 0 <= stream < max_streams (not checked here). */

@@ -8,7 +8,8 @@
  *   float x[F], pred[O];
  *   for each tick:
  *       if (first tick of a session) m2_stream_reset(s, 0);
- *       m2_stream_standardize(s, raw_features, x);        (or feed already z-scored rows, e.g. /features/X)
+ *       m2_stream_features(s, 0, &event, tick_size, NULL, raw);   (the training featuriser, from the event)
+ *       m2_stream_standardize(s, raw, x);                 (or feed already z-scored rows, e.g. /features/X)
  *       m2_stream_step(s, 0, x, pred);                   pred[0..O) = the model's output for this tick
  *   while idle between ticks: m2_stream_warm(s, 1, NULL);  (sparse ticks: keeps the next step cached)
  *   to restart mid-session: m2_stream_snapshot(s, 0, buf, m2_stream_snapshot_bytes(s)) now, m2_stream_restore later
@@ -18,8 +19,8 @@
  * cache of every layer: the last K-1 conv inputs and the SSM state S [H,P,N]. Each stream starts at zero
  * (the state before a session's first tick).
  *
- * Guarantees: after open, step / step_batch / warm / reset / standardize allocate nothing, take no lock and make no
- * system call (tests/stream/test_stream_alloc.c checks the first). Outputs equal the chunked forward
+ * Guarantees: after open, step / step_batch / warm / reset / features / standardize / snapshot / restore allocate
+ * nothing, take no lock and make no system call (tests/stream/test_stream_alloc.c checks the first). Outputs equal the chunked forward
  * (m2_model_forward) over the same session up to fp32 rounding.
  *
  * Threads: a handle is not thread-safe; use one handle per thread, or give threads disjoint streams and
@@ -28,6 +29,7 @@
 #define MAMBA2_STREAM_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +102,27 @@ M2_STREAM_API int m2_stream_warm(m2_stream *s, int n, const int *streams);
 M2_STREAM_API size_t m2_stream_snapshot_bytes(const m2_stream *s);
 M2_STREAM_API int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes);
 M2_STREAM_API int m2_stream_restore(m2_stream *s, int stream, const void *buf, size_t bytes);
+
+/* One market event of an instrument, as the training data's raw columns hold it (docs/FORMATS.md "Tick dataset"):
+ * an event that changed the best quotes or traded. */
+typedef struct {
+    int64_t ts_ns;                         /* ns since the Unix epoch, UTC */
+    double bid_px, ask_px, bid_sz, ask_sz; /* the best quotes after the event (an empty side: size 0) */
+    double trade_sz;                       /* the event's trade size; 0 (or NaN) when it did not trade */
+    int side;                              /* the trade's aggressor: +1 buy, -1 sell, 0 none */
+} m2_stream_event;
+
+/* The featuriser of the training data, live: raw [F] = the features of event ev of this stream, computed by the very
+ * code that made the dataset's rows from the same columns (so they match /features/X's before z-scoring bit for
+ * bit), given the stream's previous event, which the handle keeps (none after open, m2_stream_reset or a restore of a
+ * snapshot taken before any: the event then starts a session, as a session's first row does). tick_size: the
+ * instrument's. book: for a model with depth features (F > 8: trained on LOBSTER data with --depth k), the
+ * event's book in LOBSTER order, ask price, ask size, bid price, bid size for levels 1..k, an empty level of size
+ * 0; NULL otherwise. Then m2_stream_standardize (or _instrument) and m2_stream_step. M2_EUSAGE, the stream's
+ * memory unchanged, for: stream out of range; a model whose features are not the featuriser's (the checkpoint's
+ * names say so); tick_size <= 0; a non-finite or negative price or size (named); time going back; a missing book. */
+M2_STREAM_API int m2_stream_features(m2_stream *s, int stream, const m2_stream_event *ev, double tick_size,
+                                     const double *book, double *raw);
 
 /* raw [F] features as computed by the featuriser (docs/FORMATS.md) -> x [F] z-scored with the training
  * statistics and clipped, bit for bit the dataset's /features/X row. For a checkpoint of one instrument's data. A

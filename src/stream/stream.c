@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "io/features.h"
 
 typedef struct {
     m2s_mat W_in, W_out;
@@ -43,6 +44,10 @@ struct m2_stream {
     size_t state_stride, layer_stride, ring_floats;
     int *pos;
     uint64_t fingerprint; /* of the parameters (m2s_state_view) */
+    /* the featuriser's memory per stream (m2_stream_features): the last event and whether there is one */
+    m2_event *last_event;
+    unsigned char *has_last;
+    char features_unknown[160]; /* why m2_stream_features cannot serve this model ("": it can) */
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
     float *h, *u, *zx, *xbc, *y, *out, *pred;
@@ -167,6 +172,8 @@ static int alloc_buffers(m2_stream *s)
     s->vecs = alloc64(s->vec_bytes);
     s->state = m2s_alloc_pages((S + 1) * s->state_stride * sizeof(float));
     s->pos = calloc(S + 1, sizeof *s->pos);
+    s->last_event = calloc(S + 1, sizeof *s->last_event);
+    s->has_last = calloc(S + 1, sizeof *s->has_last);
     s->all = calloc(S, sizeof *s->all);
     s->n_inst = 1;
     s->inst_name = calloc(1, sizeof *s->inst_name);
@@ -188,8 +195,8 @@ static int alloc_buffers(m2_stream *s)
     s->warm_pred = alloc64((size_t)d->O * sizeof(float));
     s->warm_slot = s->max_streams;
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
-        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->inst_name || !s->inst_mean || !s->inst_std ||
-        !s->warm_x || !s->warm_pred)
+        !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->last_event || !s->has_last || !s->inst_name ||
+        !s->inst_mean || !s->inst_std || !s->warm_x || !s->warm_pred)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -236,6 +243,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
     pack_vecs(s, lay, params);
     s->fingerprint = m2_fnv1a(params, lay->n_params * sizeof *params, M2_FNV_INIT);
+    m2s_set_feature_names(s, NULL); /* by the shape alone; m2_stream_open checks the checkpoint's names */
     for (int f = 0; f < s->d.F; f++) {
         s->inst_mean[f] = mean ? mean[f] : 0.0;
         s->inst_std[f] = std && std[f] > 0 ? std[f] : 1.0;
@@ -251,6 +259,8 @@ void m2_stream_close(m2_stream *s)
     free(s->vecs);
     free(s->state);
     free(s->pos);
+    free(s->last_event);
+    free(s->has_last);
     free(s->all);
     free(s->inst_name);
     free(s->inst_mean);
@@ -276,9 +286,11 @@ void m2_stream_reset(m2_stream *s, int stream)
     if (stream < 0) {
         memset(s->state, 0, (size_t)s->max_streams * s->state_stride * sizeof *s->state);
         memset(s->pos, 0, (size_t)s->max_streams * sizeof *s->pos);
+        memset(s->has_last, 0, (size_t)s->max_streams);
     } else if (stream < s->max_streams) {
         memset(s->state + (size_t)stream * s->state_stride, 0, s->state_stride * sizeof *s->state);
         s->pos[stream] = 0;
+        s->has_last[stream] = 0;
     }
 }
 
@@ -289,7 +301,10 @@ m2s_state_view m2s_state_of(const m2_stream *s, int stream)
                         .layer_stride = s->layer_stride,
                         .ldc = s->Ccp,
                         .ldp = (int)pad16(s->d.P),
-                        .fingerprint = s->fingerprint};
+                        .fingerprint = s->fingerprint,
+                        .last_event = s->last_event + stream,
+                        .has_last = s->has_last + stream,
+                        .features_unknown = s->features_unknown};
     return v;
 }
 
@@ -426,6 +441,32 @@ int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const doub
 }
 
 int m2_stream_n_instruments(const m2_stream *s) { return s->n_inst; }
+
+void m2s_set_feature_names(m2_stream *s, const char (*names)[32])
+{
+    const int F = s->d.F, k = F - M2_N_FEATURES - 1; /* depth levels, when there are depth features */
+    s->features_unknown[0] = '\0';
+    if (F < M2_N_FEATURES || F == M2_N_FEATURES + 1) {
+        snprintf(s->features_unknown, sizeof s->features_unknown,
+                 "the model takes %d features; the featuriser makes %d, or %d + depth levels + 1", F, M2_N_FEATURES,
+                 M2_N_FEATURES);
+        return;
+    }
+    for (int f = 0; names && f < F; f++) {
+        char want[32];
+        if (f < M2_N_FEATURES)
+            snprintf(want, sizeof want, "%s", m2_feature_name[f]);
+        else if (f - M2_N_FEATURES < k)
+            snprintf(want, sizeof want, "depth_imb_%d", f - M2_N_FEATURES + 1);
+        else
+            snprintf(want, sizeof want, "depth_imb_cum");
+        if (strcmp(names[f], want) != 0) {
+            snprintf(s->features_unknown, sizeof s->features_unknown,
+                     "the model's feature %d is '%.31s', the featuriser's is '%s'", f, names[f], want);
+            return;
+        }
+    }
+}
 
 int m2_stream_instrument(const m2_stream *s, const char *name)
 {

@@ -17,6 +17,7 @@ int m2_stream_open(const char *checkpoint, const m2_stream_options *opt, m2_stre
         rc = m2_stream_open_params(&ck.lay, ck.params, ck.mean, ck.std, opt, out);
         /* a universe's rows were z-scored per instrument (docs/FORMATS.md "Universe"): its root statistics are 0
          * and 1, so the instruments' own are what m2_stream_standardize_instrument must apply */
+        if (!rc) m2s_set_feature_names(*out, (const char(*)[32])ck.feature_names);
         if (!rc && ck.n_instruments >= 1 && ck.inst_mean)
             rc = m2s_set_instruments(*out, ck.n_instruments, (const char(*)[64])ck.inst_name, ck.inst_mean, ck.inst_std,
                                      M2_MAX_FEATURES);

@@ -25,6 +25,16 @@ typedef struct {
 } snapshot_header;
 _Static_assert(sizeof(snapshot_header) == 64, "the header's layout is the file format's");
 
+/* The featuriser's memory of the stream (m2_stream_features), after the payload. */
+typedef struct {
+    int64_t ts_ns;
+    double bid_px, ask_px, bid_sz, ask_sz, trade_sz;
+    int32_t side;
+    uint32_t has_last; /* 0: no previous event (the next starts a session), 1: the fields above are it */
+    uint64_t reserved; /* 0 */
+} snapshot_event;
+_Static_assert(sizeof(snapshot_event) == 64, "the block's layout is the file format's");
+
 static const char *const DIM_NAMES[8] = {"D", "L", "Di", "H", "P", "N", "G", "K"};
 
 static void model_dims(const m2_dims *d, int32_t dims[8])
@@ -39,10 +49,10 @@ static size_t payload_floats(const m2_dims *d)
     return (size_t)d->L * ((size_t)(d->K - 1) * d->Cc + (size_t)d->H * d->N * d->P);
 }
 
-size_t m2_stream_snapshot_bytes(const m2_stream *s)
-{
-    return sizeof(snapshot_header) + payload_floats(m2_stream_dims(s)) * sizeof(float);
-}
+/* Bytes the checksum covers: the payload, then the featuriser's block. */
+static size_t body_bytes(const m2_dims *d) { return payload_floats(d) * sizeof(float) + sizeof(snapshot_event); }
+
+size_t m2_stream_snapshot_bytes(const m2_stream *s) { return sizeof(snapshot_header) + body_bytes(m2_stream_dims(s)); }
 
 /* Between the engine's state of a stream and a payload in canonical order, per layer: the conv window's rows
  * oldest first, then S's rows (h, n) of P values. save != 0: state -> payload, else payload -> state (the ring rows
@@ -63,6 +73,31 @@ static void copy_state(const m2_dims *d, m2s_state_view v, unsigned char *payloa
             float *row = S + (size_t)hn * v.ldp;
             memcpy(save ? (void *)p : (void *)row, save ? (void *)row : (void *)p, s_row);
         }
+    }
+    snapshot_event b;
+    if (save) {
+        const m2_event *e = v.last_event;
+        snapshot_event out = {.ts_ns = e->ts_ns,
+                              .bid_px = e->bid_px,
+                              .ask_px = e->ask_px,
+                              .bid_sz = e->bid_sz,
+                              .ask_sz = e->ask_sz,
+                              .trade_sz = e->trade_sz,
+                              .side = e->side,
+                              .has_last = *v.has_last};
+        if (!*v.has_last) memset(&out, 0, sizeof out);
+        memcpy(p, &out, sizeof out);
+    } else {
+        memcpy(&b, p, sizeof b);
+        m2_event e = {.ts_ns = b.ts_ns,
+                      .bid_px = b.bid_px,
+                      .ask_px = b.ask_px,
+                      .bid_sz = b.bid_sz,
+                      .ask_sz = b.ask_sz,
+                      .trade_sz = b.trade_sz,
+                      .side = b.side};
+        *v.last_event = e;
+        *v.has_last = (unsigned char)b.has_last;
     }
 }
 
@@ -90,7 +125,7 @@ int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes)
     snapshot_header h = {.version = SNAPSHOT_VERSION, .fingerprint = v.fingerprint};
     memcpy(h.magic, SNAPSHOT_MAGIC, sizeof h.magic);
     model_dims(d, h.dims);
-    h.checksum = m2_fnv1a(payload, payload_floats(d) * sizeof(float), M2_FNV_INIT);
+    h.checksum = m2_fnv1a(payload, body_bytes(d), M2_FNV_INIT);
     memcpy(buf, &h, sizeof h);
     return M2_OK;
 }
@@ -129,13 +164,19 @@ static int check_snapshot(const m2_stream *s, const void *buf, size_t bytes)
                        bytes < need ? "truncated" : "trailing bytes");
     const unsigned char *payload = (const unsigned char *)buf + sizeof h;
     const size_t n = payload_floats(d);
-    if (m2_fnv1a(payload, n * sizeof(float), M2_FNV_INIT) != h.checksum)
+    if (m2_fnv1a(payload, body_bytes(d), M2_FNV_INIT) != h.checksum)
         return m2_fail(M2_EUSAGE, "%s: the snapshot's checksum does not match its contents (corrupted)", fn);
     for (size_t i = 0; i < n; i++) {
         float x;
         memcpy(&x, payload + i * sizeof x, sizeof x);
         if (!isfinite(x)) return m2_fail(M2_EUSAGE, "%s: the snapshot holds a non-finite value (float %zu)", fn, i);
     }
+    snapshot_event b;
+    memcpy(&b, payload + n * sizeof(float), sizeof b);
+    const double q[5] = {b.bid_px, b.ask_px, b.bid_sz, b.ask_sz, b.trade_sz};
+    int ok = b.has_last <= 1 && b.side >= -1 && b.side <= 1;
+    for (int i = 0; i < 4; i++) ok = ok && isfinite(q[i]);
+    if (!ok) return m2_fail(M2_EUSAGE, "%s: the snapshot's last event (the featuriser's) is not valid", fn);
     return M2_OK;
 }
 

@@ -1,7 +1,7 @@
 /* The step path allocates nothing: this binary is linked with -Wl,--wrap for malloc, calloc, realloc, free,
  * aligned_alloc and posix_memalign, so every call from the engine's objects goes through a counter. After open
  * and one warm-up tick, 10000 single-stream steps with m2_stream_warm calls between them, 1000 batched steps,
- * resets, standardize calls and state snapshots and restores must leave the counter where it was. */
+ * resets, standardize and featuriser calls and state snapshots and restores must leave the counter where it was. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +91,14 @@ static void run_ticks(int bf16)
         if (t % 10 == 0) assert_int_equal(m2_stream_warm(s, t % 20 ? 1 : 8, NULL), 0);
         if (t % 100 == 0) assert_int_equal(m2_stream_snapshot(s, 0, snap, snap_bytes), 0);
         if (t % 100 == 50) assert_int_equal(m2_stream_restore(s, 3, snap, snap_bytes), 0);
+        const m2_stream_event ev = {.ts_ns = 1000000 * (int64_t)t,
+                                    .bid_px = 100,
+                                    .ask_px = 100.01 + 1e-3 * (t % 3),
+                                    .bid_sz = 5 + t % 7,
+                                    .ask_sz = 3,
+                                    .trade_sz = t % 5,
+                                    .side = t % 5 ? 1 : 0};
+        assert_int_equal(m2_stream_features(s, 2, &ev, 0.01, NULL, raw), 0);
     }
     for (int t = 0; t < 1000; t++) {
         if (t % 100 == 0) m2_stream_reset(s, -1);
