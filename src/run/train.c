@@ -343,7 +343,7 @@ static int check_replicas(trainer *t)
 {
     if (t->pg->world == 1) return M2_OK;
     t->be.ops->to_host(t->be.ops, t->host_params, t->params, t->lay.n_params * sizeof(float));
-    const uint64_t h = m2_fnv1a(t->host_params, t->lay.n_params * sizeof(float), M2_FNV_INIT);
+    const uint64_t h = m2_hash64(t->host_params, t->lay.n_params * sizeof(float), 0);
     int64_t v = (int64_t)(h >> 2);
     int64_t range[2] = {v, -v}; /* max of v and max of -v: the largest and smallest hash */
     int rc = m2_dist_allreduce_max_i64(t->pg, range, 2);

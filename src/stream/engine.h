@@ -43,7 +43,7 @@ const m2_dims *m2_stream_dims(const m2_stream *s);
 
 /* One stream's recurrent state where the engine keeps it (stream_snapshot.c reads and writes it through this view):
  * layer l's block starts layer_stride * l floats after state, with the conv ring [K-1][ldc] whose oldest row is *pos
- * (one position shared by the layers), then S [H][N][ldp]. fingerprint: m2_fnv1a of the parameters the handle was
+ * (one position shared by the layers), then S [H][N][ldp]. fingerprint: m2_hash64 of the parameters the handle was
  * opened with (base/hash.h), which names the model a state belongs to. */
 typedef struct {
     float *state;

@@ -242,7 +242,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     }
     m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
     pack_vecs(s, lay, params);
-    s->fingerprint = m2_fnv1a(params, lay->n_params * sizeof *params, M2_FNV_INIT);
+    s->fingerprint = m2_hash64(params, lay->n_params * sizeof *params, 0);
     m2s_set_feature_names(s, NULL); /* by the shape alone; m2_stream_open checks the checkpoint's names */
     for (int f = 0; f < s->d.F; f++) {
         s->inst_mean[f] = mean ? mean[f] : 0.0;

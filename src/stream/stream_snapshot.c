@@ -20,8 +20,8 @@ typedef struct {
     uint32_t version;     /* SNAPSHOT_VERSION */
     int32_t dims[8];      /* D, L, Di, H, P, N, G, K of the model */
     uint32_t reserved;    /* 0 */
-    uint64_t fingerprint; /* m2_fnv1a of the model's parameters */
-    uint64_t checksum;    /* m2_fnv1a of the payload */
+    uint64_t fingerprint; /* m2_hash64 of the model's parameters */
+    uint64_t checksum;    /* m2_hash64 of the payload and the last event */
 } snapshot_header;
 _Static_assert(sizeof(snapshot_header) == 64, "the header's layout is the file format's");
 
@@ -125,7 +125,7 @@ int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes)
     snapshot_header h = {.version = SNAPSHOT_VERSION, .fingerprint = v.fingerprint};
     memcpy(h.magic, SNAPSHOT_MAGIC, sizeof h.magic);
     model_dims(d, h.dims);
-    h.checksum = m2_fnv1a(payload, body_bytes(d), M2_FNV_INIT);
+    h.checksum = m2_hash64(payload, body_bytes(d), 0);
     memcpy(buf, &h, sizeof h);
     return M2_OK;
 }
@@ -164,7 +164,7 @@ static int check_snapshot(const m2_stream *s, const void *buf, size_t bytes)
                        bytes < need ? "truncated" : "trailing bytes");
     const unsigned char *payload = (const unsigned char *)buf + sizeof h;
     const size_t n = payload_floats(d);
-    if (m2_fnv1a(payload, body_bytes(d), M2_FNV_INIT) != h.checksum)
+    if (m2_hash64(payload, body_bytes(d), 0) != h.checksum)
         return m2_fail(M2_EUSAGE, "%s: the snapshot's checksum does not match its contents (corrupted)", fn);
     for (size_t i = 0; i < n; i++) {
         float x;
