@@ -13,7 +13,8 @@
  * and a census of this core's stalls (gaps of >= 10 us in a loop that only reads the clock) are printed too: on a
  * virtual machine with a 250 Hz guest timer the stalls, not the engine, make the tail (BENCHMARKS.md, "Streaming
  * inference"). Sparse ticks: steps after a 64 MiB eviction ("cold steps"), and the same with m2_stream_warm run
- * between the eviction and the step (docs/ARCHITECTURE.md, "Sparse ticks"). */
+ * between the eviction and the step (docs/ARCHITECTURE.md, "Sparse ticks"). And, fp32, what a stream's state
+ * snapshot and restore and the live featuriser cost per call. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sched.h>
@@ -334,6 +335,44 @@ static void gemm_only(const m2_dims *d, double gflop_rate)
         }                                                     \
     } while (0)
 
+/* What carrying a stream across a restart costs (m2_stream_snapshot and m2_stream_restore of one stream, its whole
+ * state copied and checksummed), and the live featuriser per event (m2_stream_features): the fastest of 7 blocks. */
+static void state_and_features(m2_stream *s)
+{
+    const size_t bytes = m2_stream_snapshot_bytes(s);
+    unsigned char *snap = malloc(bytes);
+    if (!snap) return;
+    double t_save = 1e30, t_restore = 1e30, t_feat = 1e30, raw[64];
+    const int reps = 50, events = 20000;
+    for (int blk = 0; blk < 7; blk++) {
+        double t0 = m2_now_ns();
+        for (int r = 0; r < reps; r++) m2_stream_snapshot(s, 0, snap, bytes);
+        double t1 = m2_now_ns();
+        for (int r = 0; r < reps; r++) m2_stream_restore(s, 0, snap, bytes);
+        double t2 = m2_now_ns();
+        m2_stream_reset(s, 0);
+        for (int e = 0; e < events; e++) {
+            const m2_stream_event ev = {.ts_ns = 34200000000000 + 1000000 * (int64_t)(blk * events + e),
+                                        .bid_px = 100.0 - 0.01 * (e % 3),
+                                        .ask_px = 100.01 + 0.01 * (e % 2),
+                                        .bid_sz = 3 + e % 11,
+                                        .ask_sz = 5 + e % 7,
+                                        .trade_sz = e % 4 ? 0 : 2,
+                                        .side = e % 4 ? 0 : 1};
+            m2_stream_features(s, 0, &ev, 0.01, NULL, raw);
+        }
+        double t3 = m2_now_ns();
+        t_save = fmin(t_save, (t1 - t0) / reps);
+        t_restore = fmin(t_restore, (t2 - t1) / reps);
+        t_feat = fmin(t_feat, (t3 - t2) / events);
+    }
+    printf("  one stream's state snapshot (%.1f KB): m2_stream_snapshot %.1f us, m2_stream_restore %.1f us; "
+           "m2_stream_features %.0f ns per event\n",
+           bytes / 1024.0, 1e-3 * t_save, 1e-3 * t_restore, t_feat);
+    m2_stream_reset(s, 0);
+    free(snap);
+}
+
 /* --kernels: each element-wise kernel of a tick (stream_kernels.c, the level in use) alone, called back to back on
  * one stream's buffers, then a layer's element-wise middle as one dependent chain (dt and decay, conv + SiLU, SSM,
  * gated norm, whose output is the next round's conv input and dt row): the tick's critical path between its two
@@ -425,6 +464,7 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
         printf("  hot floor + one stream's state read and written (%.0f ns): %.0f ns, %.2fx the hot floor; p50 "
                "%.2fx of it\n",
                st1, hot + st1, (hot + st1) / hot, lat.p50 / (hot + st1));
+        if (!bf16 && d->F == M2_N_FEATURES) state_and_features(s);
         m2_stream_close(s);
         if (bf16 && m2_cpu_bf16_dot()) widen_latency(&lay, params, X, ticks, buf, fbuf);
         double cpu64 = 0, r1 = batched_rate(&lay, params, bf16, 1, X, NULL),

@@ -166,7 +166,14 @@ static int check_snapshot(const m2_stream *s, const void *buf, size_t bytes)
     const size_t n = payload_floats(d);
     if (m2_hash64(payload, body_bytes(d), 0) != h.checksum)
         return m2_fail(M2_EUSAGE, "%s: the snapshot's checksum does not match its contents (corrupted)", fn);
+    /* a float is not finite when its exponent bits are all set: one branch-free pass, then the index if any is */
+    unsigned any = 0;
     for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, payload + i * sizeof w, sizeof w);
+        any |= (w & 0x7f800000u) == 0x7f800000u;
+    }
+    for (size_t i = 0; any && i < n; i++) {
         float x;
         memcpy(&x, payload + i * sizeof x, sizeof x);
         if (!isfinite(x)) return m2_fail(M2_EUSAGE, "%s: the snapshot holds a non-finite value (float %zu)", fn, i);
