@@ -1,10 +1,13 @@
 /* stream_example: the streaming C API (mamba2_stream.h, installed with libmamba2_stream) embedded in a minimal "trading process".
  *
- *   stream_example CHECKPOINT [--instruments N] [--raw] [--state FILE]
+ *   stream_example CHECKPOINT [--instruments N] [--raw] [--tick-size T] [--state FILE]
  *
  * Reads ticks from stdin, one per line, and writes one prediction line per tick to stdout:
  *   in:  "<instrument> <x_1> ... <x_F>"   instrument in [0, N); x = the tick's F features
  *   in:  "reset <instrument>"             the instrument's next tick starts a new session
+ *   in:  "event <instrument> <ts_ns> <bid_px> <ask_px> <bid_sz> <ask_sz> <trade_sz> <side>"
+ *                                         a market event: its features computed by the training featuriser
+ *                                         (m2_stream_features, with --tick-size T), then standardised as --raw
  *   out: "<instrument> <pred_1> ... <pred_O>"
  * By default x are already z-scored (like the dataset's /features/X); with --raw they are the featuriser's raw
  * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize_instrument: for a
@@ -16,7 +19,8 @@
  * The calls a real process makes, in order:
  *   m2_stream_open          once, at start-up: reads the checkpoint, packs the weights, allocates N states
  *   m2_stream_reset         at each session boundary of an instrument (states start at zero after open)
- *   m2_stream_standardize_instrument   per tick, if the feed gives raw features
+ *   m2_stream_features      per event, for "event" lines: the features the model was trained on, from the event
+ *   m2_stream_standardize_instrument   per tick, if the feed gives raw features (and after m2_stream_features)
  *   m2_stream_step          per tick: allocation-free, lock-free, no system call
  *   m2_stream_warm          in the idle branch of the event loop: when no tick has come for IDLE_MS, this example
  *                           warms the last instrument that ticked (the rest of a process evicts the model between
@@ -46,32 +50,20 @@ enum { MAX_F = 256, MAX_O = 64, LINE_MAX_BYTES = 16384, IDLE_MS = 1 };
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: stream_example CHECKPOINT [--instruments N] [--raw] [--state FILE]   (ticks on stdin, see "
-                    "the source)\n");
+    fprintf(stderr,
+            "usage: stream_example CHECKPOINT [--instruments N] [--raw] [--tick-size T] [--state FILE]   (ticks "
+            "on stdin, see the source)\n");
     return 2;
 }
 
 /* One input line: a reset, or a tick that is run through the model and printed (*ticked = its instrument). Returns
  * NULL, or what was wrong with the line (a problem of this program's input, not of the library). */
-static const char *handle_line(m2_stream *s, char *line, int raw, int *ticked)
+/* Standardises (raw != 0) or takes as they are the F values v of instrument id, steps its stream and prints the
+ * prediction line. */
+static const char *run_tick(m2_stream *s, long id, const double *v, int raw, int *ticked)
 {
     const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
-    char *p = line, *end;
-    if (strncmp(p, "reset", 5) == 0) {
-        long id = strtol(p + 5, &end, 10);
-        if (end == p + 5 || id < 0 || id >= m2_stream_max_streams(s)) return "bad reset line";
-        m2_stream_reset(s, (int)id);
-        return NULL;
-    }
-    long id = strtol(p, &end, 10);
-    if (end == p) return NULL; /* blank line */
-    double v[MAX_F];
     float x[MAX_F], pred[MAX_O];
-    for (int f = 0; f < F; f++) {
-        p = end;
-        v[f] = strtod(p, &end);
-        if (end == p) return "tick line: fewer features than the model has";
-    }
     if (raw) {
         /* a universe's checkpoint holds each instrument's statistics: instrument i is its i-th (a real process would
          * map its symbols once at start-up with m2_stream_instrument) */
@@ -85,6 +77,53 @@ static const char *handle_line(m2_stream *s, char *line, int raw, int *ticked)
     for (int o = 0; o < O; o++) printf(" %.9g", pred[o]);
     printf("\n");
     return NULL;
+}
+
+/* "event i ts bid ask bid_sz ask_sz trade_sz side" (after the word): the event's features, then the tick. */
+static const char *handle_event(m2_stream *s, char *p, double tick_size, int *ticked)
+{
+    char *end;
+    if (!(tick_size > 0)) return "event lines need --tick-size";
+    long id = strtol(p, &end, 10);
+    if (end == p) return "event line: no instrument";
+    m2_stream_event ev;
+    p = end;
+    ev.ts_ns = strtoll(p, &end, 10);
+    double *field[5] = {&ev.bid_px, &ev.ask_px, &ev.bid_sz, &ev.ask_sz, &ev.trade_sz};
+    for (int i = 0; i < 5 && end != p; i++) {
+        p = end;
+        *field[i] = strtod(p, &end);
+    }
+    if (end == p) return "event line: expected ts_ns bid_px ask_px bid_sz ask_sz trade_sz side";
+    p = end;
+    ev.side = (int)strtol(p, &end, 10);
+    if (end == p) return "event line: no side";
+    if (id < 0 || id >= m2_stream_max_streams(s)) return "event line: instrument out of range";
+    double v[MAX_F];
+    if (m2_stream_features(s, (int)id, &ev, tick_size, NULL, v) != M2_STREAM_OK) return m2_last_error();
+    return run_tick(s, id, v, 1, ticked);
+}
+
+static const char *handle_line(m2_stream *s, char *line, int raw, double tick_size, int *ticked)
+{
+    const int F = m2_stream_n_features(s);
+    char *p = line, *end;
+    if (strncmp(p, "event", 5) == 0) return handle_event(s, p + 5, tick_size, ticked);
+    if (strncmp(p, "reset", 5) == 0) {
+        long id = strtol(p + 5, &end, 10);
+        if (end == p + 5 || id < 0 || id >= m2_stream_max_streams(s)) return "bad reset line";
+        m2_stream_reset(s, (int)id);
+        return NULL;
+    }
+    long id = strtol(p, &end, 10);
+    if (end == p) return NULL; /* blank line */
+    double v[MAX_F];
+    for (int f = 0; f < F; f++) {
+        p = end;
+        v[f] = strtod(p, &end);
+        if (end == p) return "tick line: fewer features than the model has";
+    }
+    return run_tick(s, id, v, raw, ticked);
 }
 
 /* --state FILE holds one snapshot per instrument, back to back. Restores them; a missing file is a first run (0).
@@ -129,12 +168,15 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') return usage();
     m2_stream_options opt = m2_stream_defaults();
     int raw = 0;
+    double tick_size = 0;
     const char *state_file = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--raw"))
             raw = 1;
         else if (!strcmp(argv[i], "--instruments") && i + 1 < argc)
             opt.max_streams = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tick-size") && i + 1 < argc)
+            tick_size = atof(argv[++i]);
         else if (!strcmp(argv[i], "--state") && i + 1 < argc)
             state_file = argv[++i];
         else
@@ -188,7 +230,7 @@ int main(int argc, char **argv)
         for (char *nl; !why && (nl = memchr(buf + start, '\n', len - start)); start = (size_t)(nl - buf) + 1) {
             *nl = '\0';
             lineno++;
-            why = handle_line(s, buf + start, raw, &last);
+            why = handle_line(s, buf + start, raw, tick_size, &last);
         }
         memmove(buf, buf + start, len - start);
         len -= start;

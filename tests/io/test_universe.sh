@@ -4,7 +4,7 @@
 # tick after the second); gzip and plain files give the same rows; each instrument's train statistics reach the
 # checkpoint and a dataset normalised otherwise is refused by eval and stream; 2-rank training and an exact resume
 # on the universe; per-instrument eval rows and a stream per instrument; raw features z-scored per instrument by the
-# C API (the example program); bad inputs (corrupt gzip member, a day without a date in its name)
+# C API, and market events featurised by it, giving the dataset's rows bit for bit (the example program); bad inputs (corrupt gzip member, a day without a date in its name)
 # give one error line each and leave no output behind.
 # Usage: test_universe.sh MPIRUN   (env: MAMBA2_BIN, MAMBA2_SRC)
 source "$(dirname "$0")/../lib/cli.sh"
@@ -152,6 +152,27 @@ a, b = (np.loadtxt(f) for f in sys.argv[1:3])
 assert a.shape == b.shape and a.shape[0] == 120, a.shape
 assert np.abs(a - b).max() <= 1e-4 * np.abs(a[:, 1:]).max(), np.abs(a - b).max()
 PY
+# The same rows as market events from /raw, their features computed by the library's featuriser
+# (m2_stream_features) and z-scored per instrument: the model sees /features/X's rows bit for bit, so the
+# predictions print exactly as for the X feed.
+"$py" - "$dir/u.h5" "$dir/events.txt" <<'PY' >"$dir/tick.txt" || fail "making event input"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+r = {k: f["raw/" + k][()] for k in ("ts_ns", "bid_px", "ask_px", "bid_sz", "ask_sz", "trade_sz", "side")}
+sess, inst, tick = f["index/sessions"][()], f["universe/session_instrument"][()], f["universe/tick_size"][()]
+assert len({tick[k] for k in (3, 10, 49)}) == 1, "the test wants one tick size for its instruments"
+with open(sys.argv[2], "w") as out:
+    for k in (3, 10, 49):
+        s = int(np.flatnonzero(inst == k)[0])
+        for i in range(sess[s], min(sess[s + 1], sess[s] + 40)):
+            out.write(f"event {k} {r['ts_ns'][i]} " + " ".join("%.17g" % r[c][i] for c in
+                      ("bid_px", "ask_px", "bid_sz", "ask_sz", "trade_sz")) + f" {r['side'][i]}\n")
+print("%.17g" % tick[3])
+PY
+"$example" "$ck" --instruments 50 --tick-size "$(cat "$dir/tick.txt")" <"$dir/events.txt" >"$dir/pe.txt" \
+  2>"$dir/err.txt" || fail "example, event lines: $(cat "$dir/err.txt")"
+cmp -s "$dir/pe.txt" "$dir/pz.txt" || fail "live features differ from the dataset's: $(diff "$dir/pe.txt" "$dir/pz.txt" | head -3)"
+expect_error 1 "event lines need --tick-size" "$example" "$ck" --instruments 50 <"$dir/events.txt"
 
 # A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
 cp "$dir/u.h5" "$dir/other.h5"
