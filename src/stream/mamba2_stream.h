@@ -92,13 +92,14 @@ M2_STREAM_API int m2_stream_warm(m2_stream *s, int n, const int *streams);
 /* Snapshots of one stream's recurrent state, for a process that restarts mid-session or hands a stream to a standby
  * process without replaying the session's ticks (docs/FORMATS.md, "Stream state snapshots"). A snapshot is
  * m2_stream_snapshot_bytes(s) bytes in native byte order: a header naming the model (its shape and a fingerprint of
- * its parameters) and a checksum, then the state in a canonical order. It restores into any handle opened from the
- * same parameters, with fp32 or bf16 weights and at any CPU level (the state is fp32 in all), into any stream index;
- * the next step then continues exactly as the saved stream would have. Neither call allocates.
+ * its parameters) and a checksum, then the state in a canonical order and the stream's last event (m2_stream_features'
+ * memory). It restores into any handle opened from the same parameters, with fp32 or bf16 weights and at any CPU
+ * level (the state is fp32 in all), into any stream index; the next step then continues exactly as the saved stream
+ * would have. Neither call allocates.
  * m2_stream_snapshot: M2_EUSAGE when stream is out of range or bytes < m2_stream_snapshot_bytes(s).
  * m2_stream_restore: M2_EUSAGE, with a message naming the reason, for a buffer that is not a snapshot, another format
- * version, a model of another shape or other parameters, the wrong size (truncated), a checksum mismatch or a
- * non-finite value; the stream is then left as it was. */
+ * version, a model of another shape or other parameters, the wrong size (truncated), a checksum mismatch, a
+ * non-finite value or an invalid last event; the stream is then left as it was. */
 M2_STREAM_API size_t m2_stream_snapshot_bytes(const m2_stream *s);
 M2_STREAM_API int m2_stream_snapshot(const m2_stream *s, int stream, void *buf, size_t bytes);
 M2_STREAM_API int m2_stream_restore(m2_stream *s, int stream, const void *buf, size_t bytes);
