@@ -7,7 +7,8 @@
  *   in:  "reset <instrument>"             the instrument's next tick starts a new session
  *   in:  "event <instrument> <ts_ns> <bid_px> <ask_px> <bid_sz> <ask_sz> <trade_sz> <side>"
  *                                         a market event: its features computed by the training featuriser
- *                                         (m2_stream_features, with --tick-size T), then standardised as --raw
+ *                                         (m2_stream_features; the tick size: --tick-size T, else
+ *                                         the training data's, m2_stream_tick_size), then standardised as --raw
  *   out: "<instrument> <pred_1> ... <pred_O>"
  * By default x are already z-scored (like the dataset's /features/X); with --raw they are the featuriser's raw
  * values and are standardised with the statistics stored in the checkpoint (m2_stream_standardize_instrument: for a
@@ -79,13 +80,15 @@ static const char *run_tick(m2_stream *s, long id, const double *v, int raw, int
     return NULL;
 }
 
-/* "event i ts bid ask bid_sz ask_sz trade_sz side" (after the word): the event's features, then the tick. */
+/* "event i ts bid ask bid_sz ask_sz trade_sz side" (after the word): the event's features, then the tick. The tick
+ * size: --tick-size, else the one the instrument's training data had (kept in the checkpoint). */
 static const char *handle_event(m2_stream *s, char *p, double tick_size, int *ticked)
 {
     char *end;
-    if (!(tick_size > 0)) return "event lines need --tick-size";
     long id = strtol(p, &end, 10);
     if (end == p) return "event line: no instrument";
+    if (!(tick_size > 0)) tick_size = m2_stream_tick_size(s, m2_stream_n_instruments(s) > 1 ? (int)id : 0);
+    if (!(tick_size > 0)) return "event lines need --tick-size (the checkpoint keeps no tick size)";
     m2_stream_event ev;
     p = end;
     ev.ts_ns = strtoll(p, &end, 10);

@@ -64,7 +64,8 @@ static int read_names(hid_t file, const char *path, m2_checkpoint *ck)
     return m2_h5_read_strs(file, "norm/names", ck->feature_names[0], NAME_LEN, ck->n_features);
 }
 
-/* /norm/instruments/{names, mean, std}: [I] and [I, F], the statistics the dataset's rows were z-scored with. */
+/* /norm/instruments/{names, mean, std}: [I] and [I, F], the statistics the dataset's rows were z-scored with; and
+ * tick_size [I], the tick the spread feature was measured in (what a live featuriser must use). */
 static int write_instruments(hid_t f, const m2_checkpoint *ck)
 {
     const int I = ck->n_instruments, F = ck->n_features;
@@ -78,7 +79,8 @@ static int write_instruments(hid_t f, const m2_checkpoint *ck)
         }
     int rc = m2_h5_write_strs(f, "norm/instruments/names", ck->inst_name[0], sizeof ck->inst_name[0], I) ||
              m2_h5_write(f, "norm/instruments/mean", M2_H5_F64, 2, dims, buf, 0) ||
-             m2_h5_write(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F, 0);
+             m2_h5_write(f, "norm/instruments/std", M2_H5_F64, 2, dims, buf + (size_t)I * F, 0) ||
+             (ck->inst_tick && m2_h5_write(f, "norm/instruments/tick_size", M2_H5_F64, 1, dims, ck->inst_tick, 0));
     free(buf);
     return rc ? M2_EFAIL : M2_OK;
 }
@@ -108,6 +110,15 @@ static int read_instruments(hid_t f, m2_checkpoint *ck)
             ck->inst_std[i * M2_MAX_FEATURES + j] = buf[(size_t)I * F + i * F + j];
         }
     free(buf);
+    if (!rc && m2_h5_exists(f, "norm/instruments/tick_size")) { /* files written before it existed have none */
+        ck->inst_tick = calloc((size_t)I, sizeof *ck->inst_tick);
+        rc = !ck->inst_tick ? m2_fail(M2_EFAIL, "checkpoint: out of memory")
+                            : m2_h5_read(f, "norm/instruments/tick_size", M2_H5_F64, 1, dims, ck->inst_tick);
+        for (int i = 0; !rc && i < I; i++)
+            if (!(ck->inst_tick[i] > 0) || !isfinite(ck->inst_tick[i]))
+                rc = m2_fail(M2_EFAIL, "checkpoint /norm/instruments/tick_size: instrument %d has %g, not > 0", i,
+                             ck->inst_tick[i]);
+    }
     return rc ? M2_EFAIL : M2_OK;
 }
 
@@ -332,9 +343,10 @@ void m2_checkpoint_free(m2_checkpoint *ck)
     free(ck->inst_name);
     free(ck->inst_mean);
     free(ck->inst_std);
+    free(ck->inst_tick);
     ck->params = ck->m = ck->v = NULL;
     ck->inst_name = NULL;
-    ck->inst_mean = ck->inst_std = NULL;
+    ck->inst_mean = ck->inst_std = ck->inst_tick = NULL;
     ck->n_instruments = 0;
     m2_layout_free(&ck->lay);
 }

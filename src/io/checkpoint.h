@@ -27,6 +27,7 @@ typedef struct {
     int n_instruments;
     char (*inst_name)[64];
     double *inst_mean, *inst_std;
+    double *inst_tick; /* [I] tick sizes (/norm/instruments/tick_size; NULL in a file written before 2026-12-04) */
     /* model selection so far (train.select_by, run/select.h), so that a resumed run selects as an uninterrupted
      * one would: the best score (higher is better), its step (-1: none yet), evaluations since it improved.
      * Files written before these existed load as "none yet". */

@@ -397,6 +397,7 @@ static int save_checkpoint(trainer *t, const char *name)
         ck.inst_name = t->ds.inst_name;
         ck.inst_mean = t->ds.inst_mean;
         ck.inst_std = t->ds.inst_std;
+        ck.inst_tick = t->ds.inst_tick;
         char path[4096];
         rc = name ? m2_checkpoint_save_as(cfg->train.run_dir, name, &ck, path, sizeof path)
                   : m2_checkpoint_save(cfg->train.run_dir, &ck, path, sizeof path);

@@ -31,8 +31,10 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
                           const m2_stream_options *opt, m2_stream **out);
 
 /* Replaces the handle's feature statistics with n instruments' (names [n], mean and std rows of ld doubles; a std
- * <= 0 counts as 1), as a universe checkpoint holds them; at open, before any tick. M2_EFAIL out of memory. */
-int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld);
+ * <= 0 counts as 1; tick [n] their tick sizes, NULL: unknown), as a checkpoint holds them; at open, before any tick.
+ * M2_EFAIL out of memory. */
+int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld,
+                        const double *tick);
 
 /* Whether the model's features are the featuriser's (io/features.h: the defaults, then depth_imb_1..k and
  * depth_imb_cum), by the count alone when names is NULL; m2_stream_features refuses otherwise, saying why. */

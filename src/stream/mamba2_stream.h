@@ -136,6 +136,9 @@ M2_STREAM_API int m2_stream_standardize_instrument(const m2_stream *s, int instr
 M2_STREAM_API int m2_stream_n_instruments(const m2_stream *s);
 /* The index of the instrument of that name in the checkpoint, or -1 (m2_last_error says so). */
 M2_STREAM_API int m2_stream_instrument(const m2_stream *s, const char *name);
+/* The tick size the instrument's training data was featurised with (the tick_size m2_stream_features wants), or 0
+ * when the checkpoint predates keeping it (2026-12-04) or the index is out of range. */
+M2_STREAM_API double m2_stream_tick_size(const m2_stream *s, int instrument);
 
 M2_STREAM_API int m2_stream_n_features(const m2_stream *s);
 M2_STREAM_API int m2_stream_n_targets(const m2_stream *s);

@@ -38,6 +38,7 @@ struct m2_stream {
     int n_inst;
     char (*inst_name)[64];
     double *inst_mean, *inst_std;
+    double *inst_tick; /* [I] the training data's tick sizes, 0 where the checkpoint has none */
     /* per stream: L x (conv ring [K-1][Ccp], S [H][N][pad16(P)]) and the ring position shared by the layers; one
      * more slot than max_streams, the private one m2_stream_warm ticks (warm_slot) */
     float *state;
@@ -179,6 +180,7 @@ static int alloc_buffers(m2_stream *s)
     s->inst_name = calloc(1, sizeof *s->inst_name);
     s->inst_mean = calloc((size_t)d->F, sizeof *s->inst_mean);
     s->inst_std = calloc((size_t)d->F, sizeof *s->inst_std);
+    s->inst_tick = calloc(1, sizeof *s->inst_tick);
     s->h = alloc64(S * s->Dp * sizeof(float));
     s->u = alloc64(S * s->Dp * sizeof(float));
     s->zx = alloc64(S * s->Winp * sizeof(float));
@@ -196,7 +198,7 @@ static int alloc_buffers(m2_stream *s)
     s->warm_slot = s->max_streams;
     if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
         !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->last_event || !s->has_last || !s->inst_name ||
-        !s->inst_mean || !s->inst_std || !s->warm_x || !s->warm_pred)
+        !s->inst_mean || !s->inst_std || !s->inst_tick || !s->warm_x || !s->warm_pred)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
     for (int i = 0; i < s->max_streams; i++) s->all[i] = i;
     return M2_OK;
@@ -265,6 +267,7 @@ void m2_stream_close(m2_stream *s)
     free(s->inst_name);
     free(s->inst_mean);
     free(s->inst_std);
+    free(s->inst_tick);
     free(s->h);
     free(s->u);
     free(s->zx);
@@ -412,19 +415,23 @@ int m2_stream_warm(m2_stream *s, int n, const int *streams)
     return M2_OK;
 }
 
-int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld)
+int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const double *mean, const double *std, int ld,
+                        const double *tick)
 {
     const int F = s->d.F;
     char(*nm)[64] = calloc((size_t)n, sizeof *nm);
     double *mu = malloc((size_t)n * F * sizeof *mu), *sd = malloc((size_t)n * F * sizeof *sd);
-    if (n < 1 || !nm || !mu || !sd) {
+    double *tk = calloc((size_t)n, sizeof *tk);
+    if (n < 1 || !nm || !mu || !sd || !tk) {
         free(nm);
         free(mu);
         free(sd);
+        free(tk);
         return m2_fail(n < 1 ? M2_EUSAGE : M2_EFAIL, "stream (instruments): %s", n < 1 ? "none" : "out of memory");
     }
     for (int i = 0; i < n; i++) {
         snprintf(nm[i], sizeof nm[i], "%s", names[i]);
+        tk[i] = tick ? tick[i] : 0.0;
         for (int f = 0; f < F; f++) {
             mu[(size_t)i * F + f] = mean[(size_t)i * ld + f];
             sd[(size_t)i * F + f] = std[(size_t)i * ld + f] > 0 ? std[(size_t)i * ld + f] : 1.0;
@@ -433,14 +440,21 @@ int m2s_set_instruments(m2_stream *s, int n, const char (*names)[64], const doub
     free(s->inst_name);
     free(s->inst_mean);
     free(s->inst_std);
+    free(s->inst_tick);
     s->n_inst = n;
     s->inst_name = nm;
     s->inst_mean = mu;
     s->inst_std = sd;
+    s->inst_tick = tk;
     return M2_OK;
 }
 
 int m2_stream_n_instruments(const m2_stream *s) { return s->n_inst; }
+
+double m2_stream_tick_size(const m2_stream *s, int instrument)
+{
+    return instrument >= 0 && instrument < s->n_inst ? s->inst_tick[instrument] : 0.0;
+}
 
 void m2s_set_feature_names(m2_stream *s, const char (*names)[32])
 {

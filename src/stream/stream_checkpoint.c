@@ -20,7 +20,7 @@ int m2_stream_open(const char *checkpoint, const m2_stream_options *opt, m2_stre
         if (!rc) m2s_set_feature_names(*out, (const char(*)[32])ck.feature_names);
         if (!rc && ck.n_instruments >= 1 && ck.inst_mean)
             rc = m2s_set_instruments(*out, ck.n_instruments, (const char(*)[64])ck.inst_name, ck.inst_mean, ck.inst_std,
-                                     M2_MAX_FEATURES);
+                                     M2_MAX_FEATURES, ck.inst_tick);
         if (rc) {
             m2_stream_close(*out);
             *out = NULL;

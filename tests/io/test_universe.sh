@@ -82,6 +82,8 @@ done
 grep -q '"data_wait_share": ' "$dir/straight/metrics.jsonl" || fail "no data_wait_share in the metrics"
 h5diff "$dir/straight/ckpt_8.h5" "$dir/u.h5" /norm/instruments/mean /universe/mean >/dev/null ||
   fail "the checkpoint's per-instrument means are not the dataset's"
+h5diff "$dir/straight/ckpt_8.h5" "$dir/u.h5" /norm/instruments/tick_size /universe/tick_size >/dev/null ||
+  fail "the checkpoint's tick sizes are not the dataset's"
 
 # ---- eval: pooled and per instrument; --instrument restricts ----
 ck="$dir/straight/ckpt_8.h5"
@@ -153,8 +155,8 @@ assert a.shape == b.shape and a.shape[0] == 120, a.shape
 assert np.abs(a - b).max() <= 1e-4 * np.abs(a[:, 1:]).max(), np.abs(a - b).max()
 PY
 # The same rows as market events from /raw, their features computed by the library's featuriser
-# (m2_stream_features) and z-scored per instrument: the model sees /features/X's rows bit for bit, so the
-# predictions print exactly as for the X feed.
+# (m2_stream_features, each instrument's tick size from the checkpoint, or given) and z-scored per instrument: the
+# model sees /features/X's rows bit for bit, so the predictions print exactly as for the X feed.
 "$py" - "$dir/u.h5" "$dir/events.txt" <<'PY' >"$dir/tick.txt" || fail "making event input"
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
@@ -172,7 +174,9 @@ PY
 "$example" "$ck" --instruments 50 --tick-size "$(cat "$dir/tick.txt")" <"$dir/events.txt" >"$dir/pe.txt" \
   2>"$dir/err.txt" || fail "example, event lines: $(cat "$dir/err.txt")"
 cmp -s "$dir/pe.txt" "$dir/pz.txt" || fail "live features differ from the dataset's: $(diff "$dir/pe.txt" "$dir/pz.txt" | head -3)"
-expect_error 1 "event lines need --tick-size" "$example" "$ck" --instruments 50 <"$dir/events.txt"
+"$example" "$ck" --instruments 50 <"$dir/events.txt" >"$dir/pe2.txt" 2>"$dir/err.txt" ||
+  fail "example, event lines, the checkpoint's tick sizes: $(cat "$dir/err.txt")"
+cmp -s "$dir/pe2.txt" "$dir/pz.txt" || fail "live features with the checkpoint's tick sizes differ from the dataset's"
 
 # A dataset whose SYN010 was normalised with other statistics feeds the model other numbers: refused.
 cp "$dir/u.h5" "$dir/other.h5"

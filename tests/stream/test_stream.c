@@ -370,7 +370,11 @@ static void test_standardize_universe(void **state)
     m2_stream_standardize(s, raw, xs);
     assert_int_equal(m2_stream_standardize_instrument(s, 0, raw, xi), M2_OK);
     assert_memory_equal(xs, xi, sizeof xs);
-    assert_int_equal(m2s_set_instruments(s, I, names, mean, sd, LD), M2_OK);
+    const double tick[I] = {0.01, 0.5, 0.25};
+    assert_true(m2_stream_tick_size(s, 0) == 0.0); /* open_params: none known */
+    assert_int_equal(m2s_set_instruments(s, I, names, mean, sd, LD, tick), M2_OK);
+    assert_true(m2_stream_tick_size(s, 1) == 0.5);
+    assert_true(m2_stream_tick_size(s, I) == 0.0);
     assert_int_equal(m2_stream_n_instruments(s), I);
     assert_int_equal(m2_stream_instrument(s, "BBB"), 1);
     assert_int_equal(m2_stream_instrument(s, "ZZZ"), -1);

@@ -92,6 +92,9 @@ for case in "damaged.bin 2 checksum" "state.bin 1 more states than --instruments
     grep -q -- "--state $dir/$file: .*$why" "$dir/err.txt" || fail "stream_example --state $file: $(cat "$dir/err.txt")"
 done
 cmp -s "$dir/damaged.bin" "$dir/damaged.orig" || fail "stream_example: a refused state file was overwritten"
+# event lines need a tick size: this fixture's checkpoint (written without the trainer) keeps none
+expect_error 1 "event lines need --tick-size .the checkpoint keeps no tick size" "$example" "$ck" \
+    < <(echo "event 0 34200000000000 100 100.01 5 3 0 0")
 
 # Everything against mamba2_eval's chunked forward (an independent path: m2_model_forward).
 # Tolerance: fp32 with different summation orders, ~1e-6 relative to the output scale (test_stream_chunked);
