@@ -57,8 +57,11 @@ static int usage(void)
     return 2;
 }
 
-/* One input line: a reset, or a tick that is run through the model and printed (*ticked = its instrument). Returns
- * NULL, or what was wrong with the line (a problem of this program's input, not of the library). */
+/* The checkpoint's instrument whose statistics and tick size apply to this program's instrument id: a universe's
+ * checkpoint holds each instrument's, and id i is its i-th (a real process would map its symbols once at start-up
+ * with m2_stream_instrument); a single instrument's checkpoint holds one. */
+static int instrument_of(const m2_stream *s, long id) { return m2_stream_n_instruments(s) > 1 ? (int)id : 0; }
+
 /* Standardises (raw != 0) or takes as they are the F values v of instrument id, steps its stream and prints the
  * prediction line. */
 static const char *run_tick(m2_stream *s, long id, const double *v, int raw, int *ticked)
@@ -66,10 +69,7 @@ static const char *run_tick(m2_stream *s, long id, const double *v, int raw, int
     const int F = m2_stream_n_features(s), O = m2_stream_n_targets(s);
     float x[MAX_F], pred[MAX_O];
     if (raw) {
-        /* a universe's checkpoint holds each instrument's statistics: instrument i is its i-th (a real process would
-         * map its symbols once at start-up with m2_stream_instrument) */
-        if (m2_stream_standardize_instrument(s, m2_stream_n_instruments(s) > 1 ? (int)id : 0, v, x) != M2_STREAM_OK)
-            return m2_last_error();
+        if (m2_stream_standardize_instrument(s, instrument_of(s, id), v, x) != M2_STREAM_OK) return m2_last_error();
     } else
         for (int f = 0; f < F; f++) x[f] = (float)v[f];
     if (m2_stream_step(s, (int)id, x, pred) != M2_STREAM_OK) return m2_last_error();
@@ -87,7 +87,7 @@ static const char *handle_event(m2_stream *s, char *p, double tick_size, int *ti
     char *end;
     long id = strtol(p, &end, 10);
     if (end == p) return "event line: no instrument";
-    if (!(tick_size > 0)) tick_size = m2_stream_tick_size(s, m2_stream_n_instruments(s) > 1 ? (int)id : 0);
+    if (!(tick_size > 0)) tick_size = m2_stream_tick_size(s, instrument_of(s, id));
     if (!(tick_size > 0)) return "event lines need --tick-size (the checkpoint keeps no tick size)";
     m2_stream_event ev;
     p = end;
@@ -107,6 +107,9 @@ static const char *handle_event(m2_stream *s, char *p, double tick_size, int *ti
     return run_tick(s, id, v, 1, ticked);
 }
 
+/* One input line: a reset, an event or a tick; a tick is run through the model and printed (*ticked = its
+ * instrument). Returns NULL, or what was wrong with the line (a problem of this program's input, not of the
+ * library). */
 static const char *handle_line(m2_stream *s, char *line, int raw, double tick_size, int *ticked)
 {
     const int F = m2_stream_n_features(s);
