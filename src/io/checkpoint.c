@@ -85,13 +85,13 @@ static int write_instruments(hid_t f, const m2_checkpoint *ck)
     return rc ? M2_EFAIL : M2_OK;
 }
 
-static int read_instruments(hid_t f, m2_checkpoint *ck)
+static int read_instruments(hid_t f, const char *path, m2_checkpoint *ck)
 {
     if (!m2_h5_exists(f, "norm/instruments")) return M2_OK;
     int64_t dims[2];
     if (m2_h5_shape(f, "norm/instruments/mean", 2, dims)) return M2_EFAIL;
     if (dims[0] < 1 || dims[0] > INT32_MAX || dims[1] != ck->n_features)
-        return m2_fail(M2_EFAIL, "checkpoint /norm/instruments/mean: shape [%lld, %lld], want [I, %d]",
+        return m2_fail(M2_EFAIL, "checkpoint (%s): /norm/instruments/mean: shape [%lld, %lld], want [I, %d]", path,
                        (long long)dims[0], (long long)dims[1], ck->n_features);
     const int I = (int)dims[0], F = ck->n_features;
     ck->n_instruments = I;
@@ -116,8 +116,8 @@ static int read_instruments(hid_t f, m2_checkpoint *ck)
                             : m2_h5_read(f, "norm/instruments/tick_size", M2_H5_F64, 1, dims, ck->inst_tick);
         for (int i = 0; !rc && i < I; i++)
             if (!(ck->inst_tick[i] > 0) || !isfinite(ck->inst_tick[i]))
-                rc = m2_fail(M2_EFAIL, "checkpoint /norm/instruments/tick_size: instrument %d has %g, not > 0", i,
-                             ck->inst_tick[i]);
+                rc = m2_fail(M2_EFAIL, "checkpoint (%s): /norm/instruments/tick_size: instrument %d has %g, not > 0",
+                             path, i, ck->inst_tick[i]);
     }
     return rc ? M2_EFAIL : M2_OK;
 }
@@ -263,7 +263,7 @@ static int read_body(hid_t f, const char *path, m2_checkpoint *ck, int with_opti
         (rc = m2_h5_read(f, "norm/std", M2_H5_F64, 1, &nf, ck->std)))
         return rc;
     if ((rc = read_names(f, path, ck))) return rc;
-    return read_instruments(f, ck);
+    return read_instruments(f, path, ck);
 }
 
 /* Weights of a trained fp32 model are far below this; a larger one is a corrupted or hostile file, not a model. */
