@@ -48,12 +48,9 @@ record() { # stage status detail; INFO is reported and never fails the check
   [ "$2" = PASS ] || [ "$2" = INFO ] || failed=$((failed + 1))
 }
 elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
-# on the PATH, else in the toolkit's or Nsight Compute's own folders (where the workplace's image keeps ncu)
-tool() {
-  command -v "$1" 2>/dev/null ||
-    ls -d /usr/local/cuda/bin/"$1" /usr/local/cuda/compute-sanitizer/"$1" /opt/nvidia/nsight-compute/*/"$1" 2>/dev/null |
-    head -1
-}
+# shellcheck source=tests/gpu/bundle_env.sh
+. "$root/tests/gpu/bundle_env.sh"
+tool() { m2_cuda_tool "$1"; }
 
 echo "== mamba2 GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')"
 gpu_name="unknown"
@@ -84,23 +81,11 @@ elif [ -f "$bundle" ]; then
   echo "configure failed (missing build dependencies?), using the prebuilt bundle $bundle:"
   grep -m3 -i "error\|could not\|not found" "$build/configure.log" | sed 's/^/  /'
   mode=bundle
-  rm -rf "$build/bundle" && tar -C "$build" -xJf "$bundle"
-  bindir="$build/bundle/bin"
+  m2_bundle_unpack "$bundle" "$build"
+  bindir="$bundle_bin"
   progdir="$bindir"
   cat "$build/bundle/BUNDLE.txt"
-  # Open MPI from the bundle (mamba2_train initialises MPI even alone), relocated to where it was unpacked, with the
-  # settings of the build machine's /etc/openmpi (no InfiniBand, UCX or OFI transports)
-  export OPAL_PREFIX="$build/bundle/ompi" PATH="$build/bundle/ompi/bin:$PATH"
-  export OMPI_MCA_btl="^uct,openib,ofi" OMPI_MCA_pml="^ucx" OMPI_MCA_mtl="^ofi" OMPI_MCA_osc="^ucx,pt2pt" \
-         OMPI_MCA_btl_base_warn_component_unused=0
-  # cuBLAS, cuBLASLt, NCCL and the CUDA runtime come from this machine: the CUDA toolkit or PyTorch's wheels
-  libpath="$build/bundle/lib"
-  for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
-    found=$(find /usr/local /usr/lib /opt -xdev -name "$lib" 2>/dev/null | head -1)
-    [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
-  done
-  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  missing=$(for t in $tests bench_gpu $programs; do ldd "$bindir/$t" | grep "not found"; done | sort -u)
+  missing="$bundle_missing"
   if [ -n "$missing" ]; then
     echo "$missing"
     record build FAIL "bundle: libraries not found (above)"

@@ -15,6 +15,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUNDLE_BUILD:-$root/build-gpubundle}"
 targets="test_gpu_ops test_gpu_ssd test_gpu_act test_gpu_model test_gpu_train test_gpu_nccl"
 programs="mamba2_train mamba2_ticks mamba2_eval bench_gpu"
+bash "$root/launch/setup.sh" # a fresh machine has none of the build dependencies yet (the bundle exists to carry them)
 
 # Device code for the workplace's GPU alone (an H200: sm_90): every binary carries all the kernels, and each further
 # architecture adds ~17 MB to each of the ten (BUNDLE_CUDA_ARCH="80;90" for an A100 as well).
