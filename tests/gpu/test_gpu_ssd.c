@@ -147,13 +147,15 @@ static void oracle_free(oracle_out *o)
     free(o->dD);
 }
 
-static problem problem_make(shape sh, uint64_t seed)
+/* pad: columns after x, B and C in each xBC row (the model's xBC has none), which check the strides and must stay
+ * untouched; with pad 3 no row but the first is 16-byte aligned (run_case) */
+static problem problem_make(shape sh, int pad, uint64_t seed)
 {
     problem p;
     p.sh = sh;
     p.HP = sh.H * sh.P;
     p.GN = sh.G * sh.N;
-    p.ld = p.HP + 2 * p.GN + 3; /* the model's xBC has no padding; 3 extra columns check the strides */
+    p.ld = p.HP + 2 * p.GN + pad;
     p.rows = sh.B * sh.T;
     p.xbc = m2_host_uniform((size_t)p.rows * p.ld, -1, 1, seed, 1);
     p.dt = m2_host_uniform((size_t)p.rows * sh.H, 0.05f, 1.0f, seed, 2);
@@ -322,10 +324,11 @@ static double differs_by(const char *name, const problem *p, const results *a, c
     return dy < dx ? dy : dx;
 }
 
-static void run_case(shape sh)
+static void run_case_padded(shape sh, int pad)
 {
-    printf(" SSD B=%d T=%d H=%d P=%d G=%d N=%d Q=%d\n", sh.B, sh.T, sh.H, sh.P, sh.G, sh.N, sh.Q);
-    problem p = problem_make(sh, SEED + (uint64_t)sh.T);
+    printf(" SSD B=%d T=%d H=%d P=%d G=%d N=%d Q=%d, xBC rows of %d + %d\n", sh.B, sh.T, sh.H, sh.P, sh.G, sh.N, sh.Q,
+           sh.H * sh.P + 2 * sh.G * sh.N, pad);
+    problem p = problem_make(sh, pad, SEED + (uint64_t)sh.T);
     oracle_out o;
     oracle(&p, &o);
     float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9),
@@ -355,13 +358,24 @@ static void run_case(shape sh)
     problem_free(&p);
 }
 
+/* Each shape with the xBC rows padded by 3 columns, so that the tiled products gather their operands element by
+ * element (m2_tile_gemm_wmma_kernel and the like), and, where the sizes allow the 16-byte loads (T, Q, N, P and
+ * the row stride multiples of 4: kernels/ssd_cuda.cuh, vec4), by 4: the _v4 kernels, which the model's shapes run.
+ * The two place their operands in the tiles through different code (tile_gemm.cuh: stage_rows, vec_place), so
+ * each must be checked against the oracle on its own. */
+static void run_case(shape sh)
+{
+    run_case_padded(sh, 3);
+    if (sh.T % 4 == 0 && sh.Q % 4 == 0 && sh.N % 4 == 0 && sh.P % 4 == 0) run_case_padded(sh, 4);
+}
+
 /* The CUDA backend's two ways of having the chunk states in the backward (kernels/ssd_cuda.h): kept from the forward
  * or recomputed from the saved cumsums. The same kernels on the same inputs, so the results are bitwise the same;
  * the saved buffer of the recompute holds the cumsums only (at the default precision, bf16: the kept states are
  * bf16). */
 static void states_kept_or_recomputed(shape sh)
 {
-    problem p = problem_make(sh, SEED + (uint64_t)sh.T);
+    problem p = problem_make(sh, 4, SEED + (uint64_t)sh.T);
     float *dA0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 9),
           *dD0 = m2_host_uniform((size_t)sh.H, -0.1f, 0.1f, SEED, 10);
     const m2_ops *g = m2_gpu_ops();
@@ -403,7 +417,11 @@ static void test_tail_chunk_two_groups(void **state) { run_case((shape){2, 37, 4
 static void test_whole_chunks(void **state) { run_case((shape){1, 64, 2, 4, 1, 8, 16}); }
 static void test_one_partial_chunk(void **state) { run_case((shape){2, 5, 2, 4, 1, 4, 8}); }
 static void test_three_groups(void **state) { run_case((shape){2, 130, 6, 16, 3, 16, 64}); }
-static void test_past_one_tile(void **state) { run_case((shape){1, 200, 2, 72, 1, 70, 96}); }
+static void test_past_one_tile(void **state)
+{
+    run_case((shape){1, 200, 2, 72, 1, 70, 96});
+    run_case((shape){1, 200, 2, 72, 1, 68, 96}); /* N = 68: the partial tiles with the 16-byte loads too */
+}
 /* P*N = 35, a multiple of neither state-passing vector width (8 bf16, 4 fp32: ssd_pass_width), so the state passings
  * run one entry per thread, over two groups of 32 entries, the second partial (the others run the vector paths) */
 static void test_odd_state_size(void **state) { run_case((shape){2, 37, 4, 5, 2, 7, 8}); }
