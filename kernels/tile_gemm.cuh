@@ -490,7 +490,18 @@ template <class V> __device__ auto step_view_of(const V &v)
 template <class V> using step_view_t = decltype(step_view_of(std::declval<V>()));
 
 /* Where stage_rows's 16-byte loads fall, per thread: VEC_LOADS<ROWS, KB, KFAST> loads q per k step, along r each
- * with a second one (w = 1) at k + 1; load (q, w) reads row r, k (vec_place) of the step's tile. */
+ * with a second one (w = 1) at k + 1; load (q, w) reads row r, k (vec_place) of the step's tile.
+ * The places are chosen for the stores into the tiles (rows of LDK = 40 bf16 = 20 banks: wmma_tiles), whose bank
+ * conflicts ncu measured on an H200 as 28-83% excess shared-memory wavefronts in the SSD's tile kernels
+ * (BENCHMARKS.md, "The first GPU run", 2026-12-04):
+ * - KFAST: a row's KB = 32 k are the loads of 8 consecutive lanes; the two rows of a half-warp (one wavefront of
+ *   8-byte stores) are rows 4 apart (80 words: the other 16 banks), not adjacent rows (20 words: 4 banks shared,
+ *   two wavefronts);
+ * - along r: a lane holds 4 rows at a pair of k and stores a pair into each (stage_rows). Row groups 4 rows apart
+ *   are 16 banks apart, so a warp whose 32 lanes took 16 row groups at one k pair (the old places) met 4 distinct
+ *   banks per store: 8-way conflicts. A warp takes 4 consecutive row groups (16 rows: a whole 32-byte sector of a
+ *   bf16 operand per k) at 8 k pairs: 16 distinct banks, 2-way.
+ * Which element each lane loads changes; what lands in the tiles, and so every product, does not. */
 template <int ROWS, int KB, bool KFAST> constexpr int vec_loads()
 {
     return KFAST ? ROWS * KB / (4 * THREADS) : ROWS * KB / (8 * THREADS);
@@ -499,11 +510,15 @@ template <int ROWS, int KB, bool KFAST> __device__ __forceinline__ void vec_plac
 {
     const int e = threadIdx.x + THREADS * q;
     if constexpr (KFAST) {
-        r = e / (KB / 4);
-        k = 4 * (e % (KB / 4));
+        static_assert(KB == 32 && ROWS % 8 == 0, "8 lanes a row; rows paired 4 apart within each 8");
+        const int s = (e / 8) % 8; /* the row's slot among 8: half-warps take rows (0, 4), (1, 5), (2, 6), (3, 7) */
+        r = 8 * (e / 64) + (s >> 1) + 4 * (s & 1);
+        k = 4 * (e % 8);
     } else {
-        r = 4 * (e % (ROWS / 4));
-        k = 2 * (e / (ROWS / 4)) + w;
+        static_assert(ROWS % 16 == 0 && KB % 16 == 0, "a warp: 4 row groups by 8 k pairs");
+        const int lane = e % 32, warp = e / 32, groups = ROWS / 16; /* warps along r first, then along k */
+        r = 4 * (4 * (warp % groups) + lane % 4);
+        k = 2 * (8 * (warp / groups) + lane / 4) + w;
     }
 }
 
