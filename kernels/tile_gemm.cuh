@@ -40,9 +40,10 @@
  *   static constexpr bool lower_only;  C(i, j) for j > i is never read by anyone: only j <= i is stored (tiles
  *                        wholly above the diagonal are neither computed nor stored)
  *   float row_term(int z, int i, int j, float acc), void row_store(int z, int i, int tn, float sum)
- *                        also the sum over the tile's columns of row_term for each row i, in column order, handed to
- *                        row_store with the column tile tn = j0 / BN: a row reduction of the result that its reader
- *                        would otherwise read back from memory (the partials of the tiles are added by the reader)
+ *                        also the sum over the tile's columns of row_term for each row i, in a fixed order
+ *                        (row_sums), handed to row_store with the column tile tn = j0 / BN: a row reduction of the
+ *                        result that its reader would otherwise read back from memory (the partials of the tiles are
+ *                        added by the reader)
  *   V bind(int z, const span &t)   as bind(z), for views that depend on the block's tile t as well (a decay
  *                        factored at the tile's first or last row, a split at the tile's rows)
  *   static constexpr int shared_floats, V bind(int z, const span &t, float *sh): views that read a table of the
@@ -766,20 +767,34 @@ template <class Op, class F> __device__ __forceinline__ void over_k(const Op &op
     over_view(bind(op, t), 0, t.kb, t.ke, acc_k);
 }
 
-/* The row sums of the block's tile c[(i - i0) * ldc + (j - j0)] (shared memory, complete: after a barrier). */
+/* The row sums of an Op with row_store (file comment) over the block's tile c[(i - i0) * ldc + (j - j0)] (shared
+ * memory, complete: after a barrier): a warp a row (rows warp, warp + WARPS, ...), its lanes over the columns (j0 +
+ * lane, j0 + lane + 32: consecutive words, no bank conflicts, and row_term's own loads of a row's consecutive columns
+ * coalesced), then a butterfly over the lanes: a fixed order, so a run repeats bitwise. With one thread a row walking
+ * its columns (as tap_sums below) the dC-through-the-state kernel, whose epilogue this is, met 4-way bank conflicts in
+ * rows of 68 floats and made a strided load per term with 64 of its 256 threads: L1 at 91% of its peak, 917 us a
+ * layer on an H200; this way 34% and 877 us (BENCHMARKS.md, "The first GPU run"). */
 template <class Op> __device__ void row_sums(const Op &op, const span &t, const float *c, int ldc)
 {
     if constexpr (requires { op.row_store(t.z, 0, 0, 0.0f); }) {
-        const int r = threadIdx.x, i = t.i0 + r;
-        if (r >= BM || i >= t.i1) return;
-        float sum = 0.0f;
-        for (int j = t.j0; j < t.j1; j++) sum += op.row_term(t.z, i, j, c[r * ldc + (j - t.j0)]);
-        op.row_store(t.z, i, t.j0 / BN, sum);
+        const int lane = threadIdx.x % 32;
+        /* every warp makes BM / WARPS rounds, rows past i1 included (summing nothing): the shuffles' count is the
+         * same for the whole block, as the CPU emulation's (a block barrier) needs */
+        for (int r = threadIdx.x / 32; r < BM; r += WARPS) {
+            const int i = t.i0 + r;
+            float sum = 0.0f;
+            if (i < t.i1)
+                for (int j = t.j0 + lane; j < t.j1; j += 32) sum += op.row_term(t.z, i, j, c[r * ldc + (j - t.j0)]);
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (lane == 0 && i < t.i1) op.row_store(t.z, i, t.j0 / BN, sum);
+        }
     }
 }
 
 /* The tap of a tapped view (file comment): the row sums of tap_term over the block's tile c[(i - i0) * ldc + (j - j0)]
- * (shared memory, complete: after a barrier), in column order, handed to tap_store. */
+ * (shared memory, complete: after a barrier), in column order, handed to tap_store. One thread a row: row_sums' warp
+ * a row made the dx kernel (the one with a tapped view) slower on an H200, 1730 -> 1840 us a layer, for a reason not
+ * yet measured (perhaps its 8 rounds of 5 dependent shuffles, not unrolled: BENCHMARKS.md, "The first GPU run"). */
 template <class Op> __device__ void tap_sums(const Op &op, const span &t, const float *c, int ldc)
 {
     const int r = threadIdx.x, i = t.i0 + r;
