@@ -252,7 +252,10 @@ else
         continue
       fi
       slot=$(( left < 45 ? left : 45 ))
-      timeout $slot "$sanitizer" --tool $check --error-exitcode 3 "$bindir/$t" > "$build/$check.$t.out" 2>&1
+      # racecheck is slow: on test_gpu_ssd, the model's head shape alone (its 16-byte-load kernels, bf16 and tf32)
+      filter=()
+      [ "$check.$t" = racecheck.test_gpu_ssd ] && filter=("*production*")
+      timeout $slot "$sanitizer" --tool $check --error-exitcode 3 "$bindir/$t" "${filter[@]}" > "$build/$check.$t.out" 2>&1
       rc=$?
       summary=$(grep -m1 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$build/$check.$t.out" | cut -c1-100)
       if [ $rc -eq 124 ]; then
