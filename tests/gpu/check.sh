@@ -81,10 +81,11 @@ elif [ -f "$bundle" ]; then
   echo "configure failed (missing build dependencies?), using the prebuilt bundle $bundle:"
   grep -m3 -i "error\|could not\|not found" "$build/configure.log" | sed 's/^/  /'
   mode=bundle
-  m2_bundle_unpack "$bundle" "$build"
+  bundle_bin="$build/bundle/bin" bundle_missing=""
+  m2_bundle_unpack "$bundle" "$build" || bundle_missing="the bundle $bundle could not be unpacked (above)"
   bindir="$bundle_bin"
   progdir="$bindir"
-  cat "$build/bundle/BUNDLE.txt"
+  cat "$build/bundle/BUNDLE.txt" 2>/dev/null
   missing="$bundle_missing"
   if [ -n "$missing" ]; then
     echo "$missing"

@@ -23,7 +23,9 @@ t0=$(date +%s)
 if [ -x "$build/tests/test_gpu_ssd" ] && [ -x "$build/bench_gpu" ]; then
   tests="$build/tests" bench="$build/bench_gpu"
 else
-  m2_bundle_unpack "${GPU_BUNDLE:-$root/build-gpubundle/gpu-bundle.tar.xz}" "$build" || exit 1
+  bundle="${GPU_BUNDLE:-$root/build-gpubundle/gpu-bundle.tar.xz}"
+  m2_bundle_unpack "$bundle" "$build" ||
+    { echo "profile_ssd: no binaries in $build and the bundle $bundle could not be unpacked"; exit 1; }
   [ -z "$bundle_missing" ] || { echo "$bundle_missing"; exit 1; }
   tests="$bundle_bin" bench="$bundle_bin/bench_gpu"
 fi
