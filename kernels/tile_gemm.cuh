@@ -493,7 +493,7 @@ template <class V> using step_view_t = decltype(step_view_of(std::declval<V>()))
 /* Where stage_rows's 16-byte loads fall, per thread: VEC_LOADS<ROWS, KB, KFAST> loads q per k step, along r each
  * with a second one (w = 1) at k + 1; load (q, w) reads row r, k (vec_place) of the step's tile.
  * The places are chosen for the stores into the tiles (rows of LDK = 40 bf16 = 20 banks: wmma_tiles), whose bank
- * conflicts ncu measured on an H200 as 28-83% excess shared-memory wavefronts in the SSD's tile kernels
+ * conflicts ncu measured on an H200 as 28-62% excess shared-memory wavefronts in the SSD's tile kernels
  * (BENCHMARKS.md, "The first GPU run", 2026-12-04):
  * - KFAST: a row's KB = 32 k are the loads of 8 consecutive lanes; the two rows of a half-warp (one wavefront of
  *   8-byte stores) are rows 4 apart (80 words: the other 16 banks), not adjacent rows (20 words: 4 banks shared,
