@@ -24,6 +24,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/layout.h"
+#include "core/blas_core.h"
 #include "core/model.h"
 #include "core/ops.h"
 #include "base/rng.h"
@@ -91,6 +92,7 @@ static double model_flops(const m2_dims *d, int B, int T)
 
 int main(int argc, char **argv)
 {
+    m2_blas_core_ensure(argv); /* the sgemm peak on the kernels the model runs (core/blas_core.h) */
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     int iters = argc > 2 ? atoi(argv[2]) : 5;
     if (threads <= 0) threads = omp_get_num_procs();
@@ -145,7 +147,9 @@ int main(int argc, char **argv)
     printf("ticks/s: %.0f\n", ticks / best);
     printf("model GFLOP per micro-batch: %.3f (%.2f MFLOP per tick)\n", flops / 1e9, flops / ticks / 1e6);
     printf("achieved: %.1f GFLOP/s\n", gflops);
-    printf("OpenBLAS sgemm peak (%d^3, %d threads): %.1f GFLOP/s\n", PEAK_N, threads, peak);
+    char blas[160];
+    m2_blas_core_describe(blas, sizeof blas);
+    printf("%s sgemm peak (%d^3, %d threads): %.1f GFLOP/s\n", blas, PEAK_N, threads, peak);
     printf("ratio to peak: %.3f\n", peak > 0 ? gflops / peak : 0);
     printf("by CPU time (own work only, see cpu_seconds): %.3f CPU-s per micro-batch, %.1f GFLOP per CPU-s, "
            "sgemm %.1f GFLOP per CPU-s, ratio %.3f\n",

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/rng.h"
+#include "core/blas_core.h"
 #include "core/ssd.h"
 
 static double now(void)
@@ -31,6 +32,7 @@ static m2_real *reals(size_t n)
 
 int main(int argc, char **argv)
 {
+    m2_blas_core_ensure(argv); /* the chunked SSD's GEMMs on OpenBLAS's kernels for this CPU (core/blas_core.h) */
     int threads = argc > 1 ? atoi(argv[1]) : omp_get_max_threads();
     m2_ssd_shape s = {.B = 8, .T = 512, .H = 8, .P = 32, .G = 1, .N = 64, .Q = 64};
     if (argc > 8) {

@@ -28,6 +28,7 @@
 
 #include "run/config_file.h"
 #include "base/error.h"
+#include "core/blas_core.h"
 #include "stream/engine.h"
 #include "stream/timing.h"
 #include "../tests/stream/stream_fixture.h"
@@ -499,6 +500,7 @@ static int bench_shape(const char *name, fixture_shape shape, long ticks)
 
 int main(int argc, char **argv)
 {
+    m2_blas_core_ensure(argv); /* the compute floor on the kernels the trainer runs (core/blas_core.h) */
     char config[4096];
     snprintf(config, sizeof config, "%s", __FILE__);
     char *slash = strrchr(config, '/');
@@ -544,9 +546,11 @@ int main(int argc, char **argv)
     }
     double load[3] = {0, 0, 0};
     getloadavg(load, 3);
+    char blas[160];
+    m2_blas_core_describe(blas, sizeof blas);
     printf("bench_stream: one thread pinned to cpu %d; clock_gettime back-to-back %.0f ns (included in latencies); "
-           "load average %.2f on %ld cores at start\n",
-           cpu, tmin, load[0], sysconf(_SC_NPROCESSORS_ONLN));
+           "load average %.2f on %ld cores at start; the compute floor's sgemm: %s\n",
+           cpu, tmin, load[0], sysconf(_SC_NPROCESSORS_ONLN), blas);
     /* The p99 of a tick is past the stalls once more than 1% of ticks contain one: ticks of t ns at r stalls/s. */
     double share;
     m2_stall_census(0.5, 10e3, &stalls_per_s, &share);

@@ -10,6 +10,7 @@
 #include "run/backend.h"
 #include "run/device_api.h"
 #include "base/cli.h"
+#include "core/blas_core.h"
 #include "base/error.h"
 #include "base/version.h"
 #include "run/eval.h"
@@ -275,6 +276,7 @@ static int evaluate(const m2_checkpoint *ck, const m2_dataset *ds, const char *d
 
 int main(int argc, char **argv)
 {
+    m2_blas_core_ensure(argv); /* may run this program again with faster OpenBLAS kernels (core/blas_core.h) */
     options o;
     return m2_cli_finish(PROG, parse_args(argc, argv, &o), usage, m2_checkpoint_job_run, &o);
 }

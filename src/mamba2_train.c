@@ -1,5 +1,6 @@
 /* mamba2_train: trains a Mamba-2 model on a tick dataset (docs/CLI.md). Run under mpirun/srun for several ranks. */
 #include "base/cli.h"
+#include "core/blas_core.h"
 #include "run/config_file.h"
 #include "run/device_api.h"
 #include "base/version.h"
@@ -77,6 +78,7 @@ static int parse_args(int argc, char **argv, m2_config *cfg, const char **resume
 
 int main(int argc, char **argv)
 {
+    m2_blas_core_ensure(argv); /* before MPI_Init: it may run this program again (core/blas_core.h) */
     m2_dist pg;
     if (m2_dist_init(&argc, &argv, &pg) != M2_OK) return m2_report(PROG, M2_EFAIL);
     m2_config cfg;

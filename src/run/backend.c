@@ -2,6 +2,7 @@
 
 #include "base/cpu.h"
 #include "base/error.h"
+#include "core/blas_core.h"
 #include "core/flops.h"
 #include "core/ops.h"
 
@@ -126,8 +127,11 @@ void m2_backend_describe(const m2_backend *be, char *buf, size_t cap)
     for (size_t i = 0; i < sizeof dist_what / sizeof dist_what[0]; i++)
         if (strcmp(be->dist, dist_what[i][0]) == 0) how = dist_what[i][1];
     if (!be->api) {
-        snprintf(buf, cap, "backend: cpu%s%s%s, collectives: %s (%s on host buffers), CPU kernels: %s",
-                 be->note[0] ? " (auto: " : "", be->note, be->note[0] ? ")" : "", be->dist, how, m2_ops_cpu_isa());
+        char blas[160];
+        m2_blas_core_describe(blas, sizeof blas);
+        snprintf(
+            buf, cap, "backend: cpu%s%s%s, collectives: %s (%s on host buffers), CPU kernels: %s, matrix products: %s",
+            be->note[0] ? " (auto: " : "", be->note, be->note[0] ? ")" : "", be->dist, how, m2_ops_cpu_isa(), blas);
         return;
     }
     char peak[64] = "", prec[48] = "", states[48] = "";

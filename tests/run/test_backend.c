@@ -14,6 +14,7 @@
 
 #include "run/backend.h"
 #include "base/error.h"
+#include "core/blas_core.h"
 #include "core/flops.h"
 #include "core/ops.h"
 
@@ -125,11 +126,12 @@ static void test_auto(void **state)
     assert_string_equal(be.dist, "mpi");
     assert_true(be.peak_flops == 0);
     m2_backend_describe(&be, line, sizeof line);
-    char want[256];
+    char want[512], blas[160];
+    m2_blas_core_describe(blas, sizeof blas);
     snprintf(want, sizeof want,
              "backend: cpu (auto: no CUDA GPU: fake: no driver), collectives: mpi (ZeRO-1 on host "
-             "buffers), CPU kernels: %s",
-             m2_ops_cpu_isa());
+             "buffers), CPU kernels: %s, matrix products: %s",
+             m2_ops_cpu_isa(), blas);
     assert_string_equal(line, want);
     assert_int_equal(m2_backend_choose(&be, &c, &pg, NULL), M2_OK);
     assert_null(be.api);

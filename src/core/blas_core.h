@@ -1,0 +1,32 @@
+/* Which OpenBLAS kernels run the matrix products (docs/ARCHITECTURE.md, "CPU dispatch").
+ *
+ * OpenBLAS chooses its kernels once, in a constructor that runs before main(), from a table of CPU models; a CPU
+ * newer than the library falls back to its oldest x86-64 kernels. Debian's OpenBLAS 0.3.21 on an Intel Emerald
+ * Rapids (family 6, model 207) picks "Prescott" (SSE3): sgemm at 65 instead of 304 GFLOP/s on two cores, and the
+ * model's CPU step 2.6x slower (BENCHMARKS.md, "OpenBLAS on a CPU it does not know"). Its only switch is the
+ * environment variable OPENBLAS_CORETYPE, read by that constructor, so a program that finds the kernels below
+ * the instruction-set level it runs its own loops at (base/cpu.h) sets the variable and executes itself again,
+ * once, before it does anything else. A user's own OPENBLAS_CORETYPE is always left as it is. */
+#ifndef MAMBA2_BLAS_CORE_H
+#define MAMBA2_BLAS_CORE_H
+
+#include <stddef.h>
+
+#include "base/cpu.h"
+
+/* The OpenBLAS core to ask for when OpenBLAS chose `detected` and this process runs its own loops at `active`:
+ * NULL when the detected core's kernels are at that level or above, or are a core this table does not know
+ * (left to OpenBLAS); otherwise "SkylakeX" (avx512) or "Haswell" (avx2). Pure: the tests call it directly. */
+const char *m2_blas_core_wanted(const char *detected, m2_cpu_level active);
+
+/* First thing in main() of a program that multiplies matrices on the CPU: when OPENBLAS_CORETYPE is unset and
+ * m2_blas_core_wanted(OpenBLAS's core, m2_cpu_active()) names a core, sets OPENBLAS_CORETYPE to it (and
+ * MAMBA2_OPENBLAS_DETECTED to the core OpenBLAS chose, for m2_blas_core_describe) and replaces the process with a
+ * fresh run of the same executable and arguments, so it must run before MPI_Init, threads or open files. Returns
+ * only when nothing is to be done, or when the exec failed (a warning line on stderr; the slow kernels stay). */
+void m2_blas_core_ensure(char **argv);
+
+/* "OpenBLAS SkylakeX", or "OpenBLAS SkylakeX (chosen by mamba2; OpenBLAS detected Prescott)", into buf. */
+void m2_blas_core_describe(char *buf, size_t cap);
+
+#endif
