@@ -15,13 +15,27 @@ static const struct {
     const char *name;
     m2_cpu_level level;
 } CORES[] = {
-    {"SkylakeX", M2_CPU_AVX512},   {"Cooperlake", M2_CPU_AVX512},  {"SapphireRapids", M2_CPU_AVX512},
-    {"Haswell", M2_CPU_AVX2},      {"Zen", M2_CPU_AVX2},           {"Excavator", M2_CPU_AVX2},
-    {"Steamroller", M2_CPU_AVX2},  {"Piledriver", M2_CPU_AVX2},    {"Bulldozer", M2_CPU_AVX2},
-    {"Sandybridge", M2_CPU_SCALAR}, {"Nehalem", M2_CPU_SCALAR},    {"Dunnington", M2_CPU_SCALAR},
-    {"Penryn", M2_CPU_SCALAR},     {"Core2", M2_CPU_SCALAR},       {"Prescott", M2_CPU_SCALAR},
-    {"Atom", M2_CPU_SCALAR},       {"Nano", M2_CPU_SCALAR},        {"Barcelona", M2_CPU_SCALAR},
-    {"Bobcat", M2_CPU_SCALAR},     {"Opteron_SSE3", M2_CPU_SCALAR}, {"Opteron", M2_CPU_SCALAR},
+    {"SkylakeX", M2_CPU_AVX512},
+    {"Cooperlake", M2_CPU_AVX512},
+    {"SapphireRapids", M2_CPU_AVX512},
+    {"Haswell", M2_CPU_AVX2},
+    {"Zen", M2_CPU_AVX2},
+    {"Excavator", M2_CPU_AVX2},
+    {"Steamroller", M2_CPU_AVX2},
+    {"Piledriver", M2_CPU_AVX2},
+    {"Bulldozer", M2_CPU_AVX2},
+    {"Sandybridge", M2_CPU_SCALAR},
+    {"Nehalem", M2_CPU_SCALAR},
+    {"Dunnington", M2_CPU_SCALAR},
+    {"Penryn", M2_CPU_SCALAR},
+    {"Core2", M2_CPU_SCALAR},
+    {"Prescott", M2_CPU_SCALAR},
+    {"Atom", M2_CPU_SCALAR},
+    {"Nano", M2_CPU_SCALAR},
+    {"Barcelona", M2_CPU_SCALAR},
+    {"Bobcat", M2_CPU_SCALAR},
+    {"Opteron_SSE3", M2_CPU_SCALAR},
+    {"Opteron", M2_CPU_SCALAR},
     {"Unknown", M2_CPU_SCALAR},
 };
 
@@ -50,8 +64,9 @@ void m2_blas_core_ensure(char **argv)
     setenv("OPENBLAS_CORETYPE", want, 1);
     fflush(NULL);
     execv("/proc/self/exe", argv);
-    fprintf(stderr, "%s: warning: OpenBLAS chose its %s kernels for this CPU, and running again with OPENBLAS_CORETYPE=%s"
-                    " failed (%s); the matrix products run on the slow kernels\n",
+    fprintf(stderr,
+            "%s: warning: OpenBLAS chose its %s kernels for this CPU, and running again with OPENBLAS_CORETYPE=%s"
+            " failed (%s); the matrix products run on the slow kernels\n",
             argv && argv[0] ? argv[0] : "mamba2", detected, want, strerror(errno));
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(DETECTED_ENV);
