@@ -182,7 +182,9 @@ const m2_ops *m2_ops_cpu(void);
 const char *m2_ops_cpu_isa(void);
 
 /* Threads for the CPU backend (the model's lanes, OpenMP regions, the partitioned GEMMs); n <= 0 means all
- * cores. Also keeps OpenBLAS single-threaded and nested OpenMP regions off (ops_cpu.c says why). */
+ * cores. Also keeps OpenBLAS single-threaded and nested OpenMP regions off (ops_cpu.c says why), and turns on
+ * flush-to-zero and denormals-are-zero on the calling thread and every OpenMP thread (ops_cpu.c: subnormal
+ * operands cost a microcode assist each on Intel cores). */
 void m2_ops_cpu_set_threads(int n);
 int m2_ops_cpu_threads(void);
 

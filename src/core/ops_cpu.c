@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xmmintrin.h>
 
 typedef struct {
     int threads;
@@ -259,11 +260,27 @@ static const m2_ops g_cpu_ops = {
     .lanes = cpu_lanes,
 };
 
+/* Subnormal floats flushed to zero, as results (FTZ) and as operands (DAZ), on this thread: the MXCSR is per
+ * thread, and threads created later inherit it from the thread that creates them.
+ *
+ * Why: Intel cores take a microcode assist of ~100 cycles for every instruction with a subnormal operand or
+ * result unless these bits are set (AMD's Zen cores take none, which is why it went unseen). GCC vectorises
+ * base/vmath.h's clamped sigmoid by computing the clamped lanes' result, v * sigmoid(-88.3) (a subnormal
+ * constant), for every lane and blending, so the SiLU of the conv and of the gated norm hit one per vector: on an
+ * Intel Emerald Rapids their forwards ran 6x slower and the training step 1.4x (BENCHMARKS.md, "Subnormal
+ * operands"). Data can also produce them (small gradients through a saturated sigmoid). What is lost: values
+ * below 1.2e-38 become 0, far under any tolerance the model or its tests have. Only the training ops' threads
+ * are changed; the streaming engine (src/stream) runs in its caller's thread and leaves its MXCSR alone. */
+static void flush_subnormals_here(void) { _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) | DAZ (bit 6) */ }
+
 void m2_ops_cpu_set_threads(int n)
 {
     if (n <= 0) n = omp_get_num_procs();
     g_ctx.threads = n;
     omp_set_num_threads(n);
+    flush_subnormals_here();
+#pragma omp parallel num_threads(n)
+    flush_subnormals_here();
     /* the ops' own parallel loops run single-threaded inside the model's lanes */
     omp_set_max_active_levels(1);
     openblas_set_num_threads(1);
