@@ -132,10 +132,13 @@ void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, 
 
 #endif
 
+/* The signature of m2s_gemm, each level's and the AVX-512-BF16 variant. */
+typedef void (*m2s_gemm_fn)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y,
+                            int ldy, void *xq);
+
 typedef struct {
     m2_cpu_level level;
-    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
-                 void *xq);
+    m2s_gemm_fn gemm;
     void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
     void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                       int ldc, const float *restrict xnew, float *restrict out);

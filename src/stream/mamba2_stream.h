@@ -152,7 +152,9 @@ M2_STREAM_API size_t m2_stream_state_bytes(const m2_stream *s);
 
 /* The instruction set of this handle's kernels, chosen at open from the CPU and capped by the environment
  * variable MAMBA2_CPU=scalar|avx2|avx512: "scalar", "avx2" or "avx512", or "avx512+bf16" when bf16 weights
- * take the AVX-512-BF16 dot product (at the avx512 level on a CPU that has it). */
+ * take the AVX-512-BF16 dot product (at the avx512 level on a CPU that has it), "avx512+bf16/avx512" when
+ * batches of streams take the widening AVX-512 kernel instead because it measured faster at open on this core
+ * (the same outputs either way). */
 M2_STREAM_API const char *m2_stream_cpu(const m2_stream *s);
 
 #ifdef __cplusplus

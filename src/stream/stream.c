@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "stream/timing.h"
 #include "io/features.h"
 
 typedef struct {
@@ -21,8 +22,9 @@ typedef struct {
 struct m2_stream {
     m2_dims d;
     const m2s_kernels *k; /* the kernels of the instruction-set level chosen at open */
-    void (*gemm)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
-                 void *xq); /* k->gemm, or its AVX-512-BF16 variant for bf16 weights (m2_cpu_bf16_dot) */
+    /* k->gemm, or its AVX-512-BF16 variant for bf16 weights (m2_cpu_bf16_dot), for one stream; gemm_batch for
+     * several, which differs where choose_batch_gemm timed the widening kernel faster */
+    m2s_gemm_fn gemm, gemm_batch;
     int bf16, max_streams;
     float clip;
     /* packed read-only weights */
@@ -204,6 +206,31 @@ static int alloc_buffers(m2_stream *s)
     return M2_OK;
 }
 
+/* Batches of streams with bf16 weights: vdpbf16ps or the AVX-512 widening kernel, whichever is faster on this
+ * core. Both add the same exact products in the same order (tests/stream/test_stream_gemm.c compares them
+ * bitwise), so the choice changes no output, only the time: on an Intel Emerald Rapids the dot instruction
+ * (8 cycles' latency, one a cycle) made 64-stream GEMMs 1.5-1.6x slower than widening by shifts and two FMAs
+ * at two a cycle, while a single stream's GEMV, bound by reading the weights, ran at the same speed either
+ * way (BENCHMARKS.md, "Intel Emerald Rapids"). So one stream keeps the dot and batches take what the layer's
+ * W_in at min(max_streams, 16) streams measures faster here, by the fastest of 5 calls each, alternated; the
+ * widening kernel must win by 5% to be taken (a tie keeps the dot). ~0.1-1 ms at open. */
+static void choose_batch_gemm(m2_stream *s)
+{
+    if (s->gemm != m2s_gemm_avx512bf16 || s->max_streams < 2 || s->d.L < 1) return;
+    const m2s_gemm_fn widen = s->k->gemm;
+    const int n = s->max_streams < 16 ? s->max_streams : 16;
+    const m2s_mat *W = &s->layers[0].W_in;
+    memset(s->u, 0, (size_t)n * s->Dp * sizeof *s->u);
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < 5; r++)
+        for (int v = 0; v < 2; v++) {
+            const double t0 = m2_now_ns();
+            (v ? widen : s->gemm)(W, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
+            best[v] = fmin(best[v], m2_now_ns() - t0);
+        }
+    if (best[1] < 0.95 * best[0]) s->gemm_batch = widen;
+}
+
 int m2_stream_open_params(const m2_layout *lay, const float *params, const double *mean, const double *std,
                           const m2_stream_options *opt, m2_stream **out)
 {
@@ -219,6 +246,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     s->k = m2s_kernels_for(m2_cpu_active());
     s->bf16 = opt->bf16 != 0;
     s->gemm = s->bf16 && s->k->level >= M2_CPU_AVX512 && m2_cpu_bf16_dot() ? m2s_gemm_avx512bf16 : s->k->gemm;
+    s->gemm_batch = s->gemm;
     s->max_streams = opt->max_streams;
     s->clip = opt->clip;
     s->Dp = (int)pad16(s->d.D);
@@ -244,6 +272,7 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     }
     m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
     pack_vecs(s, lay, params);
+    choose_batch_gemm(s);
     s->fingerprint = m2_hash64(params, lay->n_params * sizeof *params, 0);
     m2s_set_feature_names(s, NULL); /* by the shape alone; m2_stream_open checks the checkpoint's names */
     for (int f = 0; f < s->d.F; f++) {
@@ -317,13 +346,15 @@ static float *layer_state(m2_stream *s, int stream, int l)
     return s->state + (size_t)stream * s->state_stride + (size_t)l * s->layer_stride;
 }
 
+static m2s_gemm_fn gemm_for(const m2_stream *s, int n) { return n > 1 ? s->gemm_batch : s->gemm; }
+
 /* One layer for n streams: h <- h + Mixer(RMSNorm(h)). */
 static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
     const m2_dims *d = &s->d;
     const m2s_layer *L = &s->layers[l];
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
-    s->gemm(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
+    gemm_for(s, n)(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
     s->k->dt_decay(L->A, L->dt_bias, d->H, n, s->zx + 2 * d->Di + 2 * d->G * d->N, s->Winp, s->dt, s->decay);
     /* States past the L2 (M2S_STATE_PREFETCH_MIN) come from L3 or DRAM, where the update alone ran at DRAM speed
      * (BENCHMARKS.md, issue 14, fifth pass): then each stream's update prefetches the next stream's state into L2
@@ -340,7 +371,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
                   i + 1 < n && far ? layer_state(s, ids[i + 1], l) + s->ring_floats : NULL);
     for (int i = 0; i < n; i++) /* zx starts with z */
         s->k->gated_norm(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, L->gnorm_w, d->Di, d->G);
-    s->gemm(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
+    gemm_for(s, n)(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         const float *o = s->out + (size_t)i * s->Dp;
@@ -351,7 +382,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pred)
 {
     const m2_dims *d = &s->d;
-    s->gemm(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp, s->xq);
+    gemm_for(s, n)(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         for (int j = 0; j < d->D; j++) h[j] += s->embed_b[j];
@@ -360,7 +391,7 @@ static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pre
     if (d->K > 1)
         for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
     for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
-    s->gemm(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op, s->xq);
+    gemm_for(s, n)(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op, s->xq);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];
 }
@@ -529,5 +560,6 @@ size_t m2_stream_weight_bytes(const m2_stream *s) { return s->mat_bytes + s->vec
 size_t m2_stream_state_bytes(const m2_stream *s) { return s->state_stride * sizeof(float); }
 const char *m2_stream_cpu(const m2_stream *s)
 {
-    return s->gemm == m2s_gemm_avx512bf16 ? "avx512+bf16" : m2_cpu_name(s->k->level);
+    if (s->gemm != m2s_gemm_avx512bf16) return m2_cpu_name(s->k->level);
+    return s->gemm_batch == s->gemm ? "avx512+bf16" : "avx512+bf16/avx512";
 }

@@ -23,7 +23,7 @@ static void test_every_ops_thread_flushes(void **state)
 {
     (void)state;
     _mm_setcsr(_mm_getcsr() & ~(unsigned)FTZ_DAZ); /* as a program starts */
-    const int threads = 3;                           /* more than CI's cores: the team is not the machine's */
+    const int threads = 3;                         /* more than CI's cores: the team is not the machine's */
     m2_ops_cpu_set_threads(threads);
     m2_fixture f;
     const m2_dims d = m2_fixture_dims(1, 8);
