@@ -34,7 +34,7 @@ echo "stream_goals.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /pro
 # verdict NAME VALUE LIMIT [NOTE]: one goal line
 verdict() {
     awk -v n="$1" -v v="$2" -v l="$3" -v note="${4:-}" 'BEGIN {
-        printf "%-44s %6.2fx  (goal <= %sx)  %s%s\n", n, v, l, (v <= l ? "MET" : "NOT MET"), note }'
+        printf "%-44s %6.2fx  (goal <= %sx)  %s%s\n", n, v, l, (v + 0 <= l + 0 ? "MET" : "NOT MET"), note }'
 }
 
 for level in "${levels[@]}"; do
@@ -46,7 +46,8 @@ for level in "${levels[@]}"; do
         /^== / { model = ($0 ~ /latency/) ? "latency.ini" : "default" }
         /^(fp32|bf16) weights/ { w = $1 }
         /without vdpbf16ps/ { next } # the comparison line (bench_stream), not the engine in use
-        /ratio to hot floor:/ { p50 = $6; p99 = $8; sub(/x$/, "", p50); sub(/x$/, "", p99) }
+        # "p50 1.62x  p99 4.23x;": the numbers alone (a trailing ";" once made the p99 a string, compared as one)
+        /ratio to hot floor:/ { p50 = $6; p99 = $8; sub(/x;?$/, "", p50); sub(/x;?$/, "", p99) }
         /^  S=64:/ {
             s64 = $NF; sub(/x$/, "", s64)
             cpu = $0; sub(/.*by thread CPU time [0-9]+ ns per tick, ratio /, "", cpu); sub(/x;.*/, "", cpu)
@@ -59,7 +60,7 @@ for level in "${levels[@]}"; do
     done <<< "$recs"
     ratio=$(MAMBA2_CPU=$level "$build/bench_model" 2 | awk '/^ratio to peak:/ { print $4 }')
     awk -v l="$level" -v r="$ratio" 'BEGIN {
-        printf "%-44s %6.3f   (goal >= 0.5)  %s\n", l " bench_model 2 / sgemm peak", r, (r >= 0.5 ? "MET" : "NOT MET") }'
+        printf "%-44s %6.3f   (goal >= 0.5)  %s\n", l " bench_model 2 / sgemm peak", r, (r + 0 >= 0.5 ? "MET" : "NOT MET") }'
 done
 read -r load _ < /proc/loadavg
 echo "load average $load at the end"
