@@ -170,7 +170,10 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
         break
 
 #if M2S_VW == 16
-/* AVX-512. GEMV: one tile over the whole panel of nv <= 8 vectors (8 accumulators at most, U sets of them).
+/* AVX-512. GEMV: one tile over the whole panel of nv <= 8 vectors (8 accumulators at most, U sets of them; at least
+ * 8 chains, and two sets from 7 vectors on: vdpbf16ps has 8 cycles' latency on Intel's Emerald Rapids, where one set
+ * of 7 left the bf16 GEMV 3% slower (BENCHMARKS.md, "Intel Emerald Rapids"); fp32 and the widening path measured
+ * the same either way).
  * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
  * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (R rows of 64 floats or
  * 64 bf16) is reused from L1 by every stream tile. */
@@ -185,8 +188,8 @@ static void gemv_block(const void *P, int w, int R, const void *x, float *y, int
         TILE_CASE(1, 4, 2);
         TILE_CASE(1, 5, 2);
         TILE_CASE(1, 6, 2);
-        TILE_CASE(1, 7, 1);
-        TILE_CASE(1, 8, 1);
+        TILE_CASE(1, 7, 2);
+        TILE_CASE(1, 8, 2);
     }
 }
 #define TILES(NS)        \
