@@ -3,7 +3,7 @@
  * OpenBLAS chooses its kernels once, in a constructor that runs before main(), from a table of CPU models; a CPU
  * newer than the library falls back to its oldest x86-64 kernels. Debian's OpenBLAS 0.3.21 on an Intel Emerald
  * Rapids (family 6, model 207) picks "Prescott" (SSE3): sgemm at 65 instead of 304 GFLOP/s on two cores, and the
- * model's CPU step 2.6x slower (BENCHMARKS.md, "OpenBLAS on a CPU it does not know"). Its only switch is the
+ * model's CPU step 2.5x slower (BENCHMARKS.md, "Intel Emerald Rapids", part 1). Its only switch is the
  * environment variable OPENBLAS_CORETYPE, read by that constructor, so a program that finds the kernels below
  * the instruction-set level it runs its own loops at (base/cpu.h) sets the variable and executes itself again,
  * once, before it does anything else. A user's own OPENBLAS_CORETYPE is always left as it is. */

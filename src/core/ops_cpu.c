@@ -267,8 +267,8 @@ static const m2_ops g_cpu_ops = {
  * result unless these bits are set (AMD's Zen cores take none, which is why it went unseen). GCC vectorises
  * base/vmath.h's clamped sigmoid by computing the clamped lanes' result, v * sigmoid(-88.3) (a subnormal
  * constant), for every lane and blending, so the SiLU of the conv and of the gated norm hit one per vector: on an
- * Intel Emerald Rapids their forwards ran 6x slower and the training step 1.4x (BENCHMARKS.md, "Subnormal
- * operands"). Data can also produce them (small gradients through a saturated sigmoid). What is lost: values
+ * Intel Emerald Rapids their forwards ran 6x slower and the training step 1.4x (BENCHMARKS.md, "Intel Emerald
+ * Rapids", part 2). Data can also produce them (small gradients through a saturated sigmoid). What is lost: values
  * below 1.2e-38 become 0, far under any tolerance the model or its tests have. Only the training ops' threads
  * are changed; the streaming engine (src/stream) runs in its caller's thread and leaves its MXCSR alone. */
 static void flush_subnormals_here(void) { _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) | DAZ (bit 6) */ }
