@@ -84,28 +84,31 @@ static inline void m2s_panel(const m2s_mat *m, int p, int *nv, int *r0)
 /* Plans a matrix of shape [M,K] at *cursor (elements; bf16 != 0: the k-pair layout) and advances it. */
 void m2s_mat_plan(m2s_mat *m, int M, int K, int bf16, size_t *cursor);
 
-/* Writes W [M,K] into its panels; bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
-void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16);
+/* Writes W [M,K] into its panels, column k multiplied by col_scale[k] first (NULL: by 1; the engine folds a norm's
+ * weights into the matrix after it this way); bf16 != 0 stores round-to-nearest-even bf16 (uint16_t) elements. */
+void m2s_mat_pack(const m2s_mat *m, const float *W, const float *col_scale, void *mats, int bf16);
 
 /* The per-tick kernels, compiled once per instruction-set level (stream_gemm.c, stream_kernels.c; cmake/isa.cmake)
  * and reached through that level's table, which m2_stream_open picks from m2_cpu_active(). Only those sources
  * (M2_ISA_SUFFIX defined) see the kernels' own names, renamed to the level's copy. */
 #ifdef M2_ISA_SUFFIX
-#define m2s_gemm       M2_ISA_FN(m2s_gemm)
-#define m2s_rmsnorm    M2_ISA_FN(m2s_rmsnorm)
-#define m2s_conv_silu  M2_ISA_FN(m2s_conv_silu)
-#define m2s_ssm        M2_ISA_FN(m2s_ssm)
-#define m2s_dt_decay   M2_ISA_FN(m2s_dt_decay)
-#define m2s_gated_norm M2_ISA_FN(m2s_gated_norm)
+#define m2s_gemm      M2_ISA_FN(m2s_gemm)
+#define m2s_rms_scale M2_ISA_FN(m2s_rms_scale)
+#define m2s_conv_silu M2_ISA_FN(m2s_conv_silu)
+#define m2s_ssm       M2_ISA_FN(m2s_ssm)
+#define m2s_dt_decay  M2_ISA_FN(m2s_dt_decay)
+#define m2s_gate      M2_ISA_FN(m2s_gate)
 
-/* y[s][0..16 ceil(M/16)) = W x[s] for s < n: x rows at stride ldx, y rows at stride ldy (padding rows of y
- * receive 0). n == 1 takes the GEMV path. bf16: x is first rounded to bf16 into xq, the bf16 mode's arithmetic
- * (docs/MODEL.md, "bf16 weights"); xq holds m2s_xq_floats(n, Kp) floats. */
-void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy,
-              void *xq);
+/* y[s][0..16 ceil(M/16)) = scale[s] W x[s] for s < n (scale NULL: 1): x rows at stride ldx, y rows at stride ldy
+ * (padding rows of y receive 0). n == 1 takes the GEMV path. bf16: x is first rounded to bf16 into xq, the bf16
+ * mode's arithmetic (docs/MODEL.md, "bf16 weights"); xq holds m2s_xq_floats(n, Kp) floats. */
+void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, const float *scale,
+              float *y, int ldy, void *xq);
 
-/* u = h * rsqrt(mean(h^2) + M2_NORM_EPS) * w, over n values. */
-void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float *restrict u);
+/* rsqrt(mean(h^2) + M2_NORM_EPS) over n values: the scale of an RMSNorm, whose weights the engine folds into the
+ * next matrix (m2s_mat_pack), so that the matrix product starts on h at once and the scale, computed beside it,
+ * is applied to its output (m2s_gemm's scale). */
+float m2s_rms_scale(const float *h, int n);
 
 /* One tick of one layer's causal depthwise conv over [ring, new] then SiLU (docs/MODEL.md §2 step 3).
  * wT [max(K,4)][ldc] (transposed conv weight; rows K..3 zero when K < 4), ring: K-1 rows of ldc, the oldest
@@ -127,26 +130,29 @@ void m2s_dt_decay(const float *A, const float *dt_bias, int H, int n, const floa
 void m2s_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
              float *y, const float *next);
 
-/* Gated RMSNorm in G groups (docs/MODEL.md §2 step 6), in place: y <- (y * silu(z)) * rsqrt(mean_g(.^2) + M2_NORM_EPS) * w. */
-void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G);
+/* The gated RMSNorm in G groups (docs/MODEL.md §2 step 6) without its weights, which the engine folds into W_out:
+ * y <- y * silu(z) in place, and r_g = rsqrt(mean_g(y^2) + M2_NORM_EPS) per group. With one group r is returned (the
+ * output projection's scale, applied to its output like m2s_rms_scale's); with several each group is multiplied by
+ * its r_g here and 1 is returned. */
+float m2s_gate(float *y, const float *restrict z, int Di, int G);
 
 #endif
 
 /* The signature of m2s_gemm, each level's and the AVX-512-BF16 variant. */
-typedef void (*m2s_gemm_fn)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y,
-                            int ldy, void *xq);
+typedef void (*m2s_gemm_fn)(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx,
+                            const float *scale, float *y, int ldy, void *xq);
 
 typedef struct {
     m2_cpu_level level;
     m2s_gemm_fn gemm;
-    void (*rmsnorm)(const float *restrict h, const float *restrict w, int n, float *restrict u);
+    float (*rms_scale)(const float *h, int n);
     void (*conv_silu)(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                       int ldc, const float *restrict xnew, float *restrict out);
     void (*dt_decay)(const float *A, const float *dt_bias, int H, int n, const float *dt_raw, int ld,
                      float *restrict dt, float *restrict decay);
     void (*ssm)(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
                 float *y, const float *next);
-    void (*gated_norm)(float *y, const float *restrict z, const float *restrict w, int Di, int G);
+    float (*gate)(float *y, const float *restrict z, int Di, int G);
     /* reads n bytes (a multiple of 64) with the level's widest loads; returns the OR of them (the floor) */
     uint64_t (*read_bytes)(const void *buf, size_t n);
 } m2s_kernels;
@@ -157,8 +163,8 @@ static inline size_t m2s_xq_floats(int n, int Kp) { return ((size_t)n + M2S_VEC)
 
 /* m2s_gemm with AVX-512-BF16 (the avx512bf16 object of cmake/isa.cmake), which the engine takes for bf16
  * weights when m2_cpu_bf16_dot() says so. */
-void m2s_gemm_avx512bf16(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y,
-                         int ldy, void *xq);
+void m2s_gemm_avx512bf16(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx,
+                         const float *scale, float *y, int ldy, void *xq);
 
 /* The table of a level (each level is built; running one the CPU lacks is the caller's mistake). */
 const m2s_kernels *m2s_kernels_for(m2_cpu_level level);

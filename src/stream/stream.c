@@ -16,7 +16,7 @@
 
 typedef struct {
     m2s_mat W_in, W_out;
-    const float *norm_w, *dt_bias, *conv_wT, *conv_b, *A, *Dskip, *gnorm_w;
+    const float *dt_bias, *conv_wT, *conv_b, *A, *Dskip;
 } m2s_layer;
 
 struct m2_stream {
@@ -30,10 +30,10 @@ struct m2_stream {
     /* packed read-only weights */
     void *mats; /* every matrix, in the order a tick reads them */
     size_t mat_bytes;
-    float *vecs; /* biases, norm weights, conv weights, A = -exp(A_log), D */
+    float *vecs; /* biases, conv weights, A = -exp(A_log), D (the norms' weights are in the matrices) */
     size_t vec_bytes;
     m2s_mat embed, head;
-    const float *embed_b, *normf_w, *head_b;
+    const float *embed_b, *head_b;
     m2s_layer *layers;
     /* the training statistics of each instrument of the checkpoint (one for a single instrument's file, I for a
      * universe, whose rows were z-scored per instrument): names [I], mean and std [I][F] */
@@ -53,7 +53,8 @@ struct m2_stream {
     char features_unknown[160]; /* why m2_stream_features cannot serve this model ("": it can) */
     /* tick workspace for max_streams rows; ld* are row strides (multiples of 16 floats) */
     int Dp, Winp, Ccp, Dip, Op;
-    float *h, *u, *zx, *xbc, *y, *out, *pred;
+    float *h, *zx, *xbc, *y, *out, *pred;
+    float *scale;              /* per stream: a norm's scale for the next matrix product's output (m2s_gemm) */
     float *dt, *decay;         /* m2s_dt_decay's per-stream, per-head values: pad16(max_streams H) each */
     float *xq;                 /* bf16 mode: a GEMM's inputs rounded to bf16, max_streams rows of the largest Kp */
     int *all;                  /* 0..max_streams-1, for step_batch(streams = NULL) */
@@ -119,9 +120,8 @@ static const float *take_copy(float **cur, const float *src, size_t n)
 
 static size_t vec_floats(const m2_dims *d)
 {
-    size_t per_layer = pad16(d->D) + 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc) +
-                       pad16(d->Di);
-    return 2 * pad16(d->D) + (size_t)d->L * per_layer + pad16(d->D) + pad16(d->O);
+    size_t per_layer = 3 * pad16(d->H) + (size_t)(d->K > 4 ? d->K : 4) * pad16(d->Cc) + pad16(d->Cc);
+    return pad16(d->D) + (size_t)d->L * per_layer + pad16(d->O);
 }
 
 static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
@@ -134,7 +134,6 @@ static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
         const float *pl = params + m2_layer_base(lay, l);
         const m2_layer_offsets *o = &lay->layer;
         m2s_layer *L = &s->layers[l];
-        L->norm_w = take_copy(&cur, pl + o->norm_w, (size_t)d->D);
         v = take(&cur, (size_t)(d->K > 4 ? d->K : 4) * Ccp); /* rows K..3 stay zero (m2s_conv_silu) */
         for (int c = 0; c < d->Cc; c++) /* [Cc,1,K] -> [K][Ccp]: one tap of every channel is contiguous */
             for (int k = 0; k < d->K; k++) v[(size_t)k * Ccp + c] = pl[o->conv_w + (size_t)c * d->K + k];
@@ -145,9 +144,7 @@ static void pack_vecs(m2_stream *s, const m2_layout *lay, const float *params)
         for (int h = 0; h < d->H; h++) v[h] = -expf(pl[o->A_log + h]);
         L->A = v;
         L->Dskip = take_copy(&cur, pl + o->Dskip, (size_t)d->H);
-        L->gnorm_w = take_copy(&cur, pl + o->gnorm_w, (size_t)d->Di);
     }
-    s->normf_w = take_copy(&cur, params + lay->normf_w, (size_t)d->D);
     s->head_b = take_copy(&cur, params + lay->head_b, (size_t)d->O);
 }
 
@@ -184,7 +181,7 @@ static int alloc_buffers(m2_stream *s)
     s->inst_std = calloc((size_t)d->F, sizeof *s->inst_std);
     s->inst_tick = calloc(1, sizeof *s->inst_tick);
     s->h = alloc64(S * s->Dp * sizeof(float));
-    s->u = alloc64(S * s->Dp * sizeof(float));
+    s->scale = alloc64(S * sizeof(float));
     s->zx = alloc64(S * s->Winp * sizeof(float));
     s->xbc = alloc64(S * s->Ccp * sizeof(float));
     s->y = alloc64(S * s->Dip * sizeof(float));
@@ -198,7 +195,7 @@ static int alloc_buffers(m2_stream *s)
     s->warm_x = alloc64((size_t)d->F * sizeof(float));
     s->warm_pred = alloc64((size_t)d->O * sizeof(float));
     s->warm_slot = s->max_streams;
-    if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->u || !s->zx || !s->xbc || !s->y ||
+    if (!s->mats || !s->vecs || !s->state || !s->pos || !s->all || !s->h || !s->scale || !s->zx || !s->xbc || !s->y ||
         !s->out || !s->pred || !s->dt || !s->decay || !s->xq || !s->last_event || !s->has_last || !s->inst_name ||
         !s->inst_mean || !s->inst_std || !s->inst_tick || !s->warm_x || !s->warm_pred)
         return m2_fail(M2_EFAIL, "stream: out of memory for %d streams", s->max_streams);
@@ -209,9 +206,10 @@ static int alloc_buffers(m2_stream *s)
 /* Batches of streams with bf16 weights: vdpbf16ps or the AVX-512 widening kernel, whichever is faster on this
  * core. Both add the same exact products in the same order (tests/stream/test_stream_gemm.c compares them
  * bitwise), so the choice changes no output, only the time: on an Intel Emerald Rapids the dot instruction
- * (8 cycles' latency, one a cycle) made 64-stream GEMMs 1.5-1.6x slower than widening by shifts and two FMAs
- * at two a cycle, while a single stream's GEMV, bound by reading the weights, ran at the same speed either
- * way (BENCHMARKS.md, "Intel Emerald Rapids"). So one stream keeps the dot and batches take what the layer's
+ * (8 cycles' latency, one every ~2.2 cycles: the issue slots of four FMAs for the work of two) made 64-stream GEMMs
+ * 1.5-1.6x slower than widening, whose shift and and per loaded word are shared by a tile's streams, while a single
+ * stream's GEMV, which pays them per word too, ran at the same speed either way (BENCHMARKS.md, "Intel Emerald
+ * Rapids" and "bf16 on the Emerald Rapids: four issue slots a weight line"). So one stream keeps the dot and batches take what the layer's
  * W_in at min(max_streams, 16) streams measures faster here, by the fastest of 5 calls each, alternated; the
  * widening kernel must win by 5% to be taken (a tie keeps the dot). ~0.1-1 ms at open. */
 static void choose_batch_gemm(m2_stream *s)
@@ -220,12 +218,12 @@ static void choose_batch_gemm(m2_stream *s)
     const m2s_gemm_fn widen = s->k->gemm;
     const int n = s->max_streams < 16 ? s->max_streams : 16;
     const m2s_mat *W = &s->layers[0].W_in;
-    memset(s->u, 0, (size_t)n * s->Dp * sizeof *s->u);
+    memset(s->h, 0, (size_t)n * s->Dp * sizeof *s->h);
     double best[2] = {1e30, 1e30};
     for (int r = 0; r < 5; r++)
         for (int v = 0; v < 2; v++) {
             const double t0 = m2_now_ns();
-            (v ? widen : s->gemm)(W, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
+            (v ? widen : s->gemm)(W, s->mats, s->bf16, n, s->h, s->Dp, NULL, s->zx, s->Winp, s->xq);
             best[v] = fmin(best[v], m2_now_ns() - t0);
         }
     if (best[1] < 0.95 * best[0]) s->gemm_batch = widen;
@@ -264,13 +262,14 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
         m2_stream_close(s);
         return rc;
     }
-    m2s_mat_pack(&s->embed, params + lay->embed_w, s->mats, s->bf16);
+    /* The norms' weights go into the matrices after them (docs/MODEL.md §7, "The engine's arithmetic"). */
+    m2s_mat_pack(&s->embed, params + lay->embed_w, NULL, s->mats, s->bf16);
     for (int l = 0; l < s->d.L; l++) {
         const float *pl = params + m2_layer_base(lay, l);
-        m2s_mat_pack(&s->layers[l].W_in, pl + lay->layer.W_in, s->mats, s->bf16);
-        m2s_mat_pack(&s->layers[l].W_out, pl + lay->layer.W_out, s->mats, s->bf16);
+        m2s_mat_pack(&s->layers[l].W_in, pl + lay->layer.W_in, pl + lay->layer.norm_w, s->mats, s->bf16);
+        m2s_mat_pack(&s->layers[l].W_out, pl + lay->layer.W_out, pl + lay->layer.gnorm_w, s->mats, s->bf16);
     }
-    m2s_mat_pack(&s->head, params + lay->head_w, s->mats, s->bf16);
+    m2s_mat_pack(&s->head, params + lay->head_w, params + lay->normf_w, s->mats, s->bf16);
     pack_vecs(s, lay, params);
     choose_batch_gemm(s);
     s->fingerprint = m2_hash64(params, lay->n_params * sizeof *params, 0);
@@ -298,7 +297,7 @@ void m2_stream_close(m2_stream *s)
     free(s->inst_std);
     free(s->inst_tick);
     free(s->h);
-    free(s->u);
+    free(s->scale);
     free(s->zx);
     free(s->xbc);
     free(s->y);
@@ -353,8 +352,10 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 {
     const m2_dims *d = &s->d;
     const m2s_layer *L = &s->layers[l];
-    for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, L->norm_w, d->D, s->u + (size_t)i * s->Dp);
-    gemm_for(s, n)(&L->W_in, s->mats, s->bf16, n, s->u, s->Dp, s->zx, s->Winp, s->xq);
+    /* RMSNorm(h) W_in^T = r (h W_in'^T), W_in' = W_in diag(norm_w) (packed so): the product starts on h at once and
+     * the norm's reduction chain runs beside it instead of before it. */
+    for (int i = 0; i < n; i++) s->scale[i] = s->k->rms_scale(s->h + (size_t)i * s->Dp, d->D);
+    gemm_for(s, n)(&L->W_in, s->mats, s->bf16, n, s->h, s->Dp, s->scale, s->zx, s->Winp, s->xq);
     s->k->dt_decay(L->A, L->dt_bias, d->H, n, s->zx + 2 * d->Di + 2 * d->G * d->N, s->Winp, s->dt, s->decay);
     /* States past the L2 (M2S_STATE_PREFETCH_MIN) come from L3 or DRAM, where the update alone ran at DRAM speed
      * (BENCHMARKS.md, issue 14, fifth pass): then each stream's update prefetches the next stream's state into L2
@@ -369,9 +370,9 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
         s->k->ssm(d, L->Dskip, layer_state(s, ids[i], l) + s->ring_floats, s->xbc + (size_t)i * s->Ccp,
                   s->dt + (size_t)i * d->H, s->decay + (size_t)i * d->H, s->y + (size_t)i * s->Dip,
                   i + 1 < n && far ? layer_state(s, ids[i + 1], l) + s->ring_floats : NULL);
-    for (int i = 0; i < n; i++) /* zx starts with z */
-        s->k->gated_norm(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, L->gnorm_w, d->Di, d->G);
-    gemm_for(s, n)(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->out, s->Dp, s->xq);
+    for (int i = 0; i < n; i++) /* zx starts with z; W_out holds the gated norm's weights, its output the scale */
+        s->scale[i] = s->k->gate(s->y + (size_t)i * s->Dip, s->zx + (size_t)i * s->Winp, d->Di, d->G);
+    gemm_for(s, n)(&L->W_out, s->mats, s->bf16, n, s->y, s->Dip, s->scale, s->out, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         const float *o = s->out + (size_t)i * s->Dp;
@@ -382,7 +383,7 @@ static void layer_tick(m2_stream *s, int l, int n, const int *ids)
 static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pred)
 {
     const m2_dims *d = &s->d;
-    gemm_for(s, n)(&s->embed, s->mats, s->bf16, n, X, d->F, s->h, s->Dp, s->xq);
+    gemm_for(s, n)(&s->embed, s->mats, s->bf16, n, X, d->F, NULL, s->h, s->Dp, s->xq);
     for (int i = 0; i < n; i++) {
         float *h = s->h + (size_t)i * s->Dp;
         for (int j = 0; j < d->D; j++) h[j] += s->embed_b[j];
@@ -390,8 +391,8 @@ static void tick(m2_stream *s, int n, const int *ids, const float *X, float *pre
     for (int l = 0; l < d->L; l++) layer_tick(s, l, n, ids);
     if (d->K > 1)
         for (int i = 0; i < n; i++) s->pos[ids[i]] = (s->pos[ids[i]] + 1) % (d->K - 1);
-    for (int i = 0; i < n; i++) s->k->rmsnorm(s->h + (size_t)i * s->Dp, s->normf_w, d->D, s->u + (size_t)i * s->Dp);
-    gemm_for(s, n)(&s->head, s->mats, s->bf16, n, s->u, s->Dp, s->pred, s->Op, s->xq);
+    for (int i = 0; i < n; i++) s->scale[i] = s->k->rms_scale(s->h + (size_t)i * s->Dp, d->D);
+    gemm_for(s, n)(&s->head, s->mats, s->bf16, n, s->h, s->Dp, s->scale, s->pred, s->Op, s->xq);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->O; o++) pred[(size_t)i * d->O + o] = s->pred[(size_t)i * s->Op + o] + s->head_b[o];
 }

@@ -173,7 +173,10 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
 /* AVX-512. GEMV: one tile over the whole panel of nv <= 8 vectors (8 accumulators at most, U sets of them; at least
  * 8 chains, and two sets from 7 vectors on: vdpbf16ps has 8 cycles' latency on Intel's Emerald Rapids, where one set
  * of 7 left the bf16 GEMV 3% slower (BENCHMARKS.md, "Intel Emerald Rapids"); fp32 and the widening path measured
- * the same either way).
+ * the same either way). There a bf16 GEMV is bound by issue slots, not by the weights' bytes: vdpbf16ps, or a
+ * shift, an and and two FMAs, take four of the two 512-bit ports' slots per 64-byte word line, ~2.2 cycles
+ * against the ~1.5 the line takes to arrive from L2, where an fp32 line takes one FMA (BENCHMARKS.md, "bf16 on
+ * the Emerald Rapids: four issue slots a weight line").
  * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
  * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (R rows of 64 floats or
  * 64 bf16) is reused from L1 by every stream tile. */
@@ -355,7 +358,8 @@ static void gemv_panel(const void *P, int nv, int R, const void *x, float *y, in
 
 #endif
 
-void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, float *y, int ldy, void *xq)
+void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *x, int ldx, const float *scale,
+              float *y, int ldy, void *xq)
 {
     const size_t esz = bf16 ? 2 : 4;
 #if M2S_VW == 8 && !M2_ISA_BF16DOT
@@ -381,5 +385,13 @@ void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *
 #endif
         else
             gemm_panel(P, nv, R, n, xin, ldx, y + r0, ldy, bf16);
+    }
+    if (scale) {
+        const int cols = (m->M + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+        for (int s = 0; s < n; s++) {
+            float *restrict ys = y + (size_t)s * ldy;
+            const float c = scale[s];
+            for (int j = 0; j < cols; j++) ys[j] *= c;
+        }
     }
 }

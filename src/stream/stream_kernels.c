@@ -1,5 +1,5 @@
-/* Per-tick element-wise kernels of the streaming engine: norms, conv + SiLU, the SSM update, the gated norm
- * (docs/MODEL.md §2, §4), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
+/* Per-tick element-wise kernels of the streaming engine: the norms' scales (their weights are folded into the
+ * matrices, docs/MODEL.md §7), conv + SiLU, the SSM update, the gated norm's gate (§2), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
  * level's table at the end. Everything here works on one stream's vectors; the engine (stream.c) loops over
  * streams. Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
  * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, vector intrinsics
@@ -67,11 +67,7 @@ static void silu_apply(float *out, const float *v, const float *mul, int n)
 #endif
 }
 
-void m2s_rmsnorm(const float *restrict h, const float *restrict w, int n, float *restrict u)
-{
-    float r = 1.0f / sqrtf(sumsq(h, n) / (float)n + (float)M2_NORM_EPS);
-    for (int i = 0; i < n; i++) u[i] = h[i] * r * w[i];
-}
+float m2s_rms_scale(const float *h, int n) { return 1.0f / sqrtf(sumsq(h, n) / (float)n + (float)M2_NORM_EPS); }
 
 void m2s_conv_silu(const float *restrict wT, const float *restrict b, float *restrict ring, int pos, int K, int C,
                    int ldc, const float *restrict xnew, float *restrict out)
@@ -340,23 +336,25 @@ static float silu_mul_sumsq(float *y, const float *z, int n)
 }
 #endif
 
-void m2s_gated_norm(float *y, const float *restrict z, const float *restrict w, int Di, int G)
+float m2s_gate(float *y, const float *restrict z, int Di, int G)
 {
     const int gs = Di / G;
 #if !M2S_SIMD
     silu_apply(y, z, y, Di);
 #endif
+    float r = 1.0f;
     for (int g = 0; g < G; g++) {
         float *yg = y + (size_t)g * gs;
-        const float *wg = w + (size_t)g * gs;
 #if M2S_SIMD
         const float ss = silu_mul_sumsq(yg, z + (size_t)g * gs, gs);
 #else
         const float ss = sumsq(yg, gs);
 #endif
-        float r = 1.0f / sqrtf(ss / (float)gs + (float)M2_NORM_EPS);
-        for (int i = 0; i < gs; i++) yg[i] = yg[i] * r * wg[i];
+        r = 1.0f / sqrtf(ss / (float)gs + (float)M2_NORM_EPS);
+        if (G > 1)
+            for (int i = 0; i < gs; i++) yg[i] *= r;
     }
+    return G > 1 ? 1.0f : r;
 }
 
 /* The weight-streaming floor's read loop (stream_timing.c): n bytes (a multiple of 64) with the widest loads
@@ -380,10 +378,10 @@ static uint64_t read_bytes(const void *buf, size_t n)
 const m2s_kernels M2_ISA_FN(m2s_kernels) = {
     .level = (m2_cpu_level)M2_ISA_LEVEL,
     .gemm = m2s_gemm,
-    .rmsnorm = m2s_rmsnorm,
+    .rms_scale = m2s_rms_scale,
     .conv_silu = m2s_conv_silu,
     .dt_decay = m2s_dt_decay,
     .ssm = m2s_ssm,
-    .gated_norm = m2s_gated_norm,
+    .gate = m2s_gate,
     .read_bytes = read_bytes,
 };

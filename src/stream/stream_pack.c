@@ -27,7 +27,7 @@ static size_t panel_at(int k, int j, int nv, int bf16)
     return (size_t)(k / 2) * 2 * w + 2 * (size_t)j + k % 2;
 }
 
-void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16)
+void m2s_mat_pack(const m2s_mat *m, const float *W, const float *col_scale, void *mats, int bf16)
 {
     for (int p = 0; p < m->n_panels; p++) {
         int nv, r0;
@@ -37,7 +37,7 @@ void m2s_mat_pack(const m2s_mat *m, const float *W, void *mats, int bf16)
         for (int k = 0; k < m->Kp; k++)
             for (int j = 0; j < w; j++) {
                 int r = r0 + j;
-                float v = r < m->M && k < m->K ? W[(size_t)r * m->K + k] : 0.0f;
+                float v = r < m->M && k < m->K ? W[(size_t)r * m->K + k] * (col_scale ? col_scale[k] : 1.0f) : 0.0f;
                 size_t at = base + panel_at(k, j, nv, bf16);
                 if (bf16)
                     ((uint16_t *)mats)[at] = (uint16_t)m2_bf16_bits(v);

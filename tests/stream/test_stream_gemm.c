@@ -1,7 +1,8 @@
 /* The streaming GEMV/GEMM (m2s_gemm) of every CPU level this machine supports, and of the AVX-512-BF16 variant
  * where the CPU has it, against an fp64 sum of the same products: fp32 weights times x, or (bf16 mode, docs/MODEL.md
  * "bf16 weights") bf16 weights times x rounded to bf16. Shapes reach every panel width, column block and stream
- * tile, odd K (the bf16 k-pair padding) and strided rows. */
+ * tile, odd K (the bf16 k-pair padding) and strided rows; half the calls fold column scales into the packed matrix
+ * and scale each stream's output (the engine's norms, stream.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,8 +20,6 @@
 
 static float bf16_value(float f) { return m2_bf16_float((uint16_t)m2_bf16_bits(f)); }
 
-typedef void (*gemm_fn)(const m2s_mat *, const void *, int, int, const float *, int, float *, int, void *);
-
 /* The larger of two errors, where a NaN (an output the kernel never wrote: y starts as NaN) counts as the larger
  * (fmax would drop it). */
 static double worse(double a, double b) { return isnan(a) ? a : (isnan(b) || b > a ? b : a); }
@@ -28,7 +27,7 @@ static double worse(double a, double b) { return isnan(a) ? a : (isnan(b) || b >
 static double g_last[16 * 352]; /* the outputs of the last call (the first 16 streams' rows of 352) */
 
 /* Largest error of gemm over the bound, for W [M,K] and n streams; exits the test on a bad padding row. */
-static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t seed)
+static double worst_ratio(m2s_gemm_fn gemm, int M, int K, int n, int bf16, uint64_t seed)
 {
     m2s_mat m;
     size_t elems = 0;
@@ -41,8 +40,14 @@ static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t 
     for (size_t i = 0; i < (size_t)M * K; i++) W[i] = (float)(m2_rng_u01(key, i) * 2 - 1);
     for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = (float)(m2_rng_u01(key, (1u << 30) + i) * 4 - 2);
     for (size_t i = 0; i < (size_t)n * ldy; i++) y[i] = NAN;
-    m2s_mat_pack(&m, W, mats, bf16);
-    gemm(&m, mats, bf16, n, x, ldx, y, ldy, xq);
+    /* With odd n, column scales and output scales: powers of two, so that they round nothing (bf16 included) and the
+     * bound below holds as it is. */
+    const int scaled = n % 2;
+    float *col = malloc((size_t)K * sizeof *col), *out = malloc((size_t)n * sizeof *out);
+    for (int k = 0; k < K; k++) col[k] = ldexpf(1.0f, k % 3 - 1);
+    for (int i = 0; i < n; i++) out[i] = ldexpf(1.0f, 1 - i % 4);
+    m2s_mat_pack(&m, W, scaled ? col : NULL, mats, bf16);
+    gemm(&m, mats, bf16, n, x, ldx, scaled ? out : NULL, y, ldy, xq);
     /* Every product of the bf16 mode is exact in fp32 (8-bit significands), fp32 products are rounded once;
      * any order of the K additions then errs by at most gamma_{K+1} = (K+1) u / (1 - (K+1) u) of sum |w x|
      * (u = 2^-24; Higham, Accuracy and Stability, §3.1). vdpbf16ps also flushes denormal inputs and outputs,
@@ -59,11 +64,12 @@ static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t 
             }
             double ref = 0, mag = 0;
             for (int k = 0; k < K; k++) {
-                double w = W[(size_t)j * K + k], xv = x[(size_t)s * ldx + k];
+                double w = W[(size_t)j * K + k] * (scaled ? col[k] : 1.0f), xv = x[(size_t)s * ldx + k];
                 if (bf16) w = bf16_value((float)w), xv = bf16_value((float)xv);
                 ref += w * xv;
                 mag += fabs(w * xv);
             }
+            if (scaled) ref *= out[s], mag *= out[s];
             worst = worse(worst, fabs(got - ref) / (gamma * mag + 1e-30));
         }
     free(W);
@@ -71,10 +77,12 @@ static double worst_ratio(gemm_fn gemm, int M, int K, int n, int bf16, uint64_t 
     free(y);
     free(xq);
     free(mats);
+    free(col);
+    free(out);
     return worst;
 }
 
-static void check_fn(gemm_fn gemm, const char *name, int bf16)
+static void check_fn(m2s_gemm_fn gemm, const char *name, int bf16)
 {
     /* M: 1 vector, 3 (odd), 6, 8 (one full panel), 9 (panels of 5 and 4) and 21 vectors (three of 7): every
      * GEMV block width; K odd and even, 301 a long k loop; n: the GEMV, then stream tiles of 2, 4 + 3, 6 + 6,
@@ -132,11 +140,11 @@ static void test_batched_bf16_same_sums(void **state)
     const uint64_t key = m2_rng_key(11, M, K, N);
     for (size_t i = 0; i < (size_t)M * K; i++) W[i] = (float)(m2_rng_u01(key, i) * 2 - 1);
     for (size_t i = 0; i < (size_t)N * K; i++) x[i] = (float)(m2_rng_u01(key, (1u << 30) + i) * 4 - 2);
-    m2s_mat_pack(&m, W, mats, 1);
+    m2s_mat_pack(&m, W, NULL, mats, 1);
     for (int level = 0; level <= (int)m2_cpu_active(); level++) {
-        const gemm_fn gemm = m2s_kernels_for((m2_cpu_level)level)->gemm;
-        gemm(&m, mats, 1, N, x, K, many, LDY, xq);
-        gemm(&m, mats, 1, FEW, x, K, few, LDY, xq);
+        const m2s_gemm_fn gemm = m2s_kernels_for((m2_cpu_level)level)->gemm;
+        gemm(&m, mats, 1, N, x, K, NULL, many, LDY, xq);
+        gemm(&m, mats, 1, FEW, x, K, NULL, few, LDY, xq);
         int differ = 0;
         for (int s = 0; s < FEW; s++)
             for (int j = 0; j < M; j++) differ += many[s * LDY + j] != few[s * LDY + j];
