@@ -3,7 +3,7 @@
  * configs/latency.ini and the docs/MODEL.md §1 default (F = 8, O = 3), with seeded random weights (m2_params_init).
  * One thread, pinned to one core.
  *
- *   bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels]
+ *   bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels | --breakdown]
  *
  * The floor: time to read the model's weight bytes once with wide loads (m2_stream_floor_ns), "hot" (the
  * same buffer again and again, so it sits where the weights sit when ticks come back to back: L2 for the
@@ -32,17 +32,19 @@
 #include "stream/engine.h"
 #include "stream/timing.h"
 #include "../tests/stream/stream_fixture.h"
+#include "stream_breakdown.h"
 
 #define N_INPUTS 4096 /* distinct input rows cycled through (16 KB per feature: stays in L1/L2 like a feed) */
 
 static void usage(void)
 {
-    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels]\n"
+    printf("usage: bench_stream [--config FILE] [--ticks N] [--cpu C] [--gemm | --kernels | --breakdown]\n"
            "  --config FILE  latency-model config (default: configs/latency.ini next to this source)\n"
            "  --ticks N      timed single-stream ticks per measurement (default 100000)\n"
            "  --cpu C        core to pin to (default: the current one)\n"
            "  --gemm         time the model's matrices alone through the GEMV/GEMM, and exit\n"
-           "  --kernels      time the element-wise kernels alone and as a layer's chain, and exit\n");
+           "  --kernels      time the element-wise kernels alone and as a layer's chain, and exit\n"
+           "  --breakdown    time the tick without each of its parts (matrix products, SSM, conv, ...), and exit\n");
 }
 
 static int open_model(const m2_layout *lay, const float *params, int bf16, int max_streams, m2_stream **s)
@@ -510,7 +512,7 @@ int main(int argc, char **argv)
     snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0),
              "../configs/latency.ini");
     long ticks = 100000;
-    int cpu = -1, gemm = 0, kernels = 0;
+    int cpu = -1, gemm = 0, kernels = 0, breakdown = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage();
@@ -525,6 +527,8 @@ int main(int argc, char **argv)
             gemm = 1;
         else if (!strcmp(argv[i], "--kernels"))
             kernels = 1;
+        else if (!strcmp(argv[i], "--breakdown"))
+            breakdown = 1;
         else {
             fprintf(stderr, "bench_stream: error: unknown argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -568,7 +572,7 @@ int main(int argc, char **argv)
                          cfg.model.d_state,
                          cfg.model.ngroups,
                          cfg.model.d_conv};
-    if (gemm || kernels) {
+    if (gemm || kernels || breakdown) {
         const double rate = gemm ? sgemm_rate() : 0;
         fixture_shape shapes[2] = {lat, fixture_default()};
         for (int i = 0; i < 2; i++) {
@@ -578,8 +582,14 @@ int main(int argc, char **argv)
                    lay.d.Di, lay.d.Win);
             if (gemm)
                 gemm_only(&lay.d, rate);
-            else
+            else if (kernels)
                 kernels_only(&lay.d);
+            else {
+                float *params = fixture_params(&lay, 1234, 0), *X = fixture_inputs(N_INPUTS, lay.d.F, 77);
+                if (params && X) stream_breakdown(&lay, params, X, N_INPUTS, ticks);
+                free(params);
+                free(X);
+            }
             m2_layout_free(&lay);
         }
         return 0;

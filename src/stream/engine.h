@@ -169,6 +169,17 @@ void m2s_gemm_avx512bf16(const m2s_mat *m, const void *mats, int bf16, int n, co
 /* The table of a level (each level is built; running one the CPU lacks is the caller's mistake). */
 const m2s_kernels *m2s_kernels_for(m2_cpu_level level);
 
+/* The kernels a handle runs, by value: its level's table with gemm the one-stream product the handle chose (the
+ * AVX-512-BF16 variant where it took that), and the product for batches (choose_batch_gemm in stream.c). For
+ * bench_stream --breakdown, which times ticks with one kernel replaced by a no-op (m2s_use_kernels puts a changed
+ * set back); a tick without a kernel computes nothing meaningful. */
+typedef struct {
+    m2s_kernels k;
+    m2s_gemm_fn gemm_batch;
+} m2s_kernel_set;
+m2s_kernel_set m2s_kernels_in_use(const m2_stream *s);
+void m2s_use_kernels(m2_stream *s, const m2s_kernel_set *set);
+
 /* Zeroed memory for the engine's large read-every-tick buffers (packed weights, states) and the floor's read
  * buffer, so that both get the same page policy: from M2S_HUGE_MIN bytes on, 2 MiB-aligned, rounded up to 2 MiB
  * and advised as transparent huge pages (one TLB entry instead of 512; a no-op where THP is off), otherwise

@@ -21,7 +21,8 @@ typedef struct {
 
 struct m2_stream {
     m2_dims d;
-    const m2s_kernels *k; /* the kernels of the instruction-set level chosen at open */
+    m2s_kernels kernels;  /* the table of the instruction-set level chosen at open (a copy: m2s_use_kernels) */
+    const m2s_kernels *k; /* = &kernels */
     /* k->gemm, or its AVX-512-BF16 variant for bf16 weights (m2_cpu_bf16_dot), for one stream; gemm_batch for
      * several, which differs where choose_batch_gemm timed the widening kernel faster */
     m2s_gemm_fn gemm, gemm_batch;
@@ -241,7 +242,8 @@ int m2_stream_open_params(const m2_layout *lay, const float *params, const doubl
     m2_stream *s = calloc(1, sizeof *s);
     if (!s) return m2_fail(M2_EFAIL, "stream: out of memory");
     s->d = lay->d;
-    s->k = m2s_kernels_for(m2_cpu_active());
+    s->kernels = *m2s_kernels_for(m2_cpu_active());
+    s->k = &s->kernels;
     s->bf16 = opt->bf16 != 0;
     s->gemm = s->bf16 && s->k->level >= M2_CPU_AVX512 && m2_cpu_bf16_dot() ? m2s_gemm_avx512bf16 : s->k->gemm;
     s->gemm_batch = s->gemm;
@@ -559,6 +561,20 @@ int m2_stream_max_streams(const m2_stream *s) { return s->max_streams; }
 const m2_dims *m2_stream_dims(const m2_stream *s) { return &s->d; }
 size_t m2_stream_weight_bytes(const m2_stream *s) { return s->mat_bytes + s->vec_bytes; }
 size_t m2_stream_state_bytes(const m2_stream *s) { return s->state_stride * sizeof(float); }
+m2s_kernel_set m2s_kernels_in_use(const m2_stream *s)
+{
+    m2s_kernel_set set = {.k = s->kernels, .gemm_batch = s->gemm_batch};
+    set.k.gemm = s->gemm;
+    return set;
+}
+
+void m2s_use_kernels(m2_stream *s, const m2s_kernel_set *set)
+{
+    s->kernels = set->k;
+    s->gemm = set->k.gemm;
+    s->gemm_batch = set->gemm_batch;
+}
+
 const char *m2_stream_cpu(const m2_stream *s)
 {
     if (s->gemm != m2s_gemm_avx512bf16) return m2_cpu_name(s->k->level);
