@@ -35,14 +35,14 @@ static void no_dt(const float *A, const float *dt_bias, int H, int n, const floa
                   float *restrict decay)
 {
 }
-static void no_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt, const float *decay,
-                   float *y, const float *next)
+static void no_ssm(const m2_dims *d, const float *Dskip, float *S, const float *xbc, const float *dt,
+                   const float *decay, float *y, const float *next)
 {
 }
 static float no_gate(float *y, const float *restrict z, int Di, int G) { return 1.0f; }
 
-static const char *const part_name[N_PARTS] = {"matrix products", "SSM", "conv+SiLU", "dt+decay", "gate",
-                                               "norm scales"};
+static const char *const part_name[N_PARTS] = {"matrix products", "SSM",  "conv+SiLU",
+                                               "dt+decay",        "gate", "norm scales"};
 
 /* The set without part p (-1: the set as it is). */
 static m2s_kernel_set without(m2s_kernel_set set, int p)
@@ -123,14 +123,15 @@ void stream_breakdown(const m2_layout *lay, const float *params, const float *X,
             }
             m2s_use_kernels(s, &set);
             double whole = median(per[0], ROUNDS), sum = 0;
-            printf("%s, S=%d (%s kernels, %d ticks a measurement): whole tick %.0f ns per stream;", bf16 ? "bf16" : "fp32",
-                   S, m2_stream_cpu(s), n, whole);
+            printf("%s, S=%d (%s kernels, %d ticks a measurement): whole tick %.0f ns per stream;",
+                   bf16 ? "bf16" : "fp32", S, m2_stream_cpu(s), n, whole);
             for (int p = 0; p < N_PARTS; p++) {
                 const double cost = whole - median(per[p + 1], ROUNDS);
                 sum += cost;
                 printf("%s %s %.0f", p ? "," : "", part_name[p], cost);
-                if (p == 0 && S == 1) printf(" (%.2fx the hot floor, %.0f ns)", cost / median(per[N_PARTS + 1], ROUNDS),
-                                             median(per[N_PARTS + 1], ROUNDS));
+                if (p == 0 && S == 1)
+                    printf(" (%.2fx the hot floor, %.0f ns)", cost / median(per[N_PARTS + 1], ROUNDS),
+                           median(per[N_PARTS + 1], ROUNDS));
             }
             printf("; rest %.0f\n", whole - sum);
             free(t);
