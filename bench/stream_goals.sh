@@ -15,7 +15,10 @@
 #   S=64: time per tick <= 1.3x the larger of the compute and state floors (the verdict is the wall clock's; the
 #         line also shows the same blocks timed by the thread's CPU time, which leaves out other processes' slices)
 #   bench_model 2: >= 0.5 of the sgemm peak measured in the same run
-# About 2.5 minutes on an idle core; other processes on the machine raise the ratios (the load is printed).
+# Then, at the machine's best level, where a tick's time goes (bench_stream --breakdown: each part's cost by leaving
+# it out), which says what stands between a ratio and its goal.
+# 42 s on the idle Emerald Rapids of 2026-12-04 (the breakdown ~20 s of it), minutes on slower cores; other processes
+# on the machine raise the ratios (the load is printed).
 set -euo pipefail
 build=${1:-build}
 ticks=${2:-30000}
@@ -62,5 +65,7 @@ for level in "${levels[@]}"; do
     awk -v l="$level" -v r="$ratio" 'BEGIN {
         printf "%-44s %6.3f   (goal >= 0.5)  %s\n", l " bench_model 2 / sgemm peak", r, (r + 0 >= 0.5 ? "MET" : "NOT MET") }'
 done
+echo "-- where the time goes, MAMBA2_CPU=${levels[0]} (bench_stream --breakdown)"
+MAMBA2_CPU=${levels[0]} "$build/bench_stream" --breakdown "${pin[@]}" | grep -E '^(==|fp32|bf16)'
 read -r load _ < /proc/loadavg
 echo "load average $load at the end"
