@@ -210,7 +210,7 @@ static int alloc_buffers(m2_stream *s)
  * (8 cycles' latency, one every ~2.2 cycles: the issue slots of four FMAs for the work of two) made 64-stream GEMMs
  * 1.5-1.6x slower than widening, whose shift and and per loaded word are shared by a tile's streams, while a single
  * stream's GEMV, which pays them per word too, ran at the same speed either way (BENCHMARKS.md, "Intel Emerald
- * Rapids" and "bf16 on the Emerald Rapids: four issue slots a weight line"). So one stream keeps the dot and batches take what the layer's
+ * Rapids" and "Emerald Rapids, continued"). So one stream keeps the dot and batches take what the layer's
  * W_in at min(max_streams, 16) streams measures faster here, by the fastest of 5 calls each, alternated; the
  * widening kernel must win by 5% to be taken (a tie keeps the dot). ~0.1-1 ms at open. */
 static void choose_batch_gemm(m2_stream *s)

@@ -175,8 +175,8 @@ static inline __attribute__((always_inline)) void tile(const void *P, int w, int
  * of 7 left the bf16 GEMV 3% slower (BENCHMARKS.md, "Intel Emerald Rapids"); fp32 and the widening path measured
  * the same either way). There a bf16 GEMV is bound by issue slots, not by the weights' bytes: vdpbf16ps, or a
  * shift, an and and two FMAs, take four of the two 512-bit ports' slots per 64-byte word line, ~2.2 cycles
- * against the ~1.5 the line takes to arrive from L2, where an fp32 line takes one FMA (BENCHMARKS.md, "bf16 on
- * the Emerald Rapids: four issue slots a weight line").
+ * against the ~1.5 the line takes to arrive from L2, where an fp32 line takes one FMA (BENCHMARKS.md, "Emerald
+ * Rapids, continued").
  * GEMM: tiles of up to 6 streams x 4 vectors (24 accumulators + 4 weight vectors + 1 broadcast <= 32
  * registers): each weight vector loaded serves 6 FMAs, each 4-vector column block (R rows of 64 floats or
  * 64 bf16) is reused from L1 by every stream tile. */

@@ -1,10 +1,10 @@
 /* Per-tick element-wise kernels of the streaming engine: the norms' scales (their weights are folded into the
- * matrices, docs/MODEL.md §7), conv + SiLU, the SSM update, the gated norm's gate (§2), and the floor's read loop; compiled once per instruction-set level (cmake/isa.cmake), the
- * level's table at the end. Everything here works on one stream's vectors; the engine (stream.c) loops over
- * streams. Loops are written so GCC vectorises them without -ffast-math: reductions go through 16 partial sums
- * (element-wise, so no reassociation is needed), exp is m2_expf. Where measured to help, vector intrinsics
- * (stream_simd.h, AVX-512 or AVX2) take over: the norms' reductions, SiLU, and the SSM update (whose
- * accumulators must stay in registers). */
+ * matrices, docs/MODEL.md §7), conv + SiLU, the SSM update, the gated norm's gate (§2), and the floor's read loop;
+ * compiled once per instruction-set level (cmake/isa.cmake), the level's table at the end. Everything here works on
+ * one stream's vectors; the engine (stream.c) loops over streams. Loops are written so GCC vectorises them without
+ * -ffast-math: reductions go through 16 partial sums (element-wise, so no reassociation is needed), exp is m2_expf.
+ * Where measured to help, vector intrinsics (stream_simd.h, AVX-512 or AVX2) take over: the norms' reductions,
+ * SiLU, and the SSM update (whose accumulators must stay in registers). */
 #include "stream/stream_simd.h"
 
 #include <math.h>

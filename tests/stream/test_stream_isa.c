@@ -79,8 +79,8 @@ static void check_shape(fixture_shape shape, const char *name)
                      * (test_stream_gemm), but its input is rounded to bf16, so an fp32-ulp difference upstream
                      * can move an activation across a rounding boundary: one such term then moves by 2^-8 of
                      * itself, about 2^-8 / sqrt(K) of the output (~3e-4 for K = 128). Measured 1.7e-3 to 3.5e-3 of
-                     * the scale on the CPUs tried (the default shape, a few such terms through the recurrence); 5e-3 still
-                     * catches a wrong lane, tail or block. */
+                     * the scale on the CPUs tried (the default shape, a few such terms through the recurrence);
+                     * 5e-3 still catches a wrong lane, tail or block. */
                     assert_true(err <= (bf16 ? 5e-3 : 1e-5) * scale);
                     free(got);
                 }
