@@ -586,11 +586,13 @@ int main(int argc, char **argv)
                 kernels_only(&lay.d);
             else {
                 float *params = fixture_params(&lay, 1234, 0), *X = fixture_inputs(N_INPUTS, lay.d.F, 77);
-                if (params && X) stream_breakdown(&lay, params, X, N_INPUTS, ticks);
+                rc = params && X ? stream_breakdown(&lay, params, X, N_INPUTS, ticks)
+                                 : m2_fail(M2_EFAIL, "bench_stream: out of memory");
                 free(params);
                 free(X);
             }
             m2_layout_free(&lay);
+            if (rc) return m2_report("bench_stream", rc);
         }
         return 0;
     }

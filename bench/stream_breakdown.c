@@ -18,6 +18,7 @@
 #include <string.h>
 #include <xmmintrin.h>
 
+#include "base/error.h"
 #include "stream/timing.h"
 
 enum { ROUNDS = 5, N_PARTS = 6, BATCH = 64 };
@@ -87,32 +88,43 @@ static double measure(m2_stream *s, int S, const float *X, int F, int n_inputs, 
     return median(t, n);
 }
 
-void stream_breakdown(const m2_layout *lay, const float *params, const float *X, int n_inputs, long ticks)
+int stream_breakdown(const m2_layout *lay, const float *params, const float *X, int n_inputs, long ticks)
 {
+    int rc = M2_OK;
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040); /* FTZ (bit 15) | DAZ (bit 6) */
     const m2_dims *d = &lay->d;
     printf("a tick without each part (cost = the whole tick - the tick without it), median of %d alternated rounds:\n",
            ROUNDS);
-    for (int bf16 = 0; bf16 <= 1; bf16++)
-        for (int S = 1; S <= BATCH; S += BATCH - 1) {
+    static const int streams[] = {1, BATCH};
+    for (int bf16 = 0; bf16 <= 1 && !rc; bf16++)
+        for (int si = 0; si < 2 && !rc; si++) {
+            const int S = streams[si];
             m2_stream_options o = m2_stream_defaults();
             o.bf16 = bf16;
             o.max_streams = S;
             m2_stream *s;
-            if (m2_stream_open_params(lay, params, NULL, NULL, &o, &s)) {
-                printf("  (could not open the model)\n");
-                break;
-            }
+            if ((rc = m2_stream_open_params(lay, params, NULL, NULL, &o, &s))) break;
             const m2s_kernel_set set = m2s_kernels_in_use(s);
             const size_t wb = m2_stream_weight_bytes(s);
             /* ~25 ms a measurement: n steps of a tick of about t0 ns */
             float *pred = malloc((size_t)S * d->O * sizeof *pred);
+            if (!pred) {
+                m2_stream_close(s);
+                rc = m2_fail(M2_EFAIL, "bench_stream --breakdown: out of memory");
+                break;
+            }
             const double probe = measure(s, S, X, d->F, n_inputs, 200, (double[200]){0}, pred) * S;
             int n = (int)(25e6 / (probe > 100 ? probe : 100));
             if (S == 1 && n > ticks) n = (int)ticks;
             n = n < 21 ? 21 : n;
             double *t = malloc((size_t)n * sizeof *t), per[N_PARTS + 2][ROUNDS];
+            if (!t) {
+                free(pred);
+                m2_stream_close(s);
+                rc = m2_fail(M2_EFAIL, "bench_stream --breakdown: out of memory");
+                break;
+            }
             for (int r = 0; r < ROUNDS; r++) {
                 for (int p = -1; p < N_PARTS; p++) {
                     const m2s_kernel_set v = without(set, p);
@@ -139,4 +151,5 @@ void stream_breakdown(const m2_layout *lay, const float *params, const float *X,
             m2_stream_close(s);
         }
     _mm_setcsr(csr);
+    return rc;
 }

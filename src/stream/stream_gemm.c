@@ -386,12 +386,10 @@ void m2s_gemm(const m2s_mat *m, const void *mats, int bf16, int n, const float *
         else
             gemm_panel(P, nv, R, n, xin, ldx, y + r0, ldy, bf16);
     }
-    if (scale) {
-        const int cols = (m->M + M2S_VEC - 1) / M2S_VEC * M2S_VEC;
+    if (scale) /* the M outputs only: the padding rows stay 0 whatever the scale (a NaN one included) */
         for (int s = 0; s < n; s++) {
             float *restrict ys = y + (size_t)s * ldy;
             const float c = scale[s];
-            for (int j = 0; j < cols; j++) ys[j] *= c;
+            for (int j = 0; j < m->M; j++) ys[j] *= c;
         }
-    }
 }
