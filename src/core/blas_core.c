@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,24 @@ const char *m2_blas_core_wanted(const char *detected, m2_cpu_level active)
     for (size_t i = 0; i < sizeof CORES / sizeof CORES[0]; i++)
         if (strcmp(detected, CORES[i].name) == 0) return CORES[i].level < active ? CORE_FOR_LEVEL[active] : NULL;
     return NULL;
+}
+
+int m2_blas_core_beta0_fast(const char *core)
+{
+    for (size_t i = 0; core && i < sizeof CORES / sizeof CORES[0]; i++)
+        if (strcmp(core, CORES[i].name) == 0) return CORES[i].level == M2_CPU_AVX512;
+    return 0;
+}
+
+int m2_blas_beta0_fast(void)
+{
+    static _Atomic int known = -1; /* OpenBLAS chose its kernels before main(); they do not change */
+    int fast = atomic_load_explicit(&known, memory_order_relaxed);
+    if (fast < 0) {
+        fast = m2_blas_core_beta0_fast(openblas_get_corename());
+        atomic_store_explicit(&known, fast, memory_order_relaxed);
+    }
+    return fast;
 }
 
 void m2_blas_core_ensure(char **argv)

@@ -26,6 +26,15 @@ const char *m2_blas_core_wanted(const char *detected, m2_cpu_level active);
  * only when nothing is to be done, or when the exec failed (a warning line on stderr; the slow kernels stay). */
 void m2_blas_core_ensure(char **argv);
 
+/* Whether OpenBLAS's core `core` (a name as openblas_get_corename() gives it) does a beta = 0 product at vector
+ * speed: its AVX-512 cores (SkylakeX and those that run its sgemm) zero C in a vectorised pass, and their
+ * small-matrix kernels have beta-0 variants that never read C; the others (Haswell, Zen, ...) zero C with a scalar
+ * store per element. Pure: the tests call it directly. */
+int m2_blas_core_beta0_fast(const char *core);
+
+/* m2_blas_core_beta0_fast of the core in use, looked up once a process (the chunked SSD asks before each GEMM). */
+int m2_blas_beta0_fast(void);
+
 /* "OpenBLAS SkylakeX", or "OpenBLAS SkylakeX (chosen by mamba2; OpenBLAS detected Prescott)", into buf. */
 void m2_blas_core_describe(char *buf, size_t cap);
 

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/blas_core.h"
 #include "core/ssd.h"
 
 typedef struct {
@@ -204,12 +205,19 @@ static inline void m2_ssd_scale(m2_real alpha, const m2_real *restrict x, m2_rea
 }
 
 /* Row-major C = A·B (+ C when beta is 1; beta is 0 or 1), op() = transpose when ta/tb.
- * beta 0 is done as C zeroed here, then the GEMM with beta 1: OpenBLAS (0.3.21, Zen) zeroes C for beta 0 with a
- * scalar store per element before its kernel adds A·B to C anyway, which was ~10% of the SSD's time at these small
- * shapes; a vectorised memset per row then the same kernel gives the same bits (0 + x is x). */
+ * Where OpenBLAS's kernels zero C with a scalar store per element for beta 0 (0.3.21's Haswell and Zen cores; ~10%
+ * of the SSD's time at these small shapes on a Zen), beta 0 is done as C zeroed here, then the GEMM with beta 1:
+ * a vectorised memset per row, then the same kernel, the same bits (0 + x is x). Its AVX-512 cores zero C at
+ * vector speed, and their small-matrix kernels' beta-0 variants do not read C at all, so there beta 0 goes to
+ * OpenBLAS as it is (bench_ssd on an Emerald Rapids, one thread: forward -10%, backward -4%; BENCHMARKS.md). */
 static inline void m2_ssd_gemm(int ta, int tb, int M, int N, int K, const m2_real *A, int lda, const m2_real *B,
                                int ldb, m2_real beta, m2_real *C, int ldc)
 {
+    if (beta == 0 && m2_blas_beta0_fast()) {
+        M2_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, (m2_real)1, A,
+                lda, B, ldb, (m2_real)0, C, ldc);
+        return;
+    }
     if (beta == 0) {
         if (ldc == N)
             memset(C, 0, (size_t)M * N * sizeof *C);

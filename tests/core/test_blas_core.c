@@ -37,6 +37,22 @@ static void test_wanted_raises_only_below_the_level(void **state)
     assert_null(m2_blas_core_wanted(NULL, M2_CPU_AVX512));
 }
 
+/* Which cores the chunked SSD hands beta 0 to (core/ssd_chunk.h, m2_ssd_gemm): the AVX-512 ones only. */
+static void test_beta0_fast_only_on_avx512_cores(void **state)
+{
+    (void)state;
+    assert_int_equal(m2_blas_core_beta0_fast("SkylakeX"), 1);
+    assert_int_equal(m2_blas_core_beta0_fast("Cooperlake"), 1);
+    assert_int_equal(m2_blas_core_beta0_fast("SapphireRapids"), 1);
+    assert_int_equal(m2_blas_core_beta0_fast("Haswell"), 0);
+    assert_int_equal(m2_blas_core_beta0_fast("Zen"), 0);
+    assert_int_equal(m2_blas_core_beta0_fast("Prescott"), 0);
+    assert_int_equal(m2_blas_core_beta0_fast("Zen5"), 0); /* unknown to the table: the safe way, C zeroed first */
+    assert_int_equal(m2_blas_core_beta0_fast(NULL), 0);
+    /* the process's own answer is the one for its core */
+    assert_int_equal(m2_blas_beta0_fast(), m2_blas_core_beta0_fast(openblas_get_corename()));
+}
+
 static void test_ensure_leaves_no_core_below_the_level(void **state)
 {
     (void)state;
@@ -66,6 +82,7 @@ int main(int argc, char **argv)
     m2_blas_core_ensure(argv); /* the call under test: it may run this test again, as it does the programs */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wanted_raises_only_below_the_level),
+        cmocka_unit_test(test_beta0_fast_only_on_avx512_cores),
         cmocka_unit_test(test_ensure_leaves_no_core_below_the_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "base/rng.h"
+#include "core/blas_core.h"
 #include "core/ssd.h"
 #include "core/ssd_chunk.h" /* m2_ssd_decay: the SSD's own exp */
 #include "ssd_oracle.h"
@@ -452,8 +453,16 @@ static void test_oracle_backward_matches_fd(void **state)
 }
 #endif
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* OpenBLAS's kernels as the programs run them (core/blas_core.h), so that the SSD's GEMMs take the beta-0 path
+     * they take in training (m2_blas_beta0_fast): on an AVX-512 machine this run passes beta 0 to OpenBLAS and the
+     * test_ssd_f32_avx2 / _scalar reruns zero C first; elsewhere both runs zero C first. */
+    (void)argc;
+    m2_blas_core_ensure(argv);
+    char core[128];
+    m2_blas_core_describe(core, sizeof core);
+    printf("%s: beta-0 products %s\n", core, m2_blas_beta0_fast() ? "passed to OpenBLAS" : "as C zeroed, then beta 1");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decay_exp_accuracy),         cmocka_unit_test(test_forward_matches_oracle),
         cmocka_unit_test(test_backward_matches_oracle),    cmocka_unit_test(test_forward_without_saved),
