@@ -263,6 +263,23 @@ static void widen_latency(const m2_layout *lay, const float *params, const float
  * bytes, S=8 and S=64 against the one-thread sgemm rate. Medians of 201 passes (S=1) or 41 (S>1), and the fastest
  * pass (robust to other processes' time slices when old and new builds are compared on a shared machine). A kernel
  * micro-timing (the ticks' other work, which shares the caches, is left out), not a goal. */
+/* The p50 of `reps` timed passes of gemm over the nm matrices for n streams (after a quarter as many untimed), and
+ * the fastest into *fastest. */
+static double time_passes(m2s_gemm_fn gemm, const m2s_mat *m, int nm, const void *mats, int bf16, int n, const float *x,
+                          int ldx, float *y, int ldy, float *xq, int reps, double *fastest)
+{
+    double t[201];
+    for (int r = -reps / 4; r < reps; r++) {
+        double t0 = m2_now_ns();
+        for (int i = 0; i < nm; i++) gemm(&m[i], mats, bf16, n, x, ldx, NULL, y, ldy, xq);
+        if (r >= 0) t[r] = m2_now_ns() - t0;
+    }
+    m2_latency lat;
+    m2_latency_summarize(t, (size_t)reps, &lat);
+    *fastest = t[0];
+    return lat.p50;
+}
+
 static void gemm_only(const m2_dims *d, double gflop_rate)
 {
     enum { NMAX = 64 };
@@ -300,18 +317,19 @@ static void gemm_only(const m2_dims *d, double gflop_rate)
         static const int ns[] = {1, 8, 64};
         for (int si = 0; si < 3; si++) {
             const int n = ns[si], reps = n == 1 ? 201 : 41;
-            double t[201];
-            for (int r = -reps / 4; r < reps; r++) {
-                double t0 = m2_now_ns();
-                for (int i = 0; i < nm; i++) gemm(&m[i], mats, bf16, n, x, kmax, NULL, y, ldmax, xq);
-                if (r >= 0) t[r] = m2_now_ns() - t0;
-            }
-            m2_latency lat;
-            m2_latency_summarize(t, (size_t)reps, &lat);
+            double fastest;
+            const double p50 = time_passes(gemm, m, nm, mats, bf16, n, x, kmax, y, ldmax, xq, reps, &fastest);
             printf("  S=%-2d %9.0f ns per pass (%.0f ns per stream; fastest pass %.0f ns): %.2fx the hot floor, %.1f "
                    "GFLOP/s = %.2f of sgemm's %.1f\n",
-                   n, lat.p50, lat.p50 / n, t[0], lat.p50 / hot, n * flops / lat.p50,
-                   n * flops / lat.p50 / (gflop_rate / 1e9), gflop_rate / 1e9);
+                   n, p50, p50 / n, fastest, p50 / hot, n * flops / p50, n * flops / p50 / (gflop_rate / 1e9),
+                   gflop_rate / 1e9);
+            if (gemm == m2s_gemm_avx512bf16 && n > 1) {
+                /* batches may take the widening kernel instead (stream.c, choose_batch_gemm): both, so that the
+                 * line says what a batched tick can pay */
+                const double w = time_passes(k->gemm, m, nm, mats, bf16, n, x, kmax, y, ldmax, xq, reps, &fastest);
+                printf("        the widening %s kernel: %.0f ns per stream, %.2f of sgemm's rate\n",
+                       m2_cpu_name(k->level), w / n, n * flops / w / (gflop_rate / 1e9));
+            }
         }
         free(mats);
         free(W);
