@@ -46,20 +46,22 @@ static const char *const CORE_FOR_LEVEL[M2_CPU_N_LEVELS] = {NULL, "Haswell", "Sk
 
 static const char *DETECTED_ENV = "MAMBA2_OPENBLAS_DETECTED";
 
-const char *m2_blas_core_wanted(const char *detected, m2_cpu_level active)
-{
-    if (!detected || active <= M2_CPU_SCALAR || active >= M2_CPU_N_LEVELS) return NULL;
-    for (size_t i = 0; i < sizeof CORES / sizeof CORES[0]; i++)
-        if (strcmp(detected, CORES[i].name) == 0) return CORES[i].level < active ? CORE_FOR_LEVEL[active] : NULL;
-    return NULL;
-}
-
-int m2_blas_core_beta0_fast(const char *core)
+/* The level of a core the table names, or -1 (NULL, or a name it does not know). */
+static int core_level(const char *core)
 {
     for (size_t i = 0; core && i < sizeof CORES / sizeof CORES[0]; i++)
-        if (strcmp(core, CORES[i].name) == 0) return CORES[i].level == M2_CPU_AVX512;
-    return 0;
+        if (strcmp(core, CORES[i].name) == 0) return (int)CORES[i].level;
+    return -1;
 }
+
+const char *m2_blas_core_wanted(const char *detected, m2_cpu_level active)
+{
+    if (active <= M2_CPU_SCALAR || active >= M2_CPU_N_LEVELS) return NULL;
+    const int level = core_level(detected);
+    return level >= 0 && level < (int)active ? CORE_FOR_LEVEL[active] : NULL;
+}
+
+int m2_blas_core_beta0_fast(const char *core) { return core_level(core) == (int)M2_CPU_AVX512; }
 
 int m2_blas_beta0_fast(void)
 {
